@@ -1,0 +1,67 @@
+import { existsSync, statSync } from "node:fs";
+import { resolve } from "node:path";
+import { Command, Option } from "commander";
+import { formatGithub, formatText, summarize } from "../model/diagnostics.js";
+import { EnvironmentError } from "../model/errors.js";
+import { directorySource, type LoadResult, loadRepo } from "../model/load.js";
+import { type CliIo, EXIT, type GlobalOptions } from "./io.js";
+
+export type ValidateFormat = "text" | "json" | "github";
+
+/** Loads the fleet repo at `path` (a directory), refusing a path that is not one. */
+export async function validateDirectory(path: string): Promise<LoadResult> {
+  if (!existsSync(path) || !statSync(path).isDirectory())
+    throw new EnvironmentError(`${path} is not a directory: give the path of a fleet repository`);
+  return loadRepo(directorySource(path));
+}
+
+/** Renders a load result in one of the formats; returns the text for stdout. */
+export function renderValidation(result: LoadResult, format: ValidateFormat): string {
+  if (format === "json") {
+    return `${JSON.stringify(
+      {
+        valid: result.ok,
+        files: result.filesRead,
+        nodes: result.desired?.nodes.size ?? null,
+        assignments: result.desired?.assignments.size ?? null,
+        instances: result.desired?.instances.size ?? null,
+        diagnostics: result.diagnostics,
+      },
+      null,
+      2,
+    )}\n`;
+  }
+  if (format === "github")
+    return result.diagnostics.length > 0 ? `${formatGithub(result.diagnostics)}\n` : "";
+  const lines: string[] = [];
+  if (result.diagnostics.length > 0) lines.push(formatText(result.diagnostics, result.lineOf), "");
+  const summary = summarize(result.diagnostics, result.filesRead);
+  if (result.ok && result.desired) {
+    const d = result.desired;
+    lines.push(
+      `valid: ${d.nodes.size} nodes, ${d.assignments.size} assignments, ${d.instances.size} instances (${summary})`,
+    );
+  } else lines.push(`invalid: ${summary}`);
+  return `${lines.join("\n")}\n`;
+}
+
+export function validateCommand(
+  io: CliIo,
+  globals: () => GlobalOptions,
+  exit: (code: number) => void,
+): Command {
+  return new Command("validate")
+    .description(
+      "check a fleet repository: YAML, JSON Schema and cross-document rules, with file:line:column",
+    )
+    .argument("[path]", "fleet repository directory", ".")
+    .addOption(
+      new Option("--format <format>", "output format").choices(["text", "json", "github"]).default("text"),
+    )
+    .action(async (path: string, options: { format: ValidateFormat }) => {
+      const format = globals().json ? "json" : options.format;
+      const result = await validateDirectory(resolve(io.cwd, path));
+      io.stdout(renderValidation(result, format));
+      exit(result.ok ? EXIT.ok : EXIT.problems);
+    });
+}

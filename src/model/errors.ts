@@ -1,0 +1,42 @@
+/**
+ * Errors steward raises on purpose. Each has a stable `code`, structured `data` and an optional
+ * `cause`; the CLI prints `message` as one line and maps the class to an exit code. A user's mistake
+ * is never shown as a stack trace.
+ */
+export class StewardError extends Error {
+  override readonly name: string = "StewardError";
+  /** Stable identifier, e.g. `E_USAGE`, for scripts and tests. */
+  readonly code: string;
+  readonly data: Record<string, unknown>;
+
+  constructor(
+    code: string,
+    message: string,
+    options: { data?: Record<string, unknown>; cause?: unknown } = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.data = options.data ?? {};
+  }
+}
+
+/** The command line was wrong: unknown flag, missing argument, bad value. Exit 2. */
+export class UsageError extends StewardError {
+  override readonly name = "UsageError";
+  constructor(message: string, data?: Record<string, unknown>) {
+    super("E_USAGE", message, data ? { data } : {});
+  }
+}
+
+/** The environment cannot support the command: missing path, tool or permission. Exit 2. */
+export class EnvironmentError extends StewardError {
+  override readonly name = "EnvironmentError";
+  constructor(message: string, options: { data?: Record<string, unknown>; cause?: unknown } = {}) {
+    super("E_ENVIRONMENT", message, options);
+  }
+}
+
+/** True when `error` is one of ours (its message is meant for the user as it is). */
+export function isStewardError(error: unknown): error is StewardError {
+  return error instanceof StewardError;
+}

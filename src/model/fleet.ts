@@ -1,0 +1,43 @@
+import { parseDuration } from "./duration.js";
+import type { Budget, FleetSpec, SigningPolicy, Stage, StatusSettings } from "./generated.js";
+
+/** Retry budget in effect for an instance: transient failures are retried within it. */
+export interface EffectiveBudget {
+  attempts: number;
+  withinMs: number;
+}
+
+/** steward.yaml with every default filled in. */
+export interface FleetSettings {
+  mode: Stage;
+  budget: EffectiveBudget;
+  heartbeat: { intervalMs: number; missed: number };
+  ignore: string[];
+  status: StatusSettings;
+  signing?: SigningPolicy;
+}
+
+export const DEFAULT_BUDGET: EffectiveBudget = { attempts: 5, withinMs: 30 * 60_000 };
+
+export function effectiveBudget(budget: Budget | undefined, fallback: EffectiveBudget): EffectiveBudget {
+  return {
+    attempts: budget?.attempts ?? fallback.attempts,
+    withinMs: budget?.within ? parseDuration(budget.within) : fallback.withinMs,
+  };
+}
+
+/** Fleet settings from steward.yaml's spec (or all defaults when there is no steward.yaml). */
+export function fleetSettings(spec: FleetSpec | undefined): FleetSettings {
+  const settings: FleetSettings = {
+    mode: spec?.mode ?? "apply",
+    budget: effectiveBudget(spec?.budget, DEFAULT_BUDGET),
+    heartbeat: {
+      intervalMs: spec?.heartbeat?.interval ? parseDuration(spec.heartbeat.interval) : 30_000,
+      missed: spec?.heartbeat?.missed ?? 3,
+    },
+    ignore: spec?.ignore ?? [],
+    status: spec?.status ?? { providers: [{ type: "gitnotes" }] },
+  };
+  if (spec?.signing) settings.signing = spec.signing;
+  return settings;
+}

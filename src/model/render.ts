@@ -1,0 +1,179 @@
+/**
+ * Rendering: an assignment placed on a node becomes an instance with a self-contained spec (files
+ * from `source:` inlined, every resource named) and a content hash. The hash covers what the agent
+ * applies, not where the YAML lives, so renaming a file changes nothing while any change of content
+ * (including back to older content) changes the hash.
+ */
+import { canonicalJson, contentHash } from "./canonical.js";
+import type { AssignmentDocument, NodeDocument } from "./documents.js";
+import { type EffectiveBudget, effectiveBudget, type FleetSettings } from "./fleet.js";
+import type { Assignment, Bundle, InstanceSpec, Node, Resource, Rollout } from "./generated.js";
+import { substitute } from "./template.js";
+
+/** One assignment on one node: the unit of convergence. */
+export interface Instance {
+  /** `assignment@node`. */
+  key: string;
+  assignment: string;
+  node: string;
+  spec: InstanceSpec;
+  /** `sha256:...` of the canonical JSON of `spec`. */
+  hash: string;
+  rollout: Rollout;
+  budget: EffectiveBudget;
+  /** Where the assignment is declared. */
+  file: string;
+}
+
+/** What the repository says should be true: validated documents and every rendered instance. */
+export interface DesiredState {
+  fleet: FleetSettings;
+  nodes: Map<string, NodeDocument>;
+  assignments: Map<string, AssignmentDocument>;
+  /** By instance key, sorted by key. */
+  instances: Map<string, Instance>;
+}
+
+export function instanceKey(assignment: string, node: string): string {
+  return `${assignment}@${node}`;
+}
+
+/** A file's bytes from the repo, with an id that is equal for equal bytes (a git blob id). */
+export interface SourceContent {
+  id: string;
+  bytes: Uint8Array;
+}
+
+/** The name a resource is known by: its `name`, or its path for files, directories and symlinks. */
+export function resourceName(resource: Resource): string {
+  if (resource.name) return resource.name;
+  if ("path" in resource) return resource.path;
+  return resource.kind;
+}
+
+/** Whether the assignment selects this node, by name or by labels. */
+export function selects(assignment: Assignment, node: Node): boolean {
+  if (assignment.spec.nodes?.includes(node.metadata.name)) return true;
+  const match = assignment.spec.selector?.matchLabels;
+  if (!match) return false;
+  const labels = node.metadata.labels ?? {};
+  return Object.entries(match).every(([key, value]) => labels[key] === value);
+}
+
+function renderResource(resource: Resource, sources: ReadonlyMap<string, SourceContent>): Resource {
+  const rendered = { ...resource, name: resourceName(resource) } as Resource & { source?: string };
+  if ((rendered.kind === "file" || rendered.kind === "systemd-unit") && rendered.source !== undefined) {
+    const content = sources.get(rendered.source);
+    const { source: _source, ...rest } = rendered;
+    const bytes = content?.bytes ?? new Uint8Array();
+    const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    const utf8 = text.toString("utf8");
+    if (Buffer.from(utf8, "utf8").equals(text)) return { ...rest, content: utf8 } as Resource;
+    return { ...rest, content: text.toString("base64"), encoding: "base64" } as Resource;
+  }
+  return rendered;
+}
+
+const renderCache = new WeakMap<Assignment, Map<string, Instance>>();
+
+/**
+ * Renders one assignment for one node. Memoised on the assignment value's identity (unchanged files
+ * keep their parsed values between syncs), the node's roots and the content ids of `source:` files,
+ * so a sync re-renders only what changed.
+ */
+export function renderInstance(
+  assignment: AssignmentDocument,
+  node: Node,
+  fleet: FleetSettings,
+  sources: ReadonlyMap<string, SourceContent>,
+  missing: MissingVariable[] = [],
+): Instance {
+  const spec = assignment.value.spec;
+  const sourceIds = spec.resources
+    .map((r) => ("source" in r && r.source ? (sources.get(r.source)?.id ?? "missing") : ""))
+    .join(",");
+  const memoKey = `${canonicalJson(node)}\0${sourceIds}\0${fleet.budget.attempts}/${fleet.budget.withinMs}/${fleet.mode}\0${assignment.file}`;
+  let memo = renderCache.get(assignment.value);
+  const cached = memo?.get(memoKey);
+  if (cached) return cached;
+  const name = assignment.value.metadata.name;
+  const context = { node, assignment: assignment.value };
+  const before = missing.length;
+  const onMissing = (path: (string | number)[], variable: string) =>
+    missing.push({ assignment, node: node.metadata.name, path: ["spec", ...path], variable });
+  const instanceSpec: InstanceSpec = {
+    assignment: name,
+    node: node.metadata.name,
+    state: spec.state ?? "running",
+    dependsOn: spec.dependsOn ?? [],
+    roots: node.spec.roots,
+    resources: substitute(spec.resources, context, onMissing, ["resources"]).map((r) =>
+      renderResource(r, sources),
+    ),
+    probes: substitute(spec.probes ?? [], context, onMissing, ["probes"]),
+  };
+  if (spec.version !== undefined) instanceSpec.version = spec.version;
+  const instance: Instance = {
+    key: instanceKey(name, node.metadata.name),
+    assignment: name,
+    node: node.metadata.name,
+    spec: instanceSpec,
+    hash: contentHash(instanceSpec),
+    rollout: { stage: fleet.mode, ...spec.rollout },
+    budget: effectiveBudget(spec.budget, fleet.budget),
+    file: assignment.file,
+  };
+  if (missing.length > before) return instance;
+  if (!memo) {
+    memo = new Map();
+    renderCache.set(assignment.value, memo);
+  }
+  memo.set(memoKey, instance);
+  return instance;
+}
+
+/** A `${node...}` reference with no value on the node an assignment was rendered for. */
+export interface MissingVariable {
+  assignment: AssignmentDocument;
+  node: string;
+  path: (string | number)[];
+  variable: string;
+}
+
+/** The nodes an assignment lands on, sorted by name. */
+export function placement(assignment: Assignment, nodes: ReadonlyMap<string, NodeDocument>): Node[] {
+  const placed: Node[] = [];
+  for (const node of nodes.values()) if (selects(assignment, node.value)) placed.push(node.value);
+  return placed.sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : 1));
+}
+
+/** Every instance of the repository, keyed and sorted by instance key. */
+export function renderInstances(
+  fleet: FleetSettings,
+  nodes: ReadonlyMap<string, NodeDocument>,
+  assignments: ReadonlyMap<string, AssignmentDocument>,
+  sources: ReadonlyMap<string, SourceContent>,
+  missing: MissingVariable[] = [],
+): Map<string, Instance> {
+  const list: Instance[] = [];
+  for (const assignment of assignments.values()) {
+    for (const node of placement(assignment.value, nodes))
+      list.push(renderInstance(assignment, node, fleet, sources, missing));
+  }
+  list.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  return new Map(list.map((instance) => [instance.key, instance]));
+}
+
+/** The message an attempt carries: the instance's whole desired spec at a generation. */
+export function bundleFor(instance: Instance, generation: number, attemptId: string, issuedAt: Date): Bundle {
+  return {
+    apiVersion: "steward.dev/v1",
+    kind: "Bundle",
+    attemptId,
+    generation,
+    hash: instance.hash,
+    spec: instance.spec,
+    budget: { attempts: instance.budget.attempts, withinMs: instance.budget.withinMs },
+    issuedAt: issuedAt.toISOString(),
+  };
+}

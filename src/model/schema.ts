@@ -1,0 +1,296 @@
+/**
+ * JSON Schema validation of fleet documents (and agent messages) with ajv, turning ajv's errors into
+ * findings that name the field, what was expected, what was found, and the fix.
+ */
+import { readFileSync } from "node:fs";
+import { Ajv2020, type ErrorObject, type ValidateFunction } from "ajv/dist/2020.js";
+import addFormatsModule from "ajv-formats";
+import { type Finding, formatPath } from "./findings.js";
+import { didYouMean } from "./suggest.js";
+
+export const API_VERSION = "steward.dev/v1";
+export const DOCUMENT_KINDS = ["Fleet", "Node", "Assignment"] as const;
+export type DocumentKind = (typeof DOCUMENT_KINDS)[number];
+
+export const STEWARD_SCHEMA_ID = "https://steward.dev/schemas/v1/steward.schema.json";
+export const AGENT_SCHEMA_ID = "https://steward.dev/schemas/v1/agent.schema.json";
+
+/** Where the schema files live: `schemas/` at the package root, from both `src/` and `dist/`. */
+export const schemasDir = new URL("../../schemas/", import.meta.url);
+
+function readSchema(file: string): Record<string, unknown> {
+  return JSON.parse(readFileSync(new URL(file, schemasDir), "utf8")) as Record<string, unknown>;
+}
+
+let ajvInstance: Ajv2020 | undefined;
+const validators = new Map<string, ValidateFunction>();
+
+function ajv(): Ajv2020 {
+  if (!ajvInstance) {
+    ajvInstance = new Ajv2020({ allErrors: true, strict: false, verbose: true });
+    const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => void;
+    addFormats(ajvInstance);
+    ajvInstance.addSchema(readSchema("steward.schema.json"));
+    ajvInstance.addSchema(readSchema("agent.schema.json"));
+  }
+  return ajvInstance;
+}
+
+/** The compiled validator for one definition, e.g. `validatorFor(STEWARD_SCHEMA_ID, "Node")`. */
+export function validatorFor(schemaId: string, definition: string): ValidateFunction {
+  const ref = `${schemaId}#/$defs/${definition}`;
+  let validate = validators.get(ref);
+  if (!validate) {
+    const found = ajv().getSchema(ref);
+    if (!found) throw new Error(`no schema definition ${ref}`);
+    validate = found;
+    validators.set(ref, validate);
+  }
+  return validate;
+}
+
+function pointerToPath(pointer: string): (string | number)[] {
+  if (pointer === "") return [];
+  return pointer
+    .slice(1)
+    .split("/")
+    .map((part) => part.replace(/~1/g, "/").replace(/~0/g, "~"))
+    .map((part) => (/^(0|[1-9][0-9]*)$/.test(part) ? Number(part) : part));
+}
+
+function describe(value: unknown): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "a list";
+  if (typeof value === "object") return "a mapping";
+  if (typeof value === "string")
+    return JSON.stringify(value.length > 60 ? `${value.slice(0, 57)}...` : value);
+  return `${typeof value} ${String(value)}`;
+}
+
+function schemaDescription(schema: unknown): string | undefined {
+  if (schema && typeof schema === "object" && "description" in schema) {
+    const text = (schema as { description?: unknown }).description;
+    return typeof text === "string" ? text : undefined;
+  }
+  return undefined;
+}
+
+/** Turns one ajv error into a finding, or undefined for errors that only repeat a more precise one. */
+function toFinding(error: ErrorObject, all: ErrorObject[]): Finding | undefined {
+  const path = pointerToPath(error.instancePath);
+  const where = formatPath(path);
+  const params = error.params as Record<string, unknown>;
+  switch (error.keyword) {
+    case "if":
+    case "allOf":
+      return undefined;
+    case "anyOf":
+    case "oneOf": {
+      // Alternatives that are only `required` lists: say which fields are wanted.
+      const alternatives = (error.schema as { required?: string[] }[] | undefined) ?? [];
+      const names = alternatives.flatMap((alt) => alt.required ?? []);
+      if (names.length === alternatives.length && names.length > 0) {
+        const present = names.filter((n) => (error.data as Record<string, unknown>)?.[n] !== undefined);
+        if (error.keyword === "oneOf" && present.length > 1) {
+          return {
+            severity: "error",
+            code: "schema/exclusive",
+            path,
+            message: `${where} sets ${present.map((n) => `\`${n}\``).join(" and ")}; only one of them is allowed`,
+            fix: `keep one of ${names.map((n) => `\`${n}\``).join(", ")}`,
+          };
+        }
+        return {
+          severity: "error",
+          code: "schema/required",
+          path,
+          message: `${where} needs ${names.map((n) => `\`${n}\``).join(" or ")}`,
+          fix: schemaDescription(error.parentSchema) ?? `add one of ${names.join(", ")}`,
+        };
+      }
+      // Alternatives of different types (e.g. a count or a percentage): one message for the field,
+      // unless a nested error already says more.
+      const nested = all.some(
+        (other) => other !== error && other.instancePath.startsWith(`${error.instancePath}/`),
+      );
+      if (nested) return undefined;
+      return {
+        severity: "error",
+        code: "schema/invalid",
+        path,
+        message: `${where} is not valid (got ${describe(error.data)})`,
+        fix: schemaDescription(error.parentSchema),
+      };
+    }
+    case "not": {
+      const forbidden = (error.schema as { required?: string[] } | undefined)?.required ?? [];
+      return {
+        severity: "error",
+        code: "schema/exclusive",
+        path,
+        message: `${where} sets ${forbidden.map((n) => `\`${n}\``).join(" and ")}; they are exclusive`,
+        fix: `keep only one of ${forbidden.map((n) => `\`${n}\``).join(", ")}`,
+      };
+    }
+    case "required": {
+      // A precise anyOf/oneOf message covers `required` errors raised inside its alternatives.
+      if (error.schemaPath.includes("/anyOf/") || error.schemaPath.includes("/oneOf/")) return undefined;
+      const missing = String(params.missingProperty);
+      const properties = (error.parentSchema as { properties?: Record<string, unknown> } | undefined)
+        ?.properties;
+      const hint = schemaDescription(properties?.[missing]);
+      return {
+        severity: "error",
+        code: "schema/required",
+        path,
+        message: `${where} is missing required field \`${missing}\``,
+        fix: hint ? `add \`${missing}\`: ${hint}` : `add \`${missing}\``,
+      };
+    }
+    case "additionalProperties": {
+      const extra = String(params.additionalProperty);
+      const allowed = Object.keys(
+        (error.parentSchema as { properties?: object } | undefined)?.properties ?? {},
+      );
+      return {
+        severity: "error",
+        code: "schema/unknown-field",
+        path: [...path, extra],
+        key: true,
+        message: `${where === "document" ? "" : `${where}: `}unknown field \`${extra}\`${didYouMean(extra, allowed)}`,
+        fix: allowed.length > 0 ? `use one of: ${allowed.join(", ")}` : "remove it",
+      };
+    }
+    case "enum":
+    case "const": {
+      const allowed = error.keyword === "enum" ? (params.allowedValues as unknown[]) : [params.allowedValue];
+      const got = error.data;
+      const suggestion = typeof got === "string" ? didYouMean(got, allowed.map(String)) : "";
+      return {
+        severity: "error",
+        code: "schema/enum",
+        path,
+        message: `${where} must be ${allowed.length === 1 ? "" : "one of "}${allowed.map((v) => JSON.stringify(v)).join(", ")} (got ${describe(got)})${suggestion}`,
+        fix: schemaDescription(error.parentSchema),
+      };
+    }
+    case "type": {
+      const expected = String(params.type);
+      const got = error.data;
+      const last = path[path.length - 1];
+      let fix = schemaDescription(error.parentSchema);
+      if (last === "mode" && typeof got === "number")
+        fix = `quote it: mode: "${String(got).padStart(4, "0")}" (YAML reads 0644 as the number 644)`;
+      else if (expected === "string" && (typeof got === "number" || typeof got === "boolean"))
+        fix = `quote it: "${String(got)}" (YAML read it as a ${typeof got})`;
+      return {
+        severity: "error",
+        code: "schema/type",
+        path,
+        message: `${where} must be ${expected === "object" ? "a mapping" : expected === "array" ? "a list" : `a ${expected}`} (got ${describe(got)})`,
+        fix,
+      };
+    }
+    case "pattern":
+      return {
+        severity: "error",
+        code: "schema/pattern",
+        path,
+        message: `${where} must match ${String(params.pattern)} (got ${describe(error.data)})`,
+        fix: schemaDescription(error.parentSchema),
+      };
+    default:
+      return {
+        severity: "error",
+        code: `schema/${error.keyword}`,
+        path,
+        message: `${where} ${error.message ?? "is not valid"} (got ${describe(error.data)})`,
+        fix: schemaDescription(error.parentSchema),
+      };
+  }
+}
+
+/** Findings for every ajv error of `validate` on `value`, most precise first, without repeats. */
+export function schemaFindings(validate: ValidateFunction, value: unknown): Finding[] {
+  if (validate(value)) return [];
+  const errors = validate.errors ?? [];
+  const findings: Finding[] = [];
+  const seen = new Set<string>();
+  for (const error of errors) {
+    const finding = toFinding(error, errors);
+    if (!finding) continue;
+    const id = `${finding.path.join("/")}|${finding.message}`;
+    if (seen.has(id)) continue;
+    seen.add(id);
+    findings.push(finding);
+  }
+  return findings;
+}
+
+/**
+ * Validates one fleet document: first that it is a steward document at all (a mapping with a known
+ * `apiVersion` and `kind`), then against its kind's schema, reporting every error.
+ */
+export function validateDocument(value: unknown): { kind?: DocumentKind; findings: Finding[] } {
+  if (value === null || typeof value !== "object" || Array.isArray(value)) {
+    return {
+      findings: [
+        {
+          severity: "error",
+          code: "document/not-a-mapping",
+          path: [],
+          message: `document is ${describe(value)}, not a mapping`,
+          fix: "a steward document is a mapping with apiVersion, kind, metadata and spec",
+        },
+      ],
+    };
+  }
+  const record = value as Record<string, unknown>;
+  if (record.apiVersion === undefined) {
+    return {
+      findings: [
+        {
+          severity: "error",
+          code: "document/api-version",
+          path: [],
+          message: "document has no `apiVersion`: it is not a steward document",
+          fix: `add \`apiVersion: ${API_VERSION}\`, or list the file under \`ignore:\` in steward.yaml if it is not for steward`,
+        },
+      ],
+    };
+  }
+  if (record.apiVersion !== API_VERSION) {
+    return {
+      findings: [
+        {
+          severity: "error",
+          code: "document/api-version",
+          path: ["apiVersion"],
+          message: `unknown apiVersion ${describe(record.apiVersion)}`,
+          fix: `use \`apiVersion: ${API_VERSION}\``,
+        },
+      ],
+    };
+  }
+  const kind = record.kind;
+  if (typeof kind !== "string" || !(DOCUMENT_KINDS as readonly string[]).includes(kind)) {
+    return {
+      findings: [
+        {
+          severity: "error",
+          code: "document/kind",
+          path: kind === undefined ? [] : ["kind"],
+          message:
+            kind === undefined
+              ? "document has no `kind`"
+              : `unknown kind ${describe(kind)}${typeof kind === "string" ? didYouMean(kind, DOCUMENT_KINDS) : ""}`,
+          fix: `set kind to one of ${DOCUMENT_KINDS.join(", ")}`,
+        },
+      ],
+    };
+  }
+  return {
+    kind: kind as DocumentKind,
+    findings: schemaFindings(validatorFor(STEWARD_SCHEMA_ID, kind), value),
+  };
+}

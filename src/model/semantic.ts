@@ -1,0 +1,354 @@
+/**
+ * Checks that need more than one document, or more than the schema can say: names that must exist,
+ * cycles, conflicts between assignments, and confinement of paths to a node's roots.
+ */
+import { posix } from "node:path";
+import type { AnyDocument, AssignmentDocument, NodeDocument, SourcedDocument } from "./documents.js";
+import type { Finding } from "./findings.js";
+import type { Resource } from "./generated.js";
+import { containingRoot, hasDotSegments } from "./paths.js";
+import { placement, resourceName } from "./render.js";
+import { didYouMean } from "./suggest.js";
+import { substituteString } from "./template.js";
+
+export interface LocatedFinding {
+  document: SourcedDocument<unknown>;
+  finding: Finding;
+}
+
+export interface SemanticInput {
+  documents: readonly AnyDocument[];
+  nodes: ReadonlyMap<string, NodeDocument>;
+  assignments: ReadonlyMap<string, AssignmentDocument>;
+  /** Names of documents that exist but failed schema validation (to avoid cascading errors). */
+  invalidNames: ReadonlySet<string>;
+  /** Whether a repo-relative path exists (for `source:`). */
+  exists: (path: string) => boolean;
+}
+
+type Push = (document: SourcedDocument<unknown>, finding: Finding) => void;
+
+/** Every path-like field of a resource that must be confined to the node's roots, with its field path. */
+function confinedPaths(resource: Resource): { field: (string | number)[]; path: string }[] {
+  const out: { field: (string | number)[]; path: string }[] = [];
+  if ("path" in resource && resource.path) out.push({ field: ["path"], path: resource.path });
+  if (resource.kind === "symlink" && resource.target.startsWith("/"))
+    out.push({ field: ["target"], path: resource.target });
+  if (resource.kind === "command" && resource.creates)
+    out.push({ field: ["creates"], path: resource.creates });
+  if ((resource.kind === "command" || resource.kind === "service") && resource.cwd)
+    out.push({ field: ["cwd"], path: resource.cwd });
+  if (resource.kind === "container")
+    for (const [i, volume] of (resource.volumes ?? []).entries()) {
+      const host = volume.split(":")[0] ?? "";
+      if (host.startsWith("/")) out.push({ field: ["volumes", i], path: host });
+    }
+  return out;
+}
+
+/** What a resource owns on a host, for conflicts between assignments: `path:/etc/x`, `service:web`... */
+function ownedThing(resource: Resource): string | undefined {
+  switch (resource.kind) {
+    case "file":
+    case "directory":
+    case "symlink":
+      return `path:${posix.normalize(resource.path)}`;
+    case "service":
+    case "container":
+    case "package":
+    case "systemd-unit":
+      return `${resource.kind}:${resource.name}`;
+    default:
+      return undefined;
+  }
+}
+
+function findCycle(edges: ReadonlyMap<string, readonly string[]>): string[] | undefined {
+  const state = new Map<string, 1 | 2>();
+  const stack: string[] = [];
+  const visit = (name: string): string[] | undefined => {
+    state.set(name, 1);
+    stack.push(name);
+    for (const next of edges.get(name) ?? []) {
+      if (!edges.has(next)) continue;
+      const seen = state.get(next);
+      if (seen === 1) return [...stack.slice(stack.indexOf(next)), next];
+      if (seen === undefined) {
+        const cycle = visit(next);
+        if (cycle) return cycle;
+      }
+    }
+    stack.pop();
+    state.set(name, 2);
+    return undefined;
+  };
+  for (const name of edges.keys()) {
+    if (state.has(name)) continue;
+    const cycle = visit(name);
+    if (cycle) return cycle;
+  }
+  return undefined;
+}
+
+function checkDuplicateNames(input: SemanticInput, push: Push): void {
+  const seen = new Map<string, AnyDocument>();
+  let fleet: AnyDocument | undefined;
+  for (const doc of input.documents) {
+    if (doc.kind === "Fleet") {
+      if (doc.file !== "steward.yaml")
+        push(doc, {
+          severity: "error",
+          code: "fleet/location",
+          path: ["kind"],
+          message: "a Fleet document must be in steward.yaml at the root of the repository",
+          fix: "move this document to steward.yaml",
+        });
+      else if (fleet)
+        push(doc, {
+          severity: "error",
+          code: "fleet/duplicate",
+          path: ["kind"],
+          message: `a second Fleet document (the first is ${fleet.file}, document ${fleet.index + 1})`,
+          fix: "keep one Fleet document and merge the settings into it",
+        });
+      else fleet = doc;
+      continue;
+    }
+    if (!doc.kind || !doc.name) continue;
+    const id = `${doc.kind}/${doc.name}`;
+    const first = seen.get(id);
+    if (first)
+      push(doc, {
+        severity: "error",
+        code: "name/duplicate",
+        path: ["metadata", "name"],
+        message: `${doc.kind} "${doc.name}" is declared twice (also in ${first.file})`,
+        fix: "rename one of them or delete the duplicate",
+      });
+    else seen.set(id, doc);
+  }
+}
+
+function checkNodes(input: SemanticInput, push: Push): void {
+  for (const doc of input.nodes.values()) {
+    const spec = doc.value.spec;
+    if (spec.transport === "ssh" && !spec.ssh)
+      push(doc, {
+        severity: "error",
+        code: "node/ssh-missing",
+        path: ["spec", "transport"],
+        message: `node "${doc.value.metadata.name}" uses transport ssh but has no spec.ssh`,
+        fix: "add spec.ssh with host, user and the pinned hostKey",
+      });
+    if (spec.transport === "ssh" && spec.ssh && !spec.ssh.hostKey)
+      push(doc, {
+        severity: "warning",
+        code: "node/host-key",
+        path: ["spec", "ssh"],
+        message: `node "${doc.value.metadata.name}" has no pinned spec.ssh.hostKey; the hub will refuse it unless its known_hosts file has the key`,
+        fix: `add hostKey (from \`ssh-keyscan -t ed25519 ${spec.ssh.host}\`, checked out of band)`,
+      });
+    if (spec.transport !== "ssh" && spec.ssh)
+      push(doc, {
+        severity: "warning",
+        code: "node/ssh-unused",
+        path: ["spec", "ssh"],
+        message: `spec.ssh is ignored: node "${doc.value.metadata.name}" uses transport ${spec.transport}`,
+        fix: "remove spec.ssh or set transport: ssh",
+      });
+    for (const [i, root] of spec.roots.entries())
+      if (hasDotSegments(root))
+        push(doc, {
+          severity: "error",
+          code: "path/dot-segments",
+          path: ["spec", "roots", i],
+          message: `root ${JSON.stringify(root)} has \`.\` or \`..\` segments`,
+          fix: "write the root as a canonical absolute path",
+        });
+  }
+}
+
+function checkAssignment(
+  doc: AssignmentDocument,
+  input: SemanticInput,
+  push: Push,
+  owners: Map<string, Map<string, { doc: AssignmentDocument; index: number }>>,
+): void {
+  const spec = doc.value.spec;
+  const name = doc.value.metadata.name;
+  for (const [i, nodeName] of (spec.nodes ?? []).entries()) {
+    if (input.nodes.has(nodeName) || input.invalidNames.has(`Node/${nodeName}`)) continue;
+    push(doc, {
+      severity: "error",
+      code: "node/undeclared",
+      path: ["spec", "nodes", i],
+      message: `node "${nodeName}" is not declared${didYouMean(nodeName, input.nodes.keys())}`,
+      fix: `add a Node document named "${nodeName}" (e.g. nodes/${nodeName}.yaml) or fix spec.nodes`,
+    });
+  }
+  const placed = placement(doc.value, input.nodes);
+  if (spec.selector && !spec.nodes?.length && placed.length === 0)
+    push(doc, {
+      severity: "warning",
+      code: "selector/no-match",
+      path: ["spec", "selector", "matchLabels"],
+      message: `selector of assignment "${name}" matches no node: it will run nowhere`,
+      fix: "fix the labels, or label the nodes it is meant for",
+    });
+  for (const [i, dependency] of (spec.dependsOn ?? []).entries()) {
+    if (input.assignments.has(dependency) || input.invalidNames.has(`Assignment/${dependency}`)) continue;
+    push(doc, {
+      severity: "error",
+      code: "depends-on/unknown",
+      path: ["spec", "dependsOn", i],
+      message: `assignment "${dependency}" does not exist${didYouMean(dependency, input.assignments.keys())}`,
+      fix: "name an existing assignment in spec.dependsOn",
+    });
+  }
+  const canary = spec.rollout?.canary?.nodes ?? [];
+  const placedNames = new Set(placed.map((n) => n.metadata.name));
+  for (const [i, nodeName] of canary.entries())
+    if (!placedNames.has(nodeName) && !input.invalidNames.has(`Node/${nodeName}`))
+      push(doc, {
+        severity: "error",
+        code: "rollout/canary-node",
+        path: ["spec", "rollout", "canary", "nodes", i],
+        message: `canary node "${nodeName}" is not one of the nodes this assignment is placed on`,
+        fix: `use one of: ${[...placedNames].join(", ") || "(none)"}`,
+      });
+
+  // Resources: names, dependencies, paths and sources.
+  const names = new Map<string, number>();
+  const edges = new Map<string, string[]>();
+  for (const [i, resource] of spec.resources.entries()) {
+    const resName = resourceName(resource);
+    const first = names.get(resName);
+    if (first !== undefined)
+      push(doc, {
+        severity: "error",
+        code: "resource/duplicate",
+        path: ["spec", "resources", i, resource.name ? "name" : "path"],
+        message: `resource "${resName}" is declared twice in assignment "${name}" (first at spec.resources[${first}])`,
+        fix: "remove the duplicate or give each resource its own name",
+      });
+    else names.set(resName, i);
+    edges.set(resName, resource.dependsOn ?? []);
+    for (const field of confinedPaths(resource)) {
+      if (hasDotSegments(field.path) || field.path.includes("//"))
+        push(doc, {
+          severity: "error",
+          code: "path/dot-segments",
+          path: ["spec", "resources", i, ...field.field],
+          message: `${JSON.stringify(field.path)} is not a canonical path (it has \`.\`, \`..\` or \`//\`)`,
+          fix: "write the absolute path without `.` or `..` segments",
+        });
+      else
+        for (const node of placed) {
+          const actual = substituteString(field.path, { node, assignment: doc.value }, () => {});
+          if (containingRoot(actual, node.spec.roots)) continue;
+          push(doc, {
+            severity: "error",
+            code: "path/outside-roots",
+            path: ["spec", "resources", i, ...field.field],
+            message: `${JSON.stringify(actual)} is outside the roots of node "${node.metadata.name}" (${node.spec.roots.join(", ")})`,
+            fix: `move it under a declared root, or add a root to nodes/${node.metadata.name}`,
+          });
+        }
+    }
+    if ((resource.kind === "file" || resource.kind === "systemd-unit") && resource.source !== undefined) {
+      const source = resource.source;
+      if (source.startsWith("/") || hasDotSegments(source) || source.startsWith("./"))
+        push(doc, {
+          severity: "error",
+          code: "source/path",
+          path: ["spec", "resources", i, "source"],
+          message: `source ${JSON.stringify(source)} must be a path relative to the repository root, without \`.\` or \`..\``,
+          fix: 'write it like "files/nginx.conf"',
+        });
+      else if (!input.exists(source))
+        push(doc, {
+          severity: "error",
+          code: "source/missing",
+          path: ["spec", "resources", i, "source"],
+          message: `source file ${JSON.stringify(source)} does not exist in the repository`,
+          fix: "add the file, or fix the path (relative to the repository root)",
+        });
+    }
+    const ownedTemplate = ownedThing(resource);
+    if (ownedTemplate)
+      for (const node of placed) {
+        const owned = substituteString(ownedTemplate, { node, assignment: doc.value }, () => {});
+        let perNode = owners.get(node.metadata.name);
+        if (!perNode) {
+          perNode = new Map();
+          owners.set(node.metadata.name, perNode);
+        }
+        const other = perNode.get(owned);
+        if (other && other.doc.value.metadata.name !== name)
+          push(doc, {
+            severity: "error",
+            code: "resource/conflict",
+            path: ["spec", "resources", i],
+            message: `${owned.replace(":", " ")} on node "${node.metadata.name}" is also managed by assignment "${other.doc.value.metadata.name}" (${other.doc.file})`,
+            fix: "manage it from one assignment only; steward never picks a winner between two",
+          });
+        else if (!other) perNode.set(owned, { doc, index: i });
+      }
+  }
+  for (const [i, resource] of spec.resources.entries()) {
+    for (const [j, dependency] of (resource.dependsOn ?? []).entries())
+      if (!names.has(dependency))
+        push(doc, {
+          severity: "error",
+          code: "depends-on/unknown",
+          path: ["spec", "resources", i, "dependsOn", j],
+          message: `resource "${dependency}" does not exist in assignment "${name}"${didYouMean(dependency, names.keys())}`,
+          fix: "name a resource of the same assignment (its name, or its path for files)",
+        });
+    if (resource.kind === "service")
+      for (const [j, dependency] of (resource.restartOn ?? []).entries())
+        if (!names.has(dependency))
+          push(doc, {
+            severity: "error",
+            code: "restart-on/unknown",
+            path: ["spec", "resources", i, "restartOn", j],
+            message: `resource "${dependency}" does not exist in assignment "${name}"${didYouMean(dependency, names.keys())}`,
+            fix: "name a resource of the same assignment",
+          });
+  }
+  const cycle = findCycle(edges);
+  if (cycle) {
+    const index = names.get(cycle[0]!) ?? 0;
+    push(doc, {
+      severity: "error",
+      code: "depends-on/cycle",
+      path: ["spec", "resources", index, "dependsOn"],
+      message: `resources depend on each other in a cycle: ${cycle.join(" → ")}`,
+      fix: "remove one dependsOn so the order is well defined",
+    });
+  }
+}
+
+/** Runs every semantic check; findings are attached to the document they are about. */
+export function semanticFindings(input: SemanticInput): LocatedFinding[] {
+  const out: LocatedFinding[] = [];
+  const push: Push = (document, finding) => out.push({ document, finding });
+  checkDuplicateNames(input, push);
+  checkNodes(input, push);
+  const owners = new Map<string, Map<string, { doc: AssignmentDocument; index: number }>>();
+  for (const doc of input.assignments.values()) checkAssignment(doc, input, push, owners);
+  const assignmentEdges = new Map<string, string[]>();
+  for (const [name, doc] of input.assignments) assignmentEdges.set(name, doc.value.spec.dependsOn ?? []);
+  const cycle = findCycle(assignmentEdges);
+  if (cycle) {
+    const doc = input.assignments.get(cycle[0]!)!;
+    push(doc, {
+      severity: "error",
+      code: "depends-on/cycle",
+      path: ["spec", "dependsOn"],
+      message: `assignments depend on each other in a cycle: ${cycle.join(" → ")}`,
+      fix: "remove one spec.dependsOn so the order is well defined",
+    });
+  }
+  return out;
+}
