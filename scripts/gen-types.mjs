@@ -9,6 +9,7 @@ import { compile } from "json-schema-to-typescript";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const out = join(root, "src/model/generated.ts");
+const schemasOut = join(root, "src/model/schemas.generated.ts");
 
 /** Every $def of every schema file, in one schema that json-schema-to-typescript can compile. */
 function combinedSchema() {
@@ -59,12 +60,24 @@ const source = await compile(combinedSchema(), "StewardSchemas", {
   ignoreMinAndMaxItems: true,
   style: { singleQuote: false },
 });
+// The schemas themselves as modules, so the code (and the single-file agent) needs no files at run time.
+const schemaModule = `${banner}\n\n${["steward", "agent"]
+  .map((name) => {
+    const text = readFileSync(join(root, "schemas", `${name}.schema.json`), "utf8");
+    return `export const ${name}Schema: Record<string, unknown> = ${JSON.stringify(JSON.parse(text))};\n`;
+  })
+  .join("\n")}`;
+const outputs = [
+  [out, source],
+  [schemasOut, schemaModule],
+];
 if (process.argv.includes("--check")) {
-  const current = readFileSync(out, "utf8");
-  if (current !== source) {
-    console.error("src/model/generated.ts is stale: run `npm run gen:types`");
-    process.exit(1);
+  for (const [file, text] of outputs) {
+    if (readFileSync(file, "utf8") !== text) {
+      console.error(`${file} is stale: run \`npm run gen:types\``);
+      process.exit(1);
+    }
   }
 } else {
-  writeFileSync(out, source);
+  for (const [file, text] of outputs) writeFileSync(file, text);
 }

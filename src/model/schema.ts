@@ -2,10 +2,10 @@
  * JSON Schema validation of fleet documents (and agent messages) with ajv, turning ajv's errors into
  * findings that name the field, what was expected, what was found, and the fix.
  */
-import { readFileSync } from "node:fs";
 import { Ajv2020, type ErrorObject, type ValidateFunction } from "ajv/dist/2020.js";
 import addFormatsModule from "ajv-formats";
 import { type Finding, formatPath } from "./findings.js";
+import { agentSchema, stewardSchema } from "./schemas.generated.js";
 import { didYouMean } from "./suggest.js";
 
 export const API_VERSION = "steward.dev/v1";
@@ -15,13 +15,6 @@ export type DocumentKind = (typeof DOCUMENT_KINDS)[number];
 export const STEWARD_SCHEMA_ID = "https://steward.dev/schemas/v1/steward.schema.json";
 export const AGENT_SCHEMA_ID = "https://steward.dev/schemas/v1/agent.schema.json";
 
-/** Where the schema files live: `schemas/` at the package root, from both `src/` and `dist/`. */
-export const schemasDir = new URL("../../schemas/", import.meta.url);
-
-function readSchema(file: string): Record<string, unknown> {
-  return JSON.parse(readFileSync(new URL(file, schemasDir), "utf8")) as Record<string, unknown>;
-}
-
 let ajvInstance: Ajv2020 | undefined;
 const validators = new Map<string, ValidateFunction>();
 
@@ -30,8 +23,8 @@ function ajv(): Ajv2020 {
     ajvInstance = new Ajv2020({ allErrors: true, strict: false, verbose: true });
     const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => void;
     addFormats(ajvInstance);
-    ajvInstance.addSchema(readSchema("steward.schema.json"));
-    ajvInstance.addSchema(readSchema("agent.schema.json"));
+    ajvInstance.addSchema(stewardSchema);
+    ajvInstance.addSchema(agentSchema);
   }
   return ajvInstance;
 }

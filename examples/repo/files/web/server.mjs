@@ -14,5 +14,7 @@ const server = createServer((request, response) => {
     response.writeHead(404).end();
   }
 });
-server.listen(config.port, "127.0.0.1", () => console.log(`web ${config.version} on ${config.node} listening on ${config.port}`));
+server.listen(config.port, "127.0.0.1", () =>
+  console.log(`web ${config.version} on ${config.node} listening on ${config.port}`),
+);
 process.on("SIGTERM", () => server.close(() => process.exit(0)));

@@ -1,0 +1,75 @@
+/**
+ * The hub database's schema, as numbered migrations. Never edit a released migration: add a new one.
+ * Each area owns its migrations: 1xx revisions and generations (the syncer), 2xx hub (intents,
+ * attempts, outbox, reports, conditions, tasks, nodes), 3xx commit statuses.
+ */
+export interface Migration {
+  version: number;
+  name: string;
+  sql: string;
+}
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 101,
+    name: "revisions and generations",
+    sql: `
+      -- Every commit of the tracked branch the syncer has seen, in the order it saw them.
+      CREATE TABLE revisions (
+        sha TEXT PRIMARY KEY,
+        seq INTEGER NOT NULL UNIQUE,           -- order of sync; increases
+        branch TEXT NOT NULL,
+        author_name TEXT NOT NULL,
+        author_email TEXT NOT NULL,
+        message TEXT NOT NULL,
+        committed_at TEXT NOT NULL,            -- ISO 8601
+        synced_at TEXT NOT NULL,
+        -- applied: valid, generations recorded. invalid: nothing advanced (see diagnostics).
+        -- superseded: skipped because a later commit arrived in the same fetch (see superseded_by).
+        outcome TEXT NOT NULL CHECK (outcome IN ('applied', 'invalid', 'superseded')),
+        diagnostics TEXT,                      -- JSON list of Diagnostic, for invalid revisions
+        superseded_by TEXT,
+        changed_assignments TEXT NOT NULL DEFAULT '[]' -- JSON list of assignment names whose instances changed
+      );
+
+      -- Generation G of an instance: the rendered spec it must reach. Never reused, never lowered.
+      CREATE TABLE generations (
+        instance_key TEXT NOT NULL,            -- assignment@node
+        generation INTEGER NOT NULL CHECK (generation >= 1),
+        assignment TEXT NOT NULL,
+        node TEXT NOT NULL,
+        hash TEXT NOT NULL,
+        spec TEXT NOT NULL,                    -- JSON InstanceSpec
+        rollout TEXT NOT NULL,                 -- JSON Rollout
+        budget TEXT NOT NULL,                  -- JSON EffectiveBudget
+        revision TEXT NOT NULL REFERENCES revisions(sha),
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (instance_key, generation)
+      );
+      CREATE INDEX generations_by_revision ON generations (revision);
+      CREATE INDEX generations_by_assignment ON generations (assignment, node, generation);
+
+      -- The desired generation of every instance; retired ones are kept (no longer managed, nothing deleted).
+      CREATE TABLE instances (
+        instance_key TEXT PRIMARY KEY,
+        assignment TEXT NOT NULL,
+        node TEXT NOT NULL,
+        generation INTEGER NOT NULL,
+        hash TEXT NOT NULL,
+        revision TEXT NOT NULL REFERENCES revisions(sha),
+        retired_at TEXT,
+        retired_by TEXT REFERENCES revisions(sha),
+        FOREIGN KEY (instance_key, generation) REFERENCES generations(instance_key, generation)
+      );
+      CREATE INDEX instances_by_node ON instances (node);
+
+      -- Where the syncer stands on each tracked branch.
+      CREATE TABLE sync_state (
+        branch TEXT PRIMARY KEY,
+        head TEXT,                             -- last commit seen
+        last_good TEXT,                        -- last applied revision (what the hub serves)
+        updated_at TEXT NOT NULL
+      );
+    `,
+  },
+];
