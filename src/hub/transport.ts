@@ -29,7 +29,14 @@ export interface TransportHealth {
   status: "degraded" | "recovered";
   /** The node concerned, or undefined for the transport as a whole (the NATS server, say). */
   node?: string;
-  /** Stable CamelCase reason, e.g. `HostKeyMismatch`, `ServerDisconnected`, `MaxDeliveriesExceeded`. */
+  /** The instance's assignment, when the signal is about one instance (a silent service heartbeat). */
+  assignment?: string;
+  /** When the problem began, if earlier than the event (a silent node: its last heartbeat). */
+  since?: Date;
+  /**
+   * Stable CamelCase reason, e.g. `HostKeyMismatch`, `ServerDisconnected`, `MaxDeliveriesExceeded`,
+   * `NodeSilent` (the hub's NodeSilent condition rather than TransportDegraded).
+   */
   reason: string;
   message: string;
 }

@@ -1,0 +1,140 @@
+/**
+ * The bus observed: JetStream advisories and the server's client connect/disconnect events become
+ * observations the hub hears as `TransportHealth`. `observeAdvisory` is pure (subject and body in,
+ * observation out); the transport acts on what it returns.
+ */
+import type { TransportHealth } from "../../hub/transport.js";
+import {
+  ATTEMPTS_STREAM,
+  HUB_REPORTS_CONSUMER,
+  identities,
+  REPORTS_STREAM,
+  TASKS_STREAM,
+} from "./subjects.js";
+
+/** Subjects the hub subscribes to for advisories and client events. */
+export const ADVISORY_SUBJECTS = [
+  "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>",
+  "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.>",
+  "$JS.EVENT.ADVISORY.CONSUMER.DELETED.>",
+  "$JS.EVENT.ADVISORY.STREAM.DELETED.>",
+  "$JS.EVENT.ADVISORY.STREAM.QUORUM_LOST.>",
+  "$JS.EVENT.ADVISORY.CONSUMER.QUORUM_LOST.>",
+  "$SYS.ACCOUNT.*.CONNECT",
+  "$SYS.ACCOUNT.*.DISCONNECT",
+] as const;
+
+const OURS = new Set([ATTEMPTS_STREAM, REPORTS_STREAM, TASKS_STREAM]);
+
+/** What an advisory means for steward. */
+export interface AdvisoryObservation {
+  health: TransportHealth;
+  /** A message that will never be delivered again: look up its attempt and report it lost. */
+  exhausted?: { stream: string; seq: number; node?: string };
+  /** A stream or consumer of ours is gone: run the topology again to recreate it. */
+  repair?: boolean;
+}
+
+interface AdvisoryBody {
+  stream?: string;
+  consumer?: string;
+  stream_seq?: number;
+  deliveries?: number;
+  reason?: string;
+  client?: { name?: string; user?: string; host?: string };
+}
+
+/** Maps one advisory to an observation, or undefined when it concerns nothing of ours. */
+export function observeAdvisory(subject: string, body: AdvisoryBody): AdvisoryObservation | undefined {
+  const tokens = subject.split(".");
+  if (subject.startsWith("$SYS.ACCOUNT.")) return observeClient(tokens[3], body);
+  const kind = tokens.slice(3, 5).join(".");
+  const stream = body.stream ?? tokens[5] ?? "";
+  if (!OURS.has(stream)) return undefined;
+  const consumer = body.consumer ?? tokens[6];
+  const node = stream === ATTEMPTS_STREAM ? consumer : undefined;
+  switch (kind) {
+    case "CONSUMER.MAX_DELIVERIES": {
+      const seq = body.stream_seq ?? 0;
+      const what =
+        node !== undefined
+          ? `an attempt for node ${node} (stream sequence ${seq}) was delivered ${body.deliveries} times and never acknowledged: the agent took it and did not finish`
+          : consumer === HUB_REPORTS_CONSUMER
+            ? `a message from an agent (stream sequence ${seq}) was delivered to the hub ${body.deliveries} times and never recorded`
+            : `message ${seq} of ${stream} was delivered to ${consumer} ${body.deliveries} times and never acknowledged`;
+      return {
+        health: {
+          status: "degraded",
+          ...(node !== undefined ? { node } : {}),
+          reason: "MaxDeliveriesExceeded",
+          message: `${what}; it will not be delivered again`,
+        },
+        exhausted: { stream, seq, ...(node !== undefined ? { node } : {}) },
+      };
+    }
+    case "CONSUMER.MSG_TERMINATED":
+      return {
+        health: {
+          status: "degraded",
+          ...(node !== undefined ? { node } : {}),
+          reason: "MessageRejected",
+          message: `${consumer} rejected message ${body.stream_seq} of ${stream}${body.reason ? `: ${body.reason}` : ""}`,
+        },
+      };
+    case "CONSUMER.DELETED":
+      return {
+        health: {
+          status: "degraded",
+          ...(node !== undefined ? { node } : {}),
+          reason: "ConsumerDeleted",
+          message: `consumer ${consumer} of ${stream} was deleted; recreating it`,
+        },
+        repair: true,
+      };
+    case "STREAM.DELETED":
+      return {
+        health: {
+          status: "degraded",
+          reason: "StreamDeleted",
+          message: `stream ${stream} was deleted; recreating it (messages it held are gone)`,
+        },
+        repair: true,
+      };
+    case "STREAM.QUORUM_LOST":
+    case "CONSUMER.QUORUM_LOST":
+      return {
+        health: {
+          status: "degraded",
+          ...(node !== undefined ? { node } : {}),
+          reason: "QuorumLost",
+          message: `${stream}${consumer ? `/${consumer}` : ""} lost its quorum of servers`,
+        },
+      };
+    default:
+      return undefined;
+  }
+}
+
+function observeClient(event: string | undefined, body: AdvisoryBody): AdvisoryObservation | undefined {
+  const node = identities.nodeOfConnection(body.client?.name);
+  if (node === undefined) return undefined;
+  if (event === "CONNECT")
+    return {
+      health: {
+        status: "recovered",
+        node,
+        reason: "AgentDisconnected",
+        message: `agent of ${node} connected`,
+      },
+    };
+  if (event !== "DISCONNECT") return undefined;
+  // The server's reason says why ("Client Closed", "Slow Consumer (Write Deadline)", "Stale Connection").
+  return {
+    health: {
+      status: "degraded",
+      node,
+      reason: "AgentDisconnected",
+      message: `agent of ${node} disconnected from the server${body.reason ? `: ${body.reason}` : ""}`,
+    },
+  };
+}

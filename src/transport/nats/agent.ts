@@ -1,0 +1,299 @@
+/**
+ * The agent's side of the NATS transport: the loop `steward agent --nats URL --creds FILE --node NAME`
+ * runs. It pulls the node's attempts from its durable consumer, one at a time, applies each with the
+ * Agent, publishes the result and a fresh full report (also kept in KV `steward-observed`), and only
+ * then acknowledges. A crash anywhere before the acknowledgement means redelivery, and the Agent's
+ * local record of attempt ids turns a redelivered attempt into a replay of its earlier result.
+ *
+ * Alongside: a heartbeat per node and per instance with a running service, and answers to the hub's
+ * "send a fresh report" requests.
+ */
+import {
+  type Consumer,
+  type ConsumerMessages,
+  type JetStreamClient,
+  type JsMsg,
+  jetstream,
+} from "@nats-io/jetstream";
+import type { NatsConnection, Subscription } from "@nats-io/transport-node";
+import type { AgentReply, AttemptResult, Bundle, Report } from "../../model/generated.js";
+import { connectNats, type NatsTls } from "./connect.js";
+import type { HeartbeatMessage } from "./heartbeats.js";
+import { type NatsLog, silentLog } from "./log.js";
+import { ATTEMPTS_STREAM, attemptConsumer, identities, OBSERVED_BUCKET, subjects } from "./subjects.js";
+
+/** What the loop needs of the Agent (src/agent/agent.ts). */
+export interface AgentRuntime {
+  /** Observes, plans and applies the bundle; de-duplicates by attempt id (a replay says `duplicate`). */
+  apply(bundle: Bundle): Promise<AgentReply>;
+  /** A fresh full report of the node. */
+  observe(): Promise<Report>;
+  /** Starts the Agent's own observation loop (drift, probes); each fresh report goes to `onReport`. */
+  start?(onReport: (report: Report) => void | Promise<void>): void | Promise<void>;
+  stop?(): void | Promise<void>;
+}
+
+export interface NatsAgentOptions {
+  node: string;
+  agent: AgentRuntime;
+  /** Server URL(s); ignored when `connection` is given. */
+  servers?: string | string[];
+  /** The node's credentials file (from `steward nats config`). */
+  creds?: string;
+  tls?: NatsTls;
+  /** An open connection to use (several agents in one process); not closed by `stop`. */
+  connection?: NatsConnection;
+  /** Heartbeat interval; default 5,000 ms. */
+  heartbeatIntervalMs?: number;
+  /** How often to tell the server an attempt is still being worked on; default 1,000 ms. */
+  progressIntervalMs?: number;
+  clock?: () => Date;
+  log?: NatsLog;
+}
+
+export interface NatsAgent {
+  readonly node: string;
+  readonly connection: NatsConnection;
+  /** Stops pulling, beating and answering; waits for the attempt in hand to finish. */
+  stop(): Promise<void>;
+}
+
+/** Service-like resources: an instance having one is watched by its own heartbeat while it runs. */
+const SERVICE_KINDS = new Set(["service", "container", "systemd-unit"]);
+
+/** Connects as the node and runs its loop until `stop`. Resolves once the loop is running. */
+export async function runNatsAgent(options: NatsAgentOptions): Promise<NatsAgent> {
+  const nc =
+    options.connection ??
+    (await connectNats({
+      servers: options.servers ?? "nats://127.0.0.1:4222",
+      identity: identities.node(options.node),
+      waitOnFirstConnect: true,
+      ...(options.creds ? { creds: options.creds } : {}),
+      ...(options.tls ? { tls: options.tls } : {}),
+    }));
+  const loop = new AgentLoop(nc, options);
+  await loop.start();
+  return {
+    node: options.node,
+    connection: nc,
+    stop: async () => {
+      await loop.stop();
+      if (!options.connection) await nc.close();
+    },
+  };
+}
+
+class AgentLoop {
+  private readonly js: JetStreamClient;
+  private readonly node: string;
+  private readonly clock: () => Date;
+  private readonly log: NatsLog;
+  private readonly intervalMs: number;
+  /** Highest generation applied per assignment: an older attempt arriving later is superseded. */
+  private readonly applied = new Map<string, number>();
+  /** Instances whose service beats; one that stops gets a last `stopped` beat. */
+  private beating = new Set<string>();
+  private messages: ConsumerMessages | undefined;
+  private heartbeatTimer: NodeJS.Timeout | undefined;
+  private control: Subscription | undefined;
+  private pulling: Promise<void> | undefined;
+  private reportChain: Promise<void> = Promise.resolve();
+  private stopped = false;
+
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly options: NatsAgentOptions,
+  ) {
+    this.js = jetstream(nc);
+    this.node = options.node;
+    attemptConsumer(this.node);
+    this.clock = options.clock ?? (() => new Date());
+    this.log = options.log ?? silentLog;
+    this.intervalMs = options.heartbeatIntervalMs ?? 5_000;
+  }
+
+  async start(): Promise<void> {
+    this.control = this.nc.subscribe(subjects.control(this.node), {
+      callback: (_, msg) => {
+        msg.respond(JSON.stringify({ accepted: true }));
+        void this.observeAndPublish();
+      },
+    });
+    this.beat();
+    this.heartbeatTimer = setInterval(() => this.beat(), this.intervalMs);
+    const report = await this.options.agent.observe();
+    this.learn(report);
+    void this.publishReport(report);
+    await this.options.agent.start?.((fresh) => this.publishReport(fresh));
+    this.pulling = this.pull();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
+    this.control?.unsubscribe();
+    await this.messages?.close();
+    await this.pulling;
+    await this.options.agent.stop?.();
+    await this.reportChain;
+  }
+
+  /** Waits for the hub to have created this node's consumer, then takes attempts one at a time. */
+  private async pull(): Promise<void> {
+    const consumer = await this.consumer();
+    if (!consumer || this.stopped) return;
+    // One at a time: a buffered attempt would sit past its ack deadline while another is applied.
+    this.messages = await consumer.consume({ max_messages: 1 });
+    if (this.stopped) await this.messages.close();
+    for await (const msg of this.messages) await this.handle(msg);
+  }
+
+  private async consumer(): Promise<Consumer | undefined> {
+    let logged = false;
+    while (!this.stopped) {
+      try {
+        return await this.js.consumers.get(ATTEMPTS_STREAM, attemptConsumer(this.node));
+      } catch (error) {
+        if (!logged)
+          this.log.warn(
+            { node: this.node, error: String(error) },
+            "no attempt consumer for this node yet; waiting for the hub to create it",
+          );
+        logged = true;
+        await new Promise((resolve) => setTimeout(resolve, 1_000));
+      }
+    }
+    return undefined;
+  }
+
+  private async handle(msg: JsMsg): Promise<void> {
+    let bundle: Bundle;
+    try {
+      bundle = msg.json<Bundle>();
+    } catch {
+      this.log.error({ node: this.node, seq: msg.seq }, "attempt is not JSON; rejected");
+      msg.term("not JSON");
+      return;
+    }
+    if (
+      bundle?.kind !== "Bundle" ||
+      bundle.spec?.node !== this.node ||
+      typeof bundle.attemptId !== "string"
+    ) {
+      this.log.error({ node: this.node, seq: msg.seq }, "attempt is not a bundle for this node; rejected");
+      msg.term("not a bundle for this node");
+      return;
+    }
+    const assignment = bundle.spec.assignment;
+    const newest = this.applied.get(assignment) ?? 0;
+    if (bundle.generation < newest) {
+      await this.publishResult(this.superseded(bundle, newest));
+      msg.ack();
+      return;
+    }
+    const progress = setInterval(() => msg.working(), this.options.progressIntervalMs ?? 1_000);
+    let reply: AgentReply;
+    try {
+      reply = await this.options.agent.apply(bundle);
+    } catch (error) {
+      // The Agent itself failed (not the attempt): let the server redeliver within its bound.
+      this.log.error({ node: this.node, attemptId: bundle.attemptId, error: String(error) }, "apply failed");
+      msg.nak(1_000);
+      return;
+    } finally {
+      clearInterval(progress);
+    }
+    this.applied.set(assignment, Math.max(newest, bundle.generation));
+    try {
+      await this.publishResult(reply.result);
+      await this.publishReport(reply.report);
+      msg.ack();
+    } catch (error) {
+      // Not acknowledged: the attempt comes back and the Agent replays its result.
+      this.log.warn(
+        { node: this.node, attemptId: bundle.attemptId, error: String(error) },
+        "could not publish the result; the attempt will be redelivered",
+      );
+    }
+  }
+
+  private superseded(bundle: Bundle, newest: number): AttemptResult {
+    const now = this.clock().toISOString();
+    return {
+      attemptId: bundle.attemptId,
+      node: this.node,
+      assignment: bundle.spec.assignment,
+      generation: bundle.generation,
+      outcome: "failed",
+      failureClass: "permanent",
+      reason: "Superseded",
+      message: `generation ${bundle.generation} is older than generation ${newest}, already applied; not applied`,
+      resources: [],
+      startedAt: now,
+      finishedAt: now,
+    };
+  }
+
+  private async publishResult(result: AttemptResult): Promise<void> {
+    await this.js.publish(subjects.result(this.node), JSON.stringify(result));
+  }
+
+  /** Publishes a report on the stream and as the node's last report in KV, in the order reports come. */
+  private publishReport(report: Report): Promise<void> {
+    this.learn(report);
+    const data = JSON.stringify(report);
+    const publish = async () => {
+      await Promise.all([
+        this.js.publish(subjects.report(this.node), data),
+        this.js.publish(subjects.kv(OBSERVED_BUCKET, this.node), data),
+      ]);
+    };
+    const next = this.reportChain.then(publish);
+    this.reportChain = next.catch((error) => {
+      this.log.warn({ node: this.node, error: String(error) }, "could not publish a report");
+    });
+    return next;
+  }
+
+  private async observeAndPublish(): Promise<void> {
+    try {
+      await this.publishReport(await this.options.agent.observe());
+    } catch (error) {
+      this.log.warn({ node: this.node, error: String(error) }, "could not observe or publish a report");
+    }
+  }
+
+  /** Notes what a report says: generations applied, and which instances have a running service. */
+  private learn(report: Report): void {
+    const running = new Set<string>();
+    for (const instance of report.instances) {
+      if (instance.generation > (this.applied.get(instance.assignment) ?? 0))
+        this.applied.set(instance.assignment, instance.generation);
+      const serviceUp =
+        instance.state === "running" &&
+        instance.resources.some((r) => SERVICE_KINDS.has(r.kind)) &&
+        instance.resources.filter((r) => SERVICE_KINDS.has(r.kind)).every((r) => r.status === "ok");
+      if (serviceUp) running.add(instance.assignment);
+    }
+    for (const assignment of this.beating)
+      if (!running.has(assignment)) this.publishBeat({ ...this.beatBase(), assignment, state: "stopped" });
+    this.beating = running;
+  }
+
+  private beatBase(): HeartbeatMessage {
+    return { node: this.node, at: this.clock().toISOString(), intervalMs: this.intervalMs };
+  }
+
+  private beat(): void {
+    if (this.stopped) return;
+    this.publishBeat(this.beatBase());
+    for (const assignment of this.beating)
+      this.publishBeat({ ...this.beatBase(), assignment, state: "running" });
+  }
+
+  private publishBeat(beat: HeartbeatMessage): void {
+    if (this.nc.isClosed()) return;
+    this.nc.publish(subjects.heartbeat(beat.node, beat.assignment), JSON.stringify(beat));
+  }
+}

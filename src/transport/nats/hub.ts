@@ -1,0 +1,578 @@
+/**
+ * The hub's side of the NATS transport: `createNatsTransport(options)` implements the Transport port
+ * (src/hub/transport.ts) over JetStream.
+ *
+ * - dispatch publishes the bundle on `steward.attempt.<node>.<assignment>` with the attempt id as
+ *   `Nats-Msg-Id`: re-publishing after a crash is de-duplicated by the stream, and the stream keeps
+ *   only the newest attempt per instance, so an offline node later sees the current generation only;
+ * - reports and results come from the durable consumer `hub` of STEWARD_REPORTS, handled in order
+ *   per node and acknowledged only after the hub's handler returned (a hub that dies before
+ *   recording gets them again);
+ * - heartbeats are watched with one timer per sender (SilenceWatch): silence and its end arrive as
+ *   `health` events with reason `NodeSilent` (node) or `InstanceSilent` (node and assignment);
+ * - advisories, client disconnects and the hub's own connection state arrive as `health` events;
+ * - on start, the last report of every node is read from KV `steward-observed` and delivered as a
+ *   `report`, so the last known state survives any restart of hub, agent or server.
+ */
+import {
+  type JetStreamClient,
+  type JetStreamManager,
+  type JsMsg,
+  jetstream,
+  jetstreamManager,
+} from "@nats-io/jetstream";
+import { Kvm } from "@nats-io/kv";
+import {
+  ClosedConnectionError,
+  type NatsConnection,
+  NoRespondersError,
+  PermissionViolationError,
+  type Subscription,
+  TimeoutError,
+} from "@nats-io/transport-node";
+import {
+  DispatchError,
+  type Transport,
+  type TransportEvents,
+  type TransportHealth,
+  type TransportName,
+} from "../../hub/transport.js";
+import type { AttemptResult, Bundle, Node, Report } from "../../model/generated.js";
+import { ADVISORY_SUBJECTS, observeAdvisory } from "./advisories.js";
+import { ConditionMirror } from "./conditions.js";
+import { connectNats, type NatsTls } from "./connect.js";
+import { type HeartbeatKey, parseHeartbeat, SilenceWatch } from "./heartbeats.js";
+import { type NatsLog, silentLog } from "./log.js";
+import { KeyedSerial } from "./serial.js";
+import {
+  ATTEMPTS_STREAM,
+  HUB_REPORTS_CONSUMER,
+  HUB_TASK_EVENTS_CONSUMER,
+  identities,
+  OBSERVED_BUCKET,
+  REPORTS_STREAM,
+  subjects,
+  TASKS_STREAM,
+} from "./subjects.js";
+import { publishTask, type TaskEvent, type TaskMessage } from "./tasks.js";
+import {
+  type AttemptDelivery,
+  DEFAULT_ATTEMPT_DELIVERY,
+  ensureNodeConsumer,
+  ensureTopology,
+} from "./topology.js";
+
+export interface NatsTransportOptions {
+  /** Server URL(s); ignored when `connection` is given. */
+  servers?: string | string[];
+  /** The hub's credentials file (from `steward nats config`). */
+  creds?: string;
+  tls?: NatsTls;
+  /** An open connection to use instead (not closed by `stop`). */
+  connection?: NatsConnection;
+  /** Nodes expected on the bus: their consumers are created and their heartbeats watched from start. */
+  nodes?: string[];
+  heartbeat?: {
+    /** Interval assumed for a node that has not beaten yet; default 5,000 ms (the agents' default). */
+    intervalMs?: number;
+    /** Beats a sender may miss before it is silent; default 3. */
+    missedBeats?: number;
+  };
+  attemptDelivery?: AttemptDelivery;
+  /** How long to wait for the stream to acknowledge a dispatch; default 5,000 ms. */
+  publishTimeoutMs?: number;
+  /** How long `requestReport` waits for the agent to accept; default 2,000 ms. */
+  requestTimeoutMs?: number;
+  /** Claims and resolutions of tasks; without it the hub does not consume them (they wait in the stream). */
+  onTaskEvent?: (event: TaskEvent) => void | Promise<void>;
+  clock?: () => Date;
+  log?: NatsLog;
+}
+
+/** The NATS transport with what only the bus offers besides the Transport port. */
+export interface NatsTransport extends Transport {
+  readonly name: "nats";
+  /** The connection (after `start`). */
+  readonly connection: NatsConnection;
+  /** Open conditions mirrored into KV `steward-conditions` (after `start`). */
+  readonly conditions: ConditionMirror;
+  /** Since when a node (or an instance's service) has been silent; undefined while it beats. */
+  silentSince(node: string, assignment?: string): Date | undefined;
+  /** Every silent node and instance with its since. */
+  silent(): { node: string; assignment?: string; since: Date }[];
+  /** Publishes a task for the task agents' queue group. */
+  publishTask(task: TaskMessage): Promise<void>;
+  /** The last report of every node as KV `steward-observed` holds it. */
+  lastReports(): Promise<Report[]>;
+  /** Creates the node's attempt consumer (done by `dispatch` too) and starts watching its heartbeat. */
+  addNode(node: string): Promise<void>;
+}
+
+/** Creates the hub's NATS transport; nothing happens until `start`. */
+export function createNatsTransport(options: NatsTransportOptions): NatsTransport {
+  return new NatsHubTransport(options);
+}
+
+const DEFAULT_INTERVAL_MS = 5_000;
+
+class NatsHubTransport implements NatsTransport {
+  readonly name = "nats" satisfies TransportName;
+  private nc: NatsConnection | undefined;
+  private js: JetStreamClient | undefined;
+  private jsm: JetStreamManager | undefined;
+  private mirror: ConditionMirror | undefined;
+  private events: TransportEvents | undefined;
+  private readonly serial = new KeyedSerial();
+  private readonly nodesReady = new Map<string, Promise<void>>();
+  private readonly subscriptions: Subscription[] = [];
+  private readonly stoppers: (() => Promise<unknown> | unknown)[] = [];
+  private readonly degradedNodes = new Set<string>();
+  private readonly watch: SilenceWatch;
+  private readonly clock: () => Date;
+  private readonly log: NatsLog;
+  private repairing: Promise<void> | undefined;
+  private stopped = false;
+
+  constructor(private readonly options: NatsTransportOptions) {
+    this.clock = options.clock ?? (() => new Date());
+    this.log = options.log ?? silentLog;
+    this.watch = new SilenceWatch({
+      missedBeats: options.heartbeat?.missedBeats ?? 3,
+      clock: this.clock,
+      onSilent: (key, since) => this.emitHealth(silenceHealth("degraded", key, since)),
+      onHeard: (key, since) => this.emitHealth(silenceHealth("recovered", key, since)),
+    });
+  }
+
+  get connection(): NatsConnection {
+    if (!this.nc) throw new Error("the NATS transport has not been started");
+    return this.nc;
+  }
+
+  get conditions(): ConditionMirror {
+    if (!this.mirror) throw new Error("the NATS transport has not been started");
+    return this.mirror;
+  }
+
+  async start(events: TransportEvents): Promise<void> {
+    this.events = events;
+    const nc =
+      this.options.connection ??
+      (await connectNats({
+        servers: this.options.servers ?? "nats://127.0.0.1:4222",
+        identity: identities.hub,
+        ...(this.options.creds ? { creds: this.options.creds } : {}),
+        ...(this.options.tls ? { tls: this.options.tls } : {}),
+      }));
+    this.nc = nc;
+    if (!this.options.connection) this.stoppers.push(() => nc.close());
+    this.js = jetstream(nc);
+    this.jsm = await jetstreamManager(nc);
+    await ensureTopology(nc, this.jsm);
+    this.mirror = await ConditionMirror.open(nc);
+    this.watchConnection(nc);
+    for (const subject of ADVISORY_SUBJECTS)
+      this.subscriptions.push(
+        nc.subscribe(subject, { callback: (_, msg) => this.onAdvisory(msg.subject, msg.data) }),
+      );
+    this.subscriptions.push(
+      nc.subscribe(subjects.heartbeat("*"), { callback: (_, msg) => this.onHeartbeat(msg.string()) }),
+      nc.subscribe(subjects.heartbeat("*", "*"), { callback: (_, msg) => this.onHeartbeat(msg.string()) }),
+    );
+    const interval = this.options.heartbeat?.intervalMs ?? DEFAULT_INTERVAL_MS;
+    for (const report of await this.lastReports()) {
+      this.watch.expect({ node: report.node }, interval);
+      await this.serial.run(report.node, async () => events.report(report));
+    }
+    for (const node of this.options.nodes ?? []) await this.addNode(node);
+    await this.consumeAgentMessages();
+    if (this.options.onTaskEvent) await this.consumeTaskEvents(this.options.onTaskEvent);
+    await nc.flush();
+  }
+
+  async addNode(node: string): Promise<void> {
+    this.watch.expect({ node }, this.options.heartbeat?.intervalMs ?? DEFAULT_INTERVAL_MS);
+    await this.nodeReady(node);
+  }
+
+  private nodeReady(node: string): Promise<void> {
+    let ready = this.nodesReady.get(node);
+    if (!ready) {
+      const jsm = this.jsm;
+      if (!jsm) return Promise.reject(new Error("the NATS transport has not been started"));
+      ready = ensureNodeConsumer(jsm, node, this.options.attemptDelivery ?? DEFAULT_ATTEMPT_DELIVERY);
+      this.nodesReady.set(node, ready);
+      ready.catch(() => this.nodesReady.delete(node));
+    }
+    return ready;
+  }
+
+  async dispatch(bundle: Bundle, node: Node): Promise<void> {
+    const name = node.metadata.name;
+    if (node.spec.transport !== "nats")
+      throw new DispatchError(
+        `node ${name} is reached over ${node.spec.transport}, not nats`,
+        "permanent",
+        "WrongTransport",
+      );
+    if (bundle.spec.node !== name)
+      throw new DispatchError(
+        `attempt ${bundle.attemptId} is for node ${bundle.spec.node}, not ${name}`,
+        "permanent",
+        "NodeMismatch",
+      );
+    if (!this.js || this.stopped)
+      throw new DispatchError("the NATS transport is not running", "transient", "TransportStopped");
+    try {
+      await this.nodeReady(name);
+      const ack = await this.js.publish(
+        subjects.attempt(name, bundle.spec.assignment),
+        JSON.stringify(bundle),
+        {
+          msgID: bundle.attemptId,
+          timeout: this.options.publishTimeoutMs ?? 5_000,
+          expect: { streamName: ATTEMPTS_STREAM },
+        },
+      );
+      if (ack.duplicate)
+        this.log.info(
+          { attemptId: bundle.attemptId, node: name },
+          "attempt already on the stream; not queued twice",
+        );
+    } catch (error) {
+      throw dispatchError(error, bundle, name);
+    }
+  }
+
+  async requestReport(node: Node): Promise<void> {
+    const name = node.metadata.name;
+    if (!this.nc || this.stopped)
+      throw new DispatchError("the NATS transport is not running", "transient", "TransportStopped");
+    try {
+      await this.nc.request(
+        subjects.control(name),
+        JSON.stringify({ kind: "ReportRequest", at: this.clock().toISOString() }),
+        { timeout: this.options.requestTimeoutMs ?? 2_000 },
+      );
+    } catch (error) {
+      if (error instanceof NoRespondersError || (error as Error).cause instanceof NoRespondersError)
+        throw new DispatchError(`the agent of ${name} is not connected`, "transient", "NodeNotConnected", {
+          cause: error,
+        });
+      throw new DispatchError(
+        `the agent of ${name} did not accept the report request: ${(error as Error).message}`,
+        "transient",
+        "NodeNotAnswering",
+        { cause: error },
+      );
+    }
+  }
+
+  silentSince(node: string, assignment?: string): Date | undefined {
+    return this.watch.silentSince(assignment === undefined ? { node } : { node, assignment });
+  }
+
+  silent(): { node: string; assignment?: string; since: Date }[] {
+    return this.watch.silent().map(({ key, since }) => ({ ...key, since }));
+  }
+
+  publishTask(task: TaskMessage): Promise<void> {
+    return publishTask(this.connection, task);
+  }
+
+  async lastReports(): Promise<Report[]> {
+    const kv = await new Kvm(this.connection).open(OBSERVED_BUCKET);
+    const reports: Report[] = [];
+    for await (const key of await kv.keys()) {
+      const entry = await kv.get(key);
+      if (!entry || entry.operation !== "PUT") continue;
+      try {
+        reports.push(entry.json<Report>());
+      } catch {
+        this.log.warn({ node: key }, "unreadable last report in KV; ignored");
+      }
+    }
+    return reports.sort((a, b) => (a.node < b.node ? -1 : 1));
+  }
+
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.watch.stop();
+    for (const sub of this.subscriptions) sub.unsubscribe();
+    for (const stop of this.stoppers.splice(0).reverse()) await stop();
+  }
+
+  /** Reports and results: parsed, handled in order per node, acknowledged once handled. */
+  private async consumeAgentMessages(): Promise<void> {
+    const consumer = await this.connectionJs().consumers.get(REPORTS_STREAM, HUB_REPORTS_CONSUMER);
+    const messages = await consumer.consume({
+      max_messages: 1_000,
+      callback: (msg) => {
+        void this.onAgentMessage(msg);
+      },
+    });
+    this.stoppers.push(async () => {
+      await messages.close();
+      await this.serial.idle();
+    });
+  }
+
+  private async onAgentMessage(msg: JsMsg): Promise<void> {
+    const events = this.events as TransportEvents;
+    const [, kind, node] = msg.subject.split(".");
+    if (!node || (kind !== "report" && kind !== "result")) return msg.term("not a steward subject");
+    let body: Report | AttemptResult;
+    try {
+      body = msg.json<Report | AttemptResult>();
+    } catch {
+      this.log.warn({ node, subject: msg.subject }, "unreadable message from agent; dropped");
+      return msg.term("not JSON");
+    }
+    // The subject is what the server's permissions vouch for; a body naming another node is forged.
+    if (body.node !== node) {
+      this.log.warn({ node, claimed: body.node }, "message names another node than its subject; dropped");
+      return msg.term("node mismatch");
+    }
+    try {
+      await this.serial.run(node, async () => {
+        if (kind === "report") await events.report(body as Report);
+        else {
+          await events.result(body as AttemptResult);
+          if (this.degradedNodes.delete(node))
+            await this.emitHealthNow({
+              status: "recovered",
+              node,
+              reason: "MaxDeliveriesExceeded",
+              message: `node ${node} completed an attempt again`,
+            });
+        }
+      });
+      msg.ack();
+    } catch (error) {
+      this.log.error(
+        { node, kind, error: String(error) },
+        "hub handler failed; the message will be redelivered",
+      );
+      msg.nak(1_000);
+    }
+  }
+
+  private async consumeTaskEvents(onTaskEvent: (event: TaskEvent) => void | Promise<void>): Promise<void> {
+    const consumer = await this.connectionJs().consumers.get(TASKS_STREAM, HUB_TASK_EVENTS_CONSUMER);
+    const messages = await consumer.consume({ max_messages: 100 });
+    const done = (async () => {
+      for await (const msg of messages) {
+        let event: TaskEvent;
+        try {
+          event = msg.json<TaskEvent>();
+        } catch {
+          msg.term("not a task event");
+          continue;
+        }
+        try {
+          await onTaskEvent(event);
+          msg.ack();
+        } catch (error) {
+          this.log.error({ taskId: event.taskId, error: String(error) }, "recording a task event failed");
+          msg.nak(1_000);
+        }
+      }
+    })();
+    this.stoppers.push(async () => {
+      await messages.close();
+      await done;
+    });
+  }
+
+  private onHeartbeat(data: string): void {
+    const beat = parseHeartbeat(data);
+    if (!beat) return;
+    const key: HeartbeatKey = beat.assignment === undefined ? { node: beat.node } : beat;
+    if (beat.assignment !== undefined && beat.state === "stopped") {
+      this.watch.forget({ node: beat.node, assignment: beat.assignment });
+      return;
+    }
+    const at = this.clock();
+    this.watch.beat(
+      { node: key.node, ...(beat.assignment ? { assignment: beat.assignment } : {}) },
+      beat.intervalMs,
+      at,
+    );
+    if (beat.assignment === undefined)
+      void this.serial.run(beat.node, async () => this.events?.heartbeat(beat.node, at));
+  }
+
+  private onAdvisory(subject: string, data: Uint8Array): void {
+    let body: Record<string, unknown>;
+    try {
+      body = JSON.parse(new TextDecoder().decode(data));
+    } catch {
+      return;
+    }
+    const observation = observeAdvisory(subject, body);
+    if (!observation) return;
+    this.log.warn({ subject, ...observation.health }, "bus advisory");
+    this.emitHealth(observation.health);
+    if (observation.exhausted) void this.settleExhausted(observation.exhausted);
+    if (observation.repair) void this.repair();
+  }
+
+  /** A message the server will not deliver again: an attempt is reported lost, then removed. */
+  private async settleExhausted(exhausted: { stream: string; seq: number; node?: string }): Promise<void> {
+    const jsm = this.jsm;
+    if (!jsm) return;
+    if (exhausted.node) this.degradedNodes.add(exhausted.node);
+    try {
+      if (exhausted.stream === ATTEMPTS_STREAM && exhausted.node) {
+        const stored = await jsm.streams.getMessage(exhausted.stream, { seq: exhausted.seq });
+        const bundle = stored?.json<Bundle>();
+        if (bundle?.attemptId) {
+          const node = exhausted.node;
+          await this.serial.run(node, async () =>
+            this.events?.lost(
+              bundle.attemptId,
+              node,
+              "MaxDeliveriesExceeded: the agent never finished the attempt",
+            ),
+          );
+        }
+      }
+      // Left in a work-queue stream, it would be handed out again if the consumer were recreated.
+      await jsm.streams.deleteMessage(exhausted.stream, exhausted.seq, false);
+    } catch (error) {
+      this.log.warn({ ...exhausted, error: String(error) }, "could not settle an exhausted message");
+    }
+  }
+
+  /** Runs the topology again (the ordinary path) after a stream or consumer of ours was deleted. */
+  private repair(): Promise<void> {
+    this.repairing ??= (async () => {
+      try {
+        const jsm = this.jsm;
+        if (!jsm || this.stopped) return;
+        await ensureTopology(this.connection, jsm);
+        const nodes = [...this.nodesReady.keys()];
+        this.nodesReady.clear();
+        for (const node of nodes) await this.nodeReady(node);
+        this.emitHealth({
+          status: "recovered",
+          reason: "TopologyRepaired",
+          message: "streams and consumers are back as declared",
+        });
+      } catch (error) {
+        this.log.error({ error: String(error) }, "repairing the JetStream topology failed");
+      } finally {
+        this.repairing = undefined;
+      }
+    })();
+    return this.repairing;
+  }
+
+  private watchConnection(nc: NatsConnection): void {
+    const statuses = nc.status();
+    void (async () => {
+      for await (const status of statuses) {
+        if (this.stopped) break;
+        switch (status.type) {
+          case "disconnect":
+            this.watch.suspend();
+            this.emitHealth({
+              status: "degraded",
+              reason: "ServerDisconnected",
+              message: `lost the connection to NATS server ${status.server}; reconnecting`,
+            });
+            break;
+          case "reconnect":
+            this.watch.resume();
+            this.emitHealth({
+              status: "recovered",
+              reason: "ServerDisconnected",
+              message: `reconnected to NATS server ${status.server}`,
+            });
+            void this.repair();
+            break;
+          case "slowConsumer":
+            this.emitHealth({
+              status: "degraded",
+              reason: "SlowConsumer",
+              message: `the hub is not keeping up with ${status.sub.getSubject()} (${status.pending} pending)`,
+            });
+            break;
+          case "error":
+            this.emitHealth({ status: "degraded", reason: "ServerError", message: status.error.message });
+            break;
+          default:
+            break;
+        }
+      }
+    })();
+  }
+
+  private connectionJs(): JetStreamClient {
+    if (!this.js) throw new Error("the NATS transport has not been started");
+    return this.js;
+  }
+
+  private emitHealth(health: TransportHealth): void {
+    void this.emitHealthNow(health);
+  }
+
+  private async emitHealthNow(health: TransportHealth): Promise<void> {
+    const events = this.events;
+    if (!events || this.stopped) return;
+    try {
+      await this.serial.run(health.node ?? "", async () => events.health(health));
+    } catch (error) {
+      this.log.error({ ...health, error: String(error) }, "the hub's health handler failed");
+    }
+  }
+}
+
+function silenceHealth(status: TransportHealth["status"], key: HeartbeatKey, since: Date): TransportHealth {
+  const who = key.assignment === undefined ? `node ${key.node}` : `${key.assignment} on ${key.node}`;
+  return {
+    status,
+    node: key.node,
+    ...(key.assignment !== undefined ? { assignment: key.assignment } : {}),
+    since,
+    reason: key.assignment === undefined ? "NodeSilent" : "InstanceSilent",
+    message:
+      status === "degraded"
+        ? `no heartbeat from ${who} since ${since.toISOString()}`
+        : `${who} beats again (silent since ${since.toISOString()})`,
+  };
+}
+
+function dispatchError(error: unknown, bundle: Bundle, node: string): DispatchError {
+  if (error instanceof DispatchError) return error;
+  const detail = `attempt ${bundle.attemptId} for ${bundle.spec.assignment} on ${node}`;
+  const message = (error as Error).message;
+  if (error instanceof PermissionViolationError)
+    return new DispatchError(
+      `${detail}: the hub may not publish attempts: ${message}`,
+      "permanent",
+      "PermissionDenied",
+      {
+        cause: error,
+      },
+    );
+  if (error instanceof ClosedConnectionError)
+    return new DispatchError(`${detail}: the connection is closed`, "transient", "ConnectionClosed", {
+      cause: error,
+    });
+  // Not acknowledged: it may or may not be stored, but publishing the same attempt again is safe —
+  // the stream drops a second copy with the same Nats-Msg-Id.
+  if (error instanceof TimeoutError || (error as Error).cause instanceof TimeoutError)
+    return new DispatchError(
+      `${detail}: the stream did not acknowledge it (publish the same attempt again; it is de-duplicated)`,
+      "transient",
+      "PublishNotAcknowledged",
+      { cause: error },
+    );
+  if (error instanceof NoRespondersError || (error as Error).cause instanceof NoRespondersError)
+    return new DispatchError(`${detail}: JetStream is not available`, "transient", "StreamUnavailable", {
+      cause: error,
+    });
+  return new DispatchError(`${detail}: ${message}`, "transient", "PublishFailed", { cause: error });
+}

@@ -1,0 +1,83 @@
+/**
+ * The names steward uses on the bus: streams, subjects, consumers and key-value buckets. Everything
+ * that builds a subject goes through here, so the server configuration's permissions
+ * (`permissions.ts`) and the code that publishes and subscribes cannot drift apart.
+ *
+ * Node and assignment names are DNS labels (schema `Name`), which are valid subject tokens as they are.
+ */
+
+/** Stream of attempts; one subject per instance so the stream keeps only the newest attempt of each. */
+export const ATTEMPTS_STREAM = "STEWARD_ATTEMPTS";
+/** Stream of what agents send back: full reports and attempt results. */
+export const REPORTS_STREAM = "STEWARD_REPORTS";
+/** Stream of tasks (conditions that need judgement) and of their claims and resolutions. */
+export const TASKS_STREAM = "STEWARD_TASKS";
+
+/** Last full report per node (key = node). */
+export const OBSERVED_BUCKET = "steward-observed";
+/** Open conditions (key = condition id); a resolved condition is deleted. */
+export const CONDITIONS_BUCKET = "steward-conditions";
+
+/** The hub's durable consumer of reports and results. */
+export const HUB_REPORTS_CONSUMER = "hub";
+/** The hub's durable consumer of task claims and resolutions. */
+export const HUB_TASK_EVENTS_CONSUMER = "hub-task-events";
+/** The durable push consumer that hands tasks to the task agents' queue group. */
+export const TASK_AGENTS_CONSUMER = "task-agents";
+/** The queue group every task agent joins; each task goes to one member. */
+export const TASK_AGENTS_QUEUE = "steward-task-agents";
+/** Where the task consumer pushes tasks (outside every stream's subjects). */
+export const TASK_DELIVER_SUBJECT = "steward.deliver.tasks";
+/** Where the hub publishes tasks. */
+export const TASKS_SUBJECT = "steward.tasks";
+
+/**
+ * Who connects: the connection's name is `steward-<identity>` and its inbox prefix `_INBOX_<identity>`.
+ * The role prefix keeps a node named "hub" apart from the hub (`_` never occurs in a DNS label).
+ */
+export const identities = {
+  hub: "hub",
+  node: (name: string) => `node_${name}`,
+  taskAgent: (name: string) => `task_${name}`,
+  viewer: "viewer",
+  /** The node behind a connection name, if it is a node's. */
+  nodeOfConnection: (connectionName: string | undefined): string | undefined =>
+    connectionName?.startsWith("steward-node_") ? connectionName.slice("steward-node_".length) : undefined,
+} as const;
+
+const TOKEN = /^[A-Za-z0-9_-]+$/;
+
+/** Throws unless `name` can be one subject token (no dot, wildcard or space). */
+export function assertToken(name: string, what: string): void {
+  if (!TOKEN.test(name))
+    throw new RangeError(
+      `${what} "${name}" cannot be used on the bus: use letters, digits, "-" or "_" (a DNS label)`,
+    );
+}
+
+/** The durable pull consumer of `node`'s attempts has the node's name. */
+export function attemptConsumer(node: string): string {
+  assertToken(node, "node name");
+  return node;
+}
+
+export const subjects = {
+  /** One instance's attempts. */
+  attempt: (node: string, assignment: string) => `steward.attempt.${node}.${assignment}`,
+  /** Every attempt for a node: the node's consumer filter. */
+  attemptsOf: (node: string) => `steward.attempt.${node}.*`,
+  report: (node: string) => `steward.report.${node}`,
+  result: (node: string) => `steward.result.${node}`,
+  /** Node beat (`steward.heartbeat.<node>`); an instance beat adds the assignment as a token. */
+  heartbeat: (node: string, assignment?: string) =>
+    assignment === undefined ? `steward.heartbeat.${node}` : `steward.heartbeat.${node}.${assignment}`,
+  /** Hub → node: "send a fresh full report". */
+  control: (node: string) => `steward.control.${node}`,
+  taskClaimed: (taskId: string) => `steward.task.claimed.${taskId}`,
+  taskResolved: (taskId: string) => `steward.task.resolved.${taskId}`,
+  /** Every claim and resolution: the hub's filter. */
+  taskEvents: "steward.task.*.*",
+  /** Where each connection receives replies: one prefix per identity, so nobody reads another's. */
+  inboxPrefix: (identity: string) => `_INBOX_${identity}`,
+  kv: (bucket: string, key: string) => `$KV.${bucket}.${key}`,
+} as const;
