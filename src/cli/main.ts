@@ -6,6 +6,7 @@
 import { Command, CommanderError } from "commander";
 import { isStewardError, UsageError } from "../model/errors.js";
 import { type CliIo, EXIT, type GlobalOptions, processIo } from "./io.js";
+import { natsCommand } from "./nats.js";
 import { validateCommand } from "./validate.js";
 import { VERSION } from "./version.js";
 
@@ -27,7 +28,7 @@ export async function main(argv: string[], io: CliIo = processIo()): Promise<num
     .configureOutput({ writeOut: io.stdout, writeErr: io.stderr })
     .exitOverride();
   const globals = () => program.opts<GlobalOptions>();
-  const commands: Command[] = [validateCommand(io, globals, exit)];
+  const commands: Command[] = [validateCommand(io, globals, exit), natsCommand(io, globals, exit)];
   for (const command of commands) {
     command
       .configureOutput({ writeOut: io.stdout, writeErr: io.stderr })

@@ -31,9 +31,9 @@ export function recordEvents(hooks: { onReport?: (report: Report) => void | Prom
       recorded.healthEvents.push(event);
     },
   };
-  const until = async (check: () => boolean, what: string, timeoutMs = 15_000) => {
+  const until = async (check: () => boolean | Promise<boolean>, what: string, timeoutMs = 15_000) => {
     const deadline = Date.now() + timeoutMs;
-    while (!check()) {
+    while (!(await check())) {
       if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
       await new Promise((r) => setTimeout(r, 20));
     }

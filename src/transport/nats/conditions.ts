@@ -61,7 +61,7 @@ export class ConditionMirror {
     const list: MirroredCondition[] = [];
     for await (const key of await this.kv.keys()) {
       const entry = await this.kv.get(key);
-      if (entry && entry.operation === "PUT") list.push(entry.json<MirroredCondition>());
+      if (entry?.operation === "PUT") list.push(entry.json<MirroredCondition>());
     }
     return list.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   }

@@ -255,7 +255,7 @@ class NatsHubTransport implements NatsTransport {
         { timeout: this.options.requestTimeoutMs ?? 2_000 },
       );
     } catch (error) {
-      if (error instanceof NoRespondersError || (error as Error).cause instanceof NoRespondersError)
+      if (causedBy(error, NoRespondersError))
         throw new DispatchError(`the agent of ${name} is not connected`, "transient", "NodeNotConnected", {
           cause: error,
         });
@@ -285,7 +285,7 @@ class NatsHubTransport implements NatsTransport {
     const reports: Report[] = [];
     for await (const key of await kv.keys()) {
       const entry = await kv.get(key);
-      if (!entry || entry.operation !== "PUT") continue;
+      if (entry?.operation !== "PUT") continue;
       try {
         reports.push(entry.json<Report>());
       } catch {
@@ -548,7 +548,7 @@ function dispatchError(error: unknown, bundle: Bundle, node: string): DispatchEr
   if (error instanceof DispatchError) return error;
   const detail = `attempt ${bundle.attemptId} for ${bundle.spec.assignment} on ${node}`;
   const message = (error as Error).message;
-  if (error instanceof PermissionViolationError)
+  if (causedBy(error, PermissionViolationError))
     return new DispatchError(
       `${detail}: the hub may not publish attempts: ${message}`,
       "permanent",
@@ -563,16 +563,26 @@ function dispatchError(error: unknown, bundle: Bundle, node: string): DispatchEr
     });
   // Not acknowledged: it may or may not be stored, but publishing the same attempt again is safe —
   // the stream drops a second copy with the same Nats-Msg-Id.
-  if (error instanceof TimeoutError || (error as Error).cause instanceof TimeoutError)
+  if (causedBy(error, TimeoutError))
     return new DispatchError(
       `${detail}: the stream did not acknowledge it (publish the same attempt again; it is de-duplicated)`,
       "transient",
       "PublishNotAcknowledged",
       { cause: error },
     );
-  if (error instanceof NoRespondersError || (error as Error).cause instanceof NoRespondersError)
+  if (causedBy(error, NoRespondersError))
     return new DispatchError(`${detail}: JetStream is not available`, "transient", "StreamUnavailable", {
       cause: error,
     });
   return new DispatchError(`${detail}: ${message}`, "transient", "PublishFailed", { cause: error });
+}
+
+/** True when `error` or an error in its `cause` chain is a `type`. */
+function causedBy(error: unknown, type: abstract new (...args: never[]) => Error): boolean {
+  let current: unknown = error;
+  while (current instanceof Error) {
+    if (current instanceof type) return true;
+    current = (current as Error).cause;
+  }
+  return false;
 }

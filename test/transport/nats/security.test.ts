@@ -1,0 +1,159 @@
+import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { jetstream } from "@nats-io/jetstream";
+import { type NatsConnection, PermissionViolationError } from "@nats-io/transport-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { main } from "../../../src/cli/main.js";
+import { type NatsAgent, runNatsAgent } from "../../../src/transport/nats/agent.js";
+import { connectNats } from "../../../src/transport/nats/connect.js";
+import { createNatsTransport, type NatsTransport } from "../../../src/transport/nats/hub.js";
+import { ATTEMPTS_STREAM, identities, subjects } from "../../../src/transport/nats/subjects.js";
+import { MarkerAgent, natsNode, testBundle } from "../../helpers/marker-agent.js";
+import { startNatsServer, type TestNatsServer } from "../../helpers/nats-server.js";
+import { recordEvents } from "../../helpers/transport-events.js";
+
+function cliIo(cwd: string) {
+  const out: string[] = [];
+  const err: string[] = [];
+  return {
+    io: {
+      stdout: (t: string) => out.push(t),
+      stderr: (t: string) => err.push(t),
+      env: {},
+      cwd,
+      isTty: false,
+    },
+    out,
+    err,
+  };
+}
+
+describe("nats security - per-node credentials from steward nats config", () => {
+  let dir: string;
+  let server: TestNatsServer;
+  let hub: NatsTransport;
+  let agentA: NatsAgent;
+  let nodeA: NatsConnection;
+  const recorded = recordEvents();
+  const creds = (path: string) => join(dir, "bus", "credentials", path);
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "steward-nats-sec-"));
+    const { io } = cliIo(dir);
+    expect(await main(["nats", "config", "--out", "bus", "--node", "node-a", "--node", "node-b"], io)).toBe(
+      0,
+    );
+    server = await startNatsServer({ configFile: join(dir, "bus", "nats-server.conf") });
+    hub = createNatsTransport({ servers: server.url, creds: creds("hub.nk"), nodes: ["node-a", "node-b"] });
+    await hub.start(recorded.events);
+    agentA = await runNatsAgent({
+      servers: server.url,
+      creds: creds("nodes/node-a.nk"),
+      node: "node-a",
+      agent: new MarkerAgent("node-a", join(dir, "node-a")),
+    });
+    nodeA = await connectNats({
+      servers: server.url,
+      creds: creds("nodes/node-a.nk"),
+      identity: identities.node("node-a"),
+    });
+  });
+
+  afterAll(async () => {
+    await nodeA?.close();
+    await agentA?.stop();
+    await hub?.stop();
+    await server?.dispose();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("nats security - seeds are written 0600 in 0700 directories and kept when the command runs again", async () => {
+    const hubSeed = readFileSync(creds("hub.nk"), "utf8");
+    expect(statSync(creds("hub.nk")).mode & 0o777).toBe(0o600);
+    expect(statSync(creds("nodes/node-a.nk")).mode & 0o777).toBe(0o600);
+    expect(statSync(join(dir, "bus", "credentials", "nodes")).mode & 0o777).toBe(0o700);
+    const { io, out } = cliIo(dir);
+    expect(await main(["nats", "config", "--out", "bus", "--node", "node-a", "--node", "node-c"], io)).toBe(
+      0,
+    );
+    expect(readFileSync(creds("hub.nk"), "utf8")).toBe(hubSeed);
+    expect(out.join("")).toMatch(/node-a\s+credentials\/nodes\/node-a\.nk \(kept\)/);
+    expect(statSync(creds("nodes/node-c.nk")).mode & 0o777).toBe(0o600);
+    // The running server keeps its configuration; restore the file for the other cases' clarity.
+    expect(
+      await main(["nats", "config", "--out", "bus", "--node", "node-a", "--node", "node-b"], cliIo(dir).io),
+    ).toBe(0);
+  });
+
+  it("nats security - a node with its own credentials converges an attempt end to end", async () => {
+    const bundle = testBundle("node-a", "web", 1);
+    await hub.dispatch(bundle, natsNode("node-a"));
+    await recorded.until(
+      () => recorded.results.some((r) => r.attemptId === bundle.attemptId),
+      "node-a's result",
+    );
+    await recorded.until(
+      () => recorded.reports.some((r) => r.node === "node-a" && r.instances.some((i) => i.generation === 1)),
+      "node-a's report",
+    );
+  });
+
+  it("nats security - node A cannot pull node B's attempts: the server refuses", async () => {
+    await hub.dispatch(testBundle("node-b", "web", 1), natsNode("node-b"));
+    const js = jetstream(nodeA);
+    await expect(js.consumers.get(ATTEMPTS_STREAM, "node-b")).rejects.toThrow(
+      'Permissions Violation for Publish to "$JS.API.CONSUMER.INFO.STEWARD_ATTEMPTS.node-b"',
+    );
+    await expect(
+      nodeA.request(`$JS.API.CONSUMER.MSG.NEXT.${ATTEMPTS_STREAM}.node-b`, JSON.stringify({ batch: 1 }), {
+        timeout: 2_000,
+      }),
+    ).rejects.toThrow(
+      'Permissions Violation for Publish to "$JS.API.CONSUMER.MSG.NEXT.STEWARD_ATTEMPTS.node-b"',
+    );
+  });
+
+  it("nats security - node A cannot publish node B's reports, results, heartbeats or last report", async () => {
+    const js = jetstream(nodeA);
+    for (const subject of [
+      subjects.report("node-b"),
+      subjects.result("node-b"),
+      subjects.kv("steward-observed", "node-b"),
+    ])
+      await expect(js.publish(subject, "{}", { timeout: 2_000 })).rejects.toThrow(
+        `Permissions Violation for Publish to "${subject}"`,
+      );
+    // Core publishes are refused asynchronously: the server answers with a permissions error.
+    const errors = (async () => {
+      for await (const status of nodeA.status())
+        if (status.type === "error" && status.error instanceof PermissionViolationError) return status.error;
+    })();
+    nodeA.publish(subjects.heartbeat("node-b"), "{}");
+    const refused = await errors;
+    expect(refused?.message).toMatch(/Permissions Violation for Publish to "steward\.heartbeat\.node-b"/);
+  });
+
+  it("nats security - node A cannot listen to node B's inbox or control subject", async () => {
+    const errors: string[] = [];
+    const watch = (async () => {
+      for await (const status of nodeA.status())
+        if (status.type === "error") {
+          errors.push(status.error.message);
+          if (errors.length === 2) return;
+        }
+    })();
+    nodeA.subscribe(`${subjects.inboxPrefix(identities.node("node-b"))}.>`);
+    nodeA.subscribe(subjects.control("node-b"));
+    await watch;
+    expect(errors.join("\n")).toMatch(/Permissions Violation for Subscription to "_INBOX_node_node-b\.>"/);
+    expect(errors.join("\n")).toMatch(/Permissions Violation for Subscription to "steward\.control\.node-b"/);
+  });
+
+  it("nats security - node B's attempt is still waiting for node B, untouched by A's tries", async () => {
+    const info = await (await import("@nats-io/jetstream")).jetstreamManager(hub.connection);
+    const consumer = await info.consumers.info(ATTEMPTS_STREAM, "node-b");
+    expect(consumer.num_pending + consumer.num_ack_pending).toBe(1);
+    expect(consumer.delivered.consumer_seq).toBe(0);
+  });
+});
