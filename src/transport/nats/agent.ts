@@ -58,6 +58,15 @@ export interface NatsAgent {
   stop(): Promise<void>;
 }
 
+/** How long one pull request waits on the server; bounds the pause after a server restart. */
+export const PULL_EXPIRES_MS = 3_000;
+
+/**
+ * A publish whose acknowledgement is lost (the server went down as it was sent) is retried soon
+ * rather than after the client's 5 s default; ids make the retries harmless.
+ */
+const PUBLISH_RETRY = { timeout: 2_000, retries: 5 };
+
 /** Service-like resources: an instance having one is watched by its own heartbeat while it runs. */
 const SERVICE_KINDS = new Set(["service", "container", "systemd-unit"]);
 
@@ -144,7 +153,8 @@ class AgentLoop {
     const consumer = await this.consumer();
     if (!consumer || this.stopped) return;
     // One at a time: a buffered attempt would sit past its ack deadline while another is applied.
-    this.messages = await consumer.consume({ max_messages: 1 });
+    // Short pulls: after a server restart the client re-pulls within a random part of `expires`.
+    this.messages = await consumer.consume({ max_messages: 1, expires: PULL_EXPIRES_MS });
     if (this.stopped) await this.messages.close();
     for await (const msg of this.messages) await this.handle(msg);
   }
@@ -236,7 +246,11 @@ class AgentLoop {
   }
 
   private async publishResult(result: AttemptResult): Promise<void> {
-    await this.js.publish(subjects.result(this.node), JSON.stringify(result));
+    // The id makes a retry, or the replay of a redelivered attempt, reach the hub once.
+    await this.js.publish(subjects.result(this.node), JSON.stringify(result), {
+      msgID: `result-${result.attemptId}`,
+      ...PUBLISH_RETRY,
+    });
   }
 
   /** Publishes a report on the stream and as the node's last report in KV, in the order reports come. */
@@ -244,9 +258,10 @@ class AgentLoop {
     this.learn(report);
     const data = JSON.stringify(report);
     const publish = async () => {
+      const id = report.seq === undefined ? {} : { msgID: `report-${this.node}-${report.seq}` };
       await Promise.all([
-        this.js.publish(subjects.report(this.node), data),
-        this.js.publish(subjects.kv(OBSERVED_BUCKET, this.node), data),
+        this.js.publish(subjects.report(this.node), data, { ...id, ...PUBLISH_RETRY }),
+        this.js.publish(subjects.kv(OBSERVED_BUCKET, this.node), data, PUBLISH_RETRY),
       ]);
     };
     const next = this.reportChain.then(publish);

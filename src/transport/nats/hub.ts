@@ -39,6 +39,7 @@ import {
 } from "../../hub/transport.js";
 import type { AttemptResult, Bundle, Node, Report } from "../../model/generated.js";
 import { ADVISORY_SUBJECTS, observeAdvisory } from "./advisories.js";
+import { PULL_EXPIRES_MS } from "./agent.js";
 import { ConditionMirror } from "./conditions.js";
 import { connectNats, type NatsTls } from "./connect.js";
 import { type HeartbeatKey, parseHeartbeat, SilenceWatch } from "./heartbeats.js";
@@ -79,7 +80,7 @@ export interface NatsTransportOptions {
     missedBeats?: number;
   };
   attemptDelivery?: AttemptDelivery;
-  /** How long to wait for the stream to acknowledge a dispatch; default 5,000 ms. */
+  /** How long to wait for the stream to acknowledge a dispatch (tried 3 times); default 2,000 ms. */
   publishTimeoutMs?: number;
   /** How long `requestReport` waits for the agent to accept; default 2,000 ms. */
   requestTimeoutMs?: number;
@@ -308,6 +309,7 @@ class NatsHubTransport implements NatsTransport {
     const consumer = await this.connectionJs().consumers.get(REPORTS_STREAM, HUB_REPORTS_CONSUMER);
     const messages = await consumer.consume({
       max_messages: 1_000,
+      expires: PULL_EXPIRES_MS,
       callback: (msg) => {
         void this.onAgentMessage(msg);
       },
@@ -360,7 +362,7 @@ class NatsHubTransport implements NatsTransport {
 
   private async consumeTaskEvents(onTaskEvent: (event: TaskEvent) => void | Promise<void>): Promise<void> {
     const consumer = await this.connectionJs().consumers.get(TASKS_STREAM, HUB_TASK_EVENTS_CONSUMER);
-    const messages = await consumer.consume({ max_messages: 100 });
+    const messages = await consumer.consume({ max_messages: 100, expires: PULL_EXPIRES_MS });
     const done = (async () => {
       for await (const msg of messages) {
         let event: TaskEvent;

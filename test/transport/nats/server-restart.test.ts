@@ -1,0 +1,75 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type NatsAgent, runNatsAgent } from "../../../src/transport/nats/agent.js";
+import { createNatsTransport, type NatsTransport } from "../../../src/transport/nats/hub.js";
+import { MarkerAgent, natsNode, testBundle } from "../../helpers/marker-agent.js";
+import { startNatsServer, type TestNatsServer } from "../../helpers/nats-server.js";
+import { recordEvents } from "../../helpers/transport-events.js";
+
+describe("nats server restart - a rollout resumes after the server comes back", () => {
+  let server: TestNatsServer;
+  let dir: string;
+  let hub: NatsTransport;
+  const agents: NatsAgent[] = [];
+  const runs: MarkerAgent[] = [];
+  const recorded = recordEvents();
+  const nodes = ["node-1", "node-2"];
+
+  beforeAll(async () => {
+    server = await startNatsServer();
+    dir = mkdtempSync(join(tmpdir(), "steward-nats-restart-"));
+    hub = createNatsTransport({ servers: server.url, nodes, heartbeat: { intervalMs: 200 } });
+    await hub.start(recorded.events);
+    for (const node of nodes) {
+      const marker = new MarkerAgent(node, join(dir, node), { applyDelayMs: 150 });
+      runs.push(marker);
+      agents.push(await runNatsAgent({ servers: server.url, node, agent: marker, heartbeatIntervalMs: 200 }));
+    }
+  });
+
+  afterAll(async () => {
+    for (const agent of agents) await agent.stop();
+    await hub?.stop();
+    await server?.dispose();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("nats server restart - attempts queued before the restart and dispatched after it all converge", async () => {
+    const before = nodes.flatMap((node) => ["a", "b", "c", "d"].map((app) => testBundle(node, app, 1)));
+    for (const bundle of before) await hub.dispatch(bundle, natsNode(bundle.spec.node));
+    await recorded.until(() => recorded.results.length >= 1, "the first result");
+    await server.restart();
+    await recorded.until(
+      () => recorded.healthEvents.some((h) => h.reason === "ServerDisconnected" && h.status === "recovered"),
+      "the hub to reconnect",
+    );
+    const after = nodes.map((node) => testBundle(node, "e", 1));
+    for (const bundle of after) await hub.dispatch(bundle, natsNode(bundle.spec.node));
+
+    const all = [...before, ...after];
+    await recorded.until(
+      () => all.every((b) => recorded.results.some((r) => r.attemptId === b.attemptId)),
+      "a result for every attempt",
+      30_000,
+    );
+    for (const node of nodes)
+      await recorded.until(
+        () => recorded.reports.some((r) => r.node === node && r.instances.length === 5),
+        `a report of ${node} with all five instances`,
+        30_000,
+      );
+    // Each attempt ran once at most: a redelivery across the restart was replayed, not re-applied.
+    const applied = runs.flatMap((r) => r.applied.map((a) => a.attemptId));
+    expect(new Set(applied).size).toBe(applied.length);
+    expect(applied.sort()).toEqual(all.map((b) => b.attemptId).sort());
+    expect(
+      recorded.healthEvents.filter((h) => h.reason === "ServerDisconnected").map((h) => h.status),
+    ).toEqual(["degraded", "recovered"]);
+  });
+
+  it("nats server restart - nodes are not called silent for the hub's own outage", () => {
+    expect(recorded.healthEvents.filter((h) => h.reason === "NodeSilent")).toEqual([]);
+  });
+});
