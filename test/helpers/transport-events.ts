@@ -4,8 +4,13 @@
 import type { TransportEvents, TransportHealth } from "../../src/hub/transport.js";
 import type { AttemptResult, Report } from "../../src/model/generated.js";
 
-/** Events that record everything; `onReport` lets a test make the hub's handler fail or stall. */
-export function recordEvents(hooks: { onReport?: (report: Report) => void | Promise<void> } = {}) {
+/** Events that record everything; `onReport` and `onResult` let a test make the hub's handlers fail or stall. */
+export function recordEvents(
+  hooks: {
+    onReport?: (report: Report) => void | Promise<void>;
+    onResult?: (result: AttemptResult) => void | Promise<void>;
+  } = {},
+) {
   const recorded = {
     reports: [] as Report[],
     results: [] as AttemptResult[],
@@ -18,7 +23,8 @@ export function recordEvents(hooks: { onReport?: (report: Report) => void | Prom
       await hooks.onReport?.(report);
       recorded.reports.push(report);
     },
-    result(result) {
+    async result(result) {
+      await hooks.onResult?.(result);
       recorded.results.push(result);
     },
     heartbeat(node, at) {

@@ -258,9 +258,9 @@ class AgentLoop {
     this.learn(report);
     const data = JSON.stringify(report);
     const publish = async () => {
-      const id = report.seq === undefined ? {} : { msgID: `report-${this.node}-${report.seq}` };
+      // No message id: a report sent twice is harmless (a full observation), one dropped is not.
       await Promise.all([
-        this.js.publish(subjects.report(this.node), data, { ...id, ...PUBLISH_RETRY }),
+        this.js.publish(subjects.report(this.node), data, PUBLISH_RETRY),
         this.js.publish(subjects.kv(OBSERVED_BUCKET, this.node), data, PUBLISH_RETRY),
       ]);
     };

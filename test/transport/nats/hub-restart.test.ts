@@ -79,7 +79,7 @@ describe("nats hub restart - nothing is run twice and nothing is lost", () => {
     let stall = false;
     const third = recordEvents({
       // The hub is busy recording when it dies: its handler never returns.
-      onReport: () => (stall ? new Promise<void>(() => {}) : undefined),
+      onResult: () => (stall ? new Promise<void>(() => {}) : undefined),
     });
     const hub3 = await startHub(third);
     stall = true;
