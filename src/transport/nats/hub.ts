@@ -140,8 +140,8 @@ class NatsHubTransport implements NatsTransport {
     this.watch = new SilenceWatch({
       missedBeats: options.heartbeat?.missedBeats ?? 3,
       clock: this.clock,
-      onSilent: (key, since) => this.emitHealth(silenceHealth("degraded", key, since)),
-      onHeard: (key, since) => this.emitHealth(silenceHealth("recovered", key, since)),
+      onSilent: (key, since) => void this.emitHealth(silenceHealth("degraded", key, since)),
+      onHeard: (key, since) => void this.emitHealth(silenceHealth("recovered", key, since)),
     });
   }
 
@@ -342,7 +342,7 @@ class NatsHubTransport implements NatsTransport {
         else {
           await events.result(body as AttemptResult);
           if (this.degradedNodes.delete(node))
-            await this.emitHealthNow({
+            await events.health({
               status: "recovered",
               node,
               reason: "MaxDeliveriesExceeded",
@@ -415,7 +415,7 @@ class NatsHubTransport implements NatsTransport {
     const observation = observeAdvisory(subject, body);
     if (!observation) return;
     this.log.warn({ subject, ...observation.health }, "bus advisory");
-    this.emitHealth(observation.health);
+    void this.emitHealth(observation.health);
     if (observation.exhausted) void this.settleExhausted(observation.exhausted);
     if (observation.repair) void this.repair();
   }
@@ -457,7 +457,7 @@ class NatsHubTransport implements NatsTransport {
         const nodes = [...this.nodesReady.keys()];
         this.nodesReady.clear();
         for (const node of nodes) await this.nodeReady(node);
-        this.emitHealth({
+        void this.emitHealth({
           status: "recovered",
           reason: "TopologyRepaired",
           message: "streams and consumers are back as declared",
@@ -479,7 +479,7 @@ class NatsHubTransport implements NatsTransport {
         switch (status.type) {
           case "disconnect":
             this.watch.suspend();
-            this.emitHealth({
+            void this.emitHealth({
               status: "degraded",
               reason: "ServerDisconnected",
               message: `lost the connection to NATS server ${status.server}; reconnecting`,
@@ -487,7 +487,7 @@ class NatsHubTransport implements NatsTransport {
             break;
           case "reconnect":
             this.watch.resume();
-            this.emitHealth({
+            void this.emitHealth({
               status: "recovered",
               reason: "ServerDisconnected",
               message: `reconnected to NATS server ${status.server}`,
@@ -495,14 +495,18 @@ class NatsHubTransport implements NatsTransport {
             void this.repair();
             break;
           case "slowConsumer":
-            this.emitHealth({
+            void this.emitHealth({
               status: "degraded",
               reason: "SlowConsumer",
               message: `the hub is not keeping up with ${status.sub.getSubject()} (${status.pending} pending)`,
             });
             break;
           case "error":
-            this.emitHealth({ status: "degraded", reason: "ServerError", message: status.error.message });
+            void this.emitHealth({
+              status: "degraded",
+              reason: "ServerError",
+              message: status.error.message,
+            });
             break;
           default:
             break;
@@ -516,11 +520,8 @@ class NatsHubTransport implements NatsTransport {
     return this.js;
   }
 
-  private emitHealth(health: TransportHealth): void {
-    void this.emitHealthNow(health);
-  }
-
-  private async emitHealthNow(health: TransportHealth): Promise<void> {
+  /** Delivers a health event in the order of its node's other events (never call it from within one). */
+  private async emitHealth(health: TransportHealth): Promise<void> {
     const events = this.events;
     if (!events || this.stopped) return;
     try {

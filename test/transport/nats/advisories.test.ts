@@ -1,0 +1,185 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { observeAdvisory } from "../../../src/transport/nats/advisories.js";
+import { type NatsAgent, runNatsAgent } from "../../../src/transport/nats/agent.js";
+import { createNatsTransport, type NatsTransport } from "../../../src/transport/nats/hub.js";
+import { ATTEMPTS_STREAM } from "../../../src/transport/nats/subjects.js";
+import { MarkerAgent, natsNode, testBundle } from "../../helpers/marker-agent.js";
+import { startNatsServer, type TestNatsServer } from "../../helpers/nats-server.js";
+import { recordEvents } from "../../helpers/transport-events.js";
+
+describe("nats advisories - the bus itself is observed", () => {
+  let server: TestNatsServer;
+  let dir: string;
+  let hub: NatsTransport;
+  let agent: NatsAgent | undefined;
+  const recorded = recordEvents();
+
+  beforeAll(async () => {
+    server = await startNatsServer();
+    dir = mkdtempSync(join(tmpdir(), "steward-nats-adv-"));
+    hub = createNatsTransport({
+      servers: server.url,
+      nodes: ["db-1"],
+      attemptDelivery: { maxDeliver: 2, backoffMs: [300] },
+    });
+    await hub.start(recorded.events);
+  });
+
+  afterAll(async () => {
+    await agent?.stop();
+    await hub?.stop();
+    await server?.dispose();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("nats advisories - an attempt that exhausts its deliveries becomes MaxDeliveriesExceeded and is reported lost", async () => {
+    agent = await runNatsAgent({
+      servers: server.url,
+      node: "db-1",
+      agent: new MarkerAgent("db-1", dir, { crash: true }),
+    });
+    const bundle = testBundle("db-1", "db", 1);
+    await hub.dispatch(bundle, natsNode("db-1"));
+    await recorded.until(
+      () => recorded.lost.some((l) => l.attemptId === bundle.attemptId),
+      "the attempt lost",
+    );
+    expect(recorded.healthEvents).toContainEqual(
+      expect.objectContaining({ status: "degraded", node: "db-1", reason: "MaxDeliveriesExceeded" }),
+    );
+    expect(recorded.lost.find((l) => l.attemptId === bundle.attemptId)).toMatchObject({
+      node: "db-1",
+      reason: expect.stringMatching(/^MaxDeliveriesExceeded/),
+    });
+    // The exhausted attempt does not linger in the work queue.
+    const jsm = await jetstreamManager(hub.connection);
+    await recorded.until(
+      async () => (await jsm.streams.info(ATTEMPTS_STREAM)).state.messages === 0,
+      "the exhausted attempt removed",
+    );
+  });
+
+  it("nats advisories - the node's next completed attempt clears MaxDeliveriesExceeded", async () => {
+    await agent?.stop();
+    agent = await runNatsAgent({ servers: server.url, node: "db-1", agent: new MarkerAgent("db-1", dir) });
+    const bundle = testBundle("db-1", "db", 2);
+    await hub.dispatch(bundle, natsNode("db-1"));
+    await recorded.until(
+      () =>
+        recorded.healthEvents.some(
+          (h) => h.reason === "MaxDeliveriesExceeded" && h.status === "recovered" && h.node === "db-1",
+        ),
+      "MaxDeliveriesExceeded recovered",
+    );
+  });
+
+  it("nats advisories - a deleted stream is observed and recreated by running the topology again", async () => {
+    const jsm = await jetstreamManager(hub.connection);
+    await jsm.streams.delete(ATTEMPTS_STREAM);
+    await recorded.until(
+      () => recorded.healthEvents.some((h) => h.reason === "TopologyRepaired" && h.status === "recovered"),
+      "the topology repaired",
+    );
+    expect(recorded.healthEvents).toContainEqual(
+      expect.objectContaining({ status: "degraded", reason: "StreamDeleted" }),
+    );
+    const bundle = testBundle("db-1", "db", 3);
+    await hub.dispatch(bundle, natsNode("db-1"));
+    await recorded.until(
+      () => recorded.results.some((r) => r.attemptId === bundle.attemptId),
+      "a result again",
+    );
+  });
+
+  it("nats advisories - the hub losing its server is ServerDisconnected, and reconnecting recovers it", async () => {
+    await server.restart();
+    await recorded.until(
+      () => recorded.healthEvents.some((h) => h.reason === "ServerDisconnected" && h.status === "recovered"),
+      "reconnected",
+    );
+    const events = recorded.healthEvents.filter((h) => h.reason === "ServerDisconnected");
+    expect(events.map((h) => h.status)).toEqual(["degraded", "recovered"]);
+    expect(events[0]?.node).toBeUndefined();
+  });
+});
+
+describe("nats advisories - what each advisory means", () => {
+  const cases: { name: string; subject: string; body: object; expected: object | undefined }[] = [
+    {
+      name: "max deliveries on a node's attempts names the node and the message",
+      subject: "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.STEWARD_ATTEMPTS.web-1",
+      body: { stream: "STEWARD_ATTEMPTS", consumer: "web-1", stream_seq: 7, deliveries: 5 },
+      expected: {
+        health: expect.objectContaining({
+          status: "degraded",
+          node: "web-1",
+          reason: "MaxDeliveriesExceeded",
+        }),
+        exhausted: { stream: "STEWARD_ATTEMPTS", seq: 7, node: "web-1" },
+      },
+    },
+    {
+      name: "max deliveries on the hub's reports is about the transport as a whole",
+      subject: "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.STEWARD_REPORTS.hub",
+      body: { stream: "STEWARD_REPORTS", consumer: "hub", stream_seq: 3, deliveries: 10 },
+      expected: {
+        health: {
+          status: "degraded",
+          reason: "MaxDeliveriesExceeded",
+          message: expect.stringContaining("delivered to the hub 10 times"),
+        },
+        exhausted: { stream: "STEWARD_REPORTS", seq: 3 },
+      },
+    },
+    {
+      name: "a deleted consumer of ours asks for a repair",
+      subject: "$JS.EVENT.ADVISORY.CONSUMER.DELETED.STEWARD_ATTEMPTS.web-1",
+      body: { stream: "STEWARD_ATTEMPTS", consumer: "web-1" },
+      expected: {
+        health: expect.objectContaining({ reason: "ConsumerDeleted", node: "web-1" }),
+        repair: true,
+      },
+    },
+    {
+      name: "another application's stream is none of our business",
+      subject: "$JS.EVENT.ADVISORY.STREAM.DELETED.ORDERS",
+      body: { stream: "ORDERS" },
+      expected: undefined,
+    },
+    {
+      name: "an agent disconnecting is observed with the server's reason",
+      subject: "$SYS.ACCOUNT.STEWARD.DISCONNECT",
+      body: { client: { name: "steward-node_web-1" }, reason: "Slow Consumer (Write Deadline)" },
+      expected: {
+        health: {
+          status: "degraded",
+          node: "web-1",
+          reason: "AgentDisconnected",
+          message: "agent of web-1 disconnected from the server: Slow Consumer (Write Deadline)",
+        },
+      },
+    },
+    {
+      name: "an agent connecting recovers AgentDisconnected",
+      subject: "$SYS.ACCOUNT.STEWARD.CONNECT",
+      body: { client: { name: "steward-node_web-1" } },
+      expected: {
+        health: expect.objectContaining({ status: "recovered", node: "web-1", reason: "AgentDisconnected" }),
+      },
+    },
+    {
+      name: "the hub's own connection events are not about a node",
+      subject: "$SYS.ACCOUNT.STEWARD.DISCONNECT",
+      body: { client: { name: "steward-hub" } },
+      expected: undefined,
+    },
+  ];
+  for (const c of cases)
+    it(`nats advisories - ${c.name}`, () => {
+      expect(observeAdvisory(c.subject, c.body)).toEqual(c.expected);
+    });
+});

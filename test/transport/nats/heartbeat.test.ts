@@ -1,0 +1,98 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type NatsAgent, runNatsAgent } from "../../../src/transport/nats/agent.js";
+import { createNatsTransport, type NatsTransport } from "../../../src/transport/nats/hub.js";
+import { MarkerAgent, natsNode, testBundle } from "../../helpers/marker-agent.js";
+import { startNatsServer, type TestNatsServer } from "../../helpers/nats-server.js";
+import { recordEvents } from "../../helpers/transport-events.js";
+
+const BEAT_MS = 100;
+
+describe("nats heartbeats - silence raises a signal and the next beat clears it, by watching", () => {
+  let server: TestNatsServer;
+  let dir: string;
+  let hub: NatsTransport;
+  let agent: NatsAgent | undefined;
+  const recorded = recordEvents();
+  const start = () =>
+    runNatsAgent({
+      servers: server.url,
+      node: "web-1",
+      agent: new MarkerAgent("web-1", dir, { withService: true }),
+      heartbeatIntervalMs: BEAT_MS,
+    });
+
+  beforeAll(async () => {
+    server = await startNatsServer();
+    dir = mkdtempSync(join(tmpdir(), "steward-nats-beat-"));
+    hub = createNatsTransport({ servers: server.url, nodes: ["web-1"], heartbeat: { intervalMs: BEAT_MS } });
+    await hub.start(recorded.events);
+  });
+
+  afterAll(async () => {
+    await agent?.stop();
+    await hub?.stop();
+    await server?.dispose();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("nats heartbeats - a node expected but never heard is silent since the hub started watching", async () => {
+    await recorded.until(() => hub.silentSince("web-1") !== undefined, "web-1 to be silent");
+    expect(recorded.healthEvents).toContainEqual(
+      expect.objectContaining({ status: "degraded", node: "web-1", reason: "NodeSilent" }),
+    );
+  });
+
+  it("nats heartbeats - the node's first beat clears the silence", async () => {
+    agent = await start();
+    await recorded.until(() => hub.silentSince("web-1") === undefined, "web-1 to beat");
+    const last = recorded.healthEvents.filter((h) => h.reason === "NodeSilent").at(-1);
+    expect(last).toMatchObject({ status: "recovered", node: "web-1" });
+    expect(recorded.heartbeats.some((h) => h.node === "web-1")).toBe(true);
+  });
+
+  it("nats heartbeats - an instance with a running service beats too, and both fall silent when the agent stops", async () => {
+    const bundle = testBundle("web-1", "web", 1);
+    await hub.dispatch(bundle, natsNode("web-1"));
+    await recorded.until(() => recorded.results.some((r) => r.attemptId === bundle.attemptId), "the result");
+    await recorded.until(
+      () => hub.silent().length === 0 && recorded.heartbeats.length > 3,
+      "beats after the service started",
+    );
+    const stoppedAt = Date.now();
+    await agent?.stop();
+    agent = undefined;
+    await recorded.until(
+      () => hub.silentSince("web-1") !== undefined && hub.silentSince("web-1", "web") !== undefined,
+      "node and instance silent",
+    );
+    // Raised by a timer after about three missed beats, not at the next poll of anything.
+    const since = hub.silentSince("web-1") as Date;
+    expect(since.getTime()).toBeLessThanOrEqual(stoppedAt + 5);
+    expect(recorded.healthEvents).toContainEqual(
+      expect.objectContaining({
+        status: "degraded",
+        node: "web-1",
+        assignment: "web",
+        reason: "InstanceSilent",
+      }),
+    );
+    agent = await start();
+    await recorded.until(
+      () => hub.silentSince("web-1") === undefined && hub.silentSince("web-1", "web") === undefined,
+      "both beating again",
+    );
+  });
+
+  it("nats heartbeats - a service stopped on purpose says so and is not called silent", async () => {
+    const stop = testBundle("web-1", "web", 2, "stopped");
+    await hub.dispatch(stop, natsNode("web-1"));
+    await recorded.until(() => recorded.results.some((r) => r.attemptId === stop.attemptId), "the result");
+    const raised = recorded.healthEvents.length;
+    await new Promise((resolve) => setTimeout(resolve, BEAT_MS * 6));
+    expect(hub.silentSince("web-1", "web")).toBeUndefined();
+    expect(recorded.healthEvents.slice(raised).filter((h) => h.reason === "InstanceSilent")).toEqual([]);
+  });
+});
