@@ -91,22 +91,25 @@ export async function watchConditions(
   const initialized = new Promise<void>((resolve) => {
     markInitialized = resolve;
   });
-  const status = await kv.status();
-  if (status.streamInfo.state.messages === 0) markInitialized();
+  // What was in the bucket when the watch began ends at the stream's last sequence; entries up to it
+  // are the initial snapshot (the client's own isUpdate flag marks the snapshot's last entry wrongly).
+  const { state } = (await kv.status()).streamInfo;
+  const snapshotEnd = state.messages === 0 ? 0 : state.last_seq;
+  if (snapshotEnd === 0) markInitialized();
   const watcher = await kv.watch();
   const done = (async () => {
     for await (const entry of watcher) {
-      const initial = !entry.isUpdate;
+      const initial = entry.revision <= snapshotEnd;
       if (entry.operation === "PUT") {
-        let condition: MirroredCondition;
+        let condition: MirroredCondition | undefined;
         try {
           condition = entry.json<MirroredCondition>();
         } catch {
-          continue;
+          condition = undefined;
         }
-        await onChange({ kind: "open", id: entry.key, condition, initial });
+        if (condition) await onChange({ kind: "open", id: entry.key, condition, initial });
       } else await onChange({ kind: "resolved", id: entry.key, initial });
-      if (entry.isUpdate || entry.delta === 0) markInitialized();
+      if (entry.revision >= snapshotEnd) markInitialized();
     }
   })();
   return {

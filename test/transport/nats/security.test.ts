@@ -6,9 +6,11 @@ import { type NatsConnection, PermissionViolationError } from "@nats-io/transpor
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { main } from "../../../src/cli/main.js";
 import { type NatsAgent, runNatsAgent } from "../../../src/transport/nats/agent.js";
+import { type ConditionChange, watchConditions } from "../../../src/transport/nats/conditions.js";
 import { connectNats } from "../../../src/transport/nats/connect.js";
 import { createNatsTransport, type NatsTransport } from "../../../src/transport/nats/hub.js";
 import { ATTEMPTS_STREAM, identities, subjects } from "../../../src/transport/nats/subjects.js";
+import { serveTasks, type TaskEvent } from "../../../src/transport/nats/tasks.js";
 import { MarkerAgent, natsNode, testBundle } from "../../helpers/marker-agent.js";
 import { startNatsServer, type TestNatsServer } from "../../helpers/nats-server.js";
 import { recordEvents } from "../../helpers/transport-events.js";
@@ -36,6 +38,7 @@ describe("nats security - per-node credentials from steward nats config", () => 
   let agentA: NatsAgent;
   let nodeA: NatsConnection;
   const recorded = recordEvents();
+  const taskEvents: TaskEvent[] = [];
   const creds = (path: string) => join(dir, "bus", "credentials", path);
 
   beforeAll(async () => {
@@ -45,7 +48,14 @@ describe("nats security - per-node credentials from steward nats config", () => 
       0,
     );
     server = await startNatsServer({ configFile: join(dir, "bus", "nats-server.conf") });
-    hub = createNatsTransport({ servers: server.url, creds: creds("hub.nk"), nodes: ["node-a", "node-b"] });
+    hub = createNatsTransport({
+      servers: server.url,
+      creds: creds("hub.nk"),
+      nodes: ["node-a", "node-b"],
+      onTaskEvent: (event) => {
+        taskEvents.push(event);
+      },
+    });
     await hub.start(recorded.events);
     agentA = await runNatsAgent({
       servers: server.url,
@@ -155,5 +165,48 @@ describe("nats security - per-node credentials from steward nats config", () => 
     const consumer = await info.consumers.info(ATTEMPTS_STREAM, "node-b");
     expect(consumer.num_pending + consumer.num_ack_pending).toBe(1);
     expect(consumer.delivered.consumer_seq).toBe(0);
+  });
+
+  it("nats security - the viewer's credentials watch conditions but cannot write them", async () => {
+    const viewer = await connectNats({
+      servers: server.url,
+      creds: creds("viewer.nk"),
+      identity: identities.viewer,
+    });
+    const changes: ConditionChange[] = [];
+    const watch = await watchConditions(viewer, (change) => {
+      changes.push(change);
+    });
+    await watch.initialized;
+    await hub.conditions.put({ id: "cond-1", type: "NodeSilent", subject: { node: "node-b" } });
+    await recorded.until(
+      () => changes.some((c) => c.kind === "open" && c.id === "cond-1"),
+      "the viewer to see it",
+    );
+    await expect(
+      jetstream(viewer).publish("$KV.steward-conditions.cond-1", "{}", { timeout: 2_000 }),
+    ).rejects.toThrow('Permissions Violation for Publish to "$KV.steward-conditions.cond-1"');
+    await watch.stop();
+    await viewer.close();
+  });
+
+  it("nats security - a task agent's credentials take tasks from the queue group and answer them", async () => {
+    const nc = await connectNats({
+      servers: server.url,
+      creds: creds("task-agents/tasks.nk"),
+      identity: identities.taskAgent("tasks"),
+    });
+    const taskAgent = await serveTasks({
+      nc,
+      name: "tasks",
+      handle: async () => ({ outcome: "resolved", action: "re-keyed node-b" }),
+    });
+    await hub.publishTask({ id: "task-rekey", procedure: "recover node-b's identity" });
+    await recorded.until(
+      () => taskEvents.some((e) => e.kind === "resolved" && e.taskId === "task-rekey"),
+      "the task resolved",
+    );
+    await taskAgent.stop();
+    await nc.close();
   });
 });
