@@ -8,8 +8,10 @@
  * - reports and results come from the durable consumer `hub` of STEWARD_REPORTS, handled in order
  *   per node and acknowledged only after the hub's handler returned (a hub that dies before
  *   recording gets them again);
- * - heartbeats are watched with one timer per sender (SilenceWatch): silence and its end arrive as
- *   `health` events with reason `NodeSilent` (node) or `InstanceSilent` (node and assignment);
+ * - node heartbeats reach the hub as `heartbeat` events; besides, each sender (node, or instance with
+ *   a running service) is watched with one timer reset by each beat (SilenceWatch): `silentSince`,
+ *   `silent()` and `onSilence` say who is silent, and `heartbeat.asHealth` turns it into `health`
+ *   events (reasons `NodeSilent`, `InstanceSilent`);
  * - advisories, client disconnects and the hub's own connection state arrive as `health` events;
  * - on start, the last report of every node is read from KV `steward-observed` and delivered as a
  *   `report`, so the last known state survives any restart of hub, agent or server.
@@ -78,7 +80,15 @@ export interface NatsTransportOptions {
     intervalMs?: number;
     /** Beats a sender may miss before it is silent; default 3. */
     missedBeats?: number;
+    /**
+     * Also deliver silence and its end as `health` events (reasons `NodeSilent`, `InstanceSilent`).
+     * Default false: the hub raises NodeSilent from `heartbeat` events itself, and `onSilence`
+     * carries the transport's own signal.
+     */
+    asHealth?: boolean;
   };
+  /** Called when a node, or an instance's service, falls silent and when it beats again. */
+  onSilence?: (change: SilenceChange) => void;
   attemptDelivery?: AttemptDelivery;
   /** How long to wait for the stream to acknowledge a dispatch (tried 3 times); default 2,000 ms. */
   publishTimeoutMs?: number;
@@ -88,6 +98,15 @@ export interface NatsTransportOptions {
   onTaskEvent?: (event: TaskEvent) => void | Promise<void>;
   clock?: () => Date;
   log?: NatsLog;
+}
+
+/** A node (or an instance's service, with `assignment`) fell silent or was heard again. */
+export interface SilenceChange {
+  status: "silent" | "heard";
+  node: string;
+  assignment?: string;
+  /** Its last beat before the silence (or when watching began, if it never beat). */
+  since: Date;
 }
 
 /** The NATS transport with what only the bus offers besides the Transport port. */
@@ -140,8 +159,8 @@ class NatsHubTransport implements NatsTransport {
     this.watch = new SilenceWatch({
       missedBeats: options.heartbeat?.missedBeats ?? 3,
       clock: this.clock,
-      onSilent: (key, since) => void this.emitHealth(silenceHealth("degraded", key, since)),
-      onHeard: (key, since) => void this.emitHealth(silenceHealth("recovered", key, since)),
+      onSilent: (key, since) => this.onSilence("silent", key, since),
+      onHeard: (key, since) => this.onSilence("heard", key, since),
     });
   }
 
@@ -403,6 +422,17 @@ class NatsHubTransport implements NatsTransport {
     );
     if (beat.assignment === undefined)
       void this.serial.run(beat.node, async () => this.events?.heartbeat(beat.node, at));
+  }
+
+  private onSilence(status: SilenceChange["status"], key: HeartbeatKey, since: Date): void {
+    this.log.warn({ ...key, since: since.toISOString() }, status === "silent" ? "silent" : "heard again");
+    try {
+      this.options.onSilence?.({ status, ...key, since });
+    } catch (error) {
+      this.log.error({ ...key, error: String(error) }, "the onSilence handler failed");
+    }
+    if (this.options.heartbeat?.asHealth)
+      void this.emitHealth(silenceHealth(status === "silent" ? "degraded" : "recovered", key, since));
   }
 
   private onAdvisory(subject: string, data: Uint8Array): void {

@@ -3,7 +3,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type NatsAgent, runNatsAgent } from "../../../src/transport/nats/agent.js";
-import { createNatsTransport, type NatsTransport } from "../../../src/transport/nats/hub.js";
+import {
+  createNatsTransport,
+  type NatsTransport,
+  type SilenceChange,
+} from "../../../src/transport/nats/hub.js";
 import { MarkerAgent, natsNode, testBundle } from "../../helpers/marker-agent.js";
 import { startNatsServer, type TestNatsServer } from "../../helpers/nats-server.js";
 import { recordEvents } from "../../helpers/transport-events.js";
@@ -16,6 +20,7 @@ describe("nats heartbeats - silence raises a signal and the next beat clears it,
   let hub: NatsTransport;
   let agent: NatsAgent | undefined;
   const recorded = recordEvents();
+  const changes: SilenceChange[] = [];
   const start = () =>
     runNatsAgent({
       servers: server.url,
@@ -27,7 +32,14 @@ describe("nats heartbeats - silence raises a signal and the next beat clears it,
   beforeAll(async () => {
     server = await startNatsServer();
     dir = mkdtempSync(join(tmpdir(), "steward-nats-beat-"));
-    hub = createNatsTransport({ servers: server.url, nodes: ["web-1"], heartbeat: { intervalMs: BEAT_MS } });
+    hub = createNatsTransport({
+      servers: server.url,
+      nodes: ["web-1"],
+      heartbeat: { intervalMs: BEAT_MS, asHealth: true },
+      onSilence: (change) => {
+        changes.push(change);
+      },
+    });
     await hub.start(recorded.events);
   });
 
@@ -40,6 +52,7 @@ describe("nats heartbeats - silence raises a signal and the next beat clears it,
 
   it("nats heartbeats - a node expected but never heard is silent since the hub started watching", async () => {
     await recorded.until(() => hub.silentSince("web-1") !== undefined, "web-1 to be silent");
+    expect(changes).toEqual([{ status: "silent", node: "web-1", since: hub.silentSince("web-1") }]);
     expect(recorded.healthEvents).toContainEqual(
       expect.objectContaining({ status: "degraded", node: "web-1", reason: "NodeSilent" }),
     );
@@ -51,6 +64,7 @@ describe("nats heartbeats - silence raises a signal and the next beat clears it,
     const last = recorded.healthEvents.filter((h) => h.reason === "NodeSilent").at(-1);
     expect(last).toMatchObject({ status: "recovered", node: "web-1" });
     expect(recorded.heartbeats.some((h) => h.node === "web-1")).toBe(true);
+    expect(changes.at(-1)).toMatchObject({ status: "heard", node: "web-1" });
   });
 
   it("nats heartbeats - an instance with a running service beats too, and both fall silent when the agent stops", async () => {
@@ -94,5 +108,6 @@ describe("nats heartbeats - silence raises a signal and the next beat clears it,
     await new Promise((resolve) => setTimeout(resolve, BEAT_MS * 6));
     expect(hub.silentSince("web-1", "web")).toBeUndefined();
     expect(recorded.healthEvents.slice(raised).filter((h) => h.reason === "InstanceSilent")).toEqual([]);
+    expect(changes.filter((c) => c.assignment === "web").map((c) => c.status)).toEqual(["silent", "heard"]);
   });
 });

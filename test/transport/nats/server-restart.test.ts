@@ -20,7 +20,7 @@ describe("nats server restart - a rollout resumes after the server comes back", 
   beforeAll(async () => {
     server = await startNatsServer();
     dir = mkdtempSync(join(tmpdir(), "steward-nats-restart-"));
-    hub = createNatsTransport({ servers: server.url, nodes, heartbeat: { intervalMs: 200 } });
+    hub = createNatsTransport({ servers: server.url, nodes, heartbeat: { intervalMs: 200, asHealth: true } });
     await hub.start(recorded.events);
     for (const node of nodes) {
       const marker = new MarkerAgent(node, join(dir, node), { applyDelayMs: 150 });
