@@ -134,15 +134,7 @@ export class NatsServerProcess {
     const child = this.child;
     if (!child) return;
     this.child = undefined;
-    await new Promise<void>((resolve) => {
-      if (child.exitCode !== null || child.signalCode !== null) return resolve();
-      const timer = setTimeout(() => child.kill("SIGKILL"), 5_000);
-      child.once("exit", () => {
-        clearTimeout(timer);
-        resolve();
-      });
-      child.kill("SIGTERM");
-    });
+    await stopChild(child);
   }
 
   /** Stops and starts again on the same port and store: clients see a disconnect and reconnect. */
@@ -150,4 +142,17 @@ export class NatsServerProcess {
     await this.stop();
     return this.start();
   }
+}
+
+/** Stops a child process: SIGTERM, then SIGKILL after `graceMs`; resolves once it has exited. */
+export function stopChild(child: ChildProcess, graceMs = 5_000): Promise<void> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve();
+    const timer = setTimeout(() => child.kill("SIGKILL"), graceMs);
+    child.once("exit", () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    child.kill("SIGTERM");
+  });
 }

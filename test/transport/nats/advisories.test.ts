@@ -1,47 +1,24 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { observeAdvisory } from "../../../src/transport/nats/advisories.js";
-import { type NatsAgent, runNatsAgent } from "../../../src/transport/nats/agent.js";
-import { createNatsTransport, type NatsTransport } from "../../../src/transport/nats/hub.js";
 import { ATTEMPTS_STREAM } from "../../../src/transport/nats/subjects.js";
-import { MarkerAgent, natsNode, testBundle } from "../../helpers/marker-agent.js";
-import { startNatsServer, type TestNatsServer } from "../../helpers/nats-server.js";
-import { recordEvents } from "../../helpers/transport-events.js";
+import { natsNode, testBundle } from "../../helpers/marker-agent.js";
+import { type NatsTestBed, startNatsTestBed } from "../../helpers/nats-testbed.js";
 
 describe("nats advisories - the bus itself is observed", () => {
-  let server: TestNatsServer;
-  let dir: string;
-  let hub: NatsTransport;
-  let agent: NatsAgent | undefined;
-  const recorded = recordEvents();
+  let bed: NatsTestBed;
 
   beforeAll(async () => {
-    server = await startNatsServer();
-    dir = mkdtempSync(join(tmpdir(), "steward-nats-adv-"));
-    hub = createNatsTransport({
-      servers: server.url,
-      nodes: ["db-1"],
-      attemptDelivery: { maxDeliver: 2, backoffMs: [300] },
-    });
-    await hub.start(recorded.events);
+    bed = await startNatsTestBed({ nodes: ["db-1"], attemptDelivery: { maxDeliver: 2, backoffMs: [300] } });
   });
 
   afterAll(async () => {
-    await agent?.stop();
-    await hub?.stop();
-    await server?.dispose();
-    rmSync(dir, { recursive: true, force: true });
+    await bed?.dispose();
   });
 
   it("nats advisories - an attempt that exhausts its deliveries becomes MaxDeliveriesExceeded and is reported lost", async () => {
-    agent = await runNatsAgent({
-      servers: server.url,
-      node: "db-1",
-      agent: new MarkerAgent("db-1", dir, { crash: true }),
-    });
+    const { hub, recorded } = bed;
+    await bed.startAgent("db-1", { crash: true });
     const bundle = testBundle("db-1", "db", 1);
     await hub.dispatch(bundle, natsNode("db-1"));
     await recorded.until(
@@ -64,8 +41,8 @@ describe("nats advisories - the bus itself is observed", () => {
   });
 
   it("nats advisories - the node's next completed attempt clears MaxDeliveriesExceeded", async () => {
-    await agent?.stop();
-    agent = await runNatsAgent({ servers: server.url, node: "db-1", agent: new MarkerAgent("db-1", dir) });
+    const { hub, recorded } = bed;
+    await bed.startAgent("db-1");
     const bundle = testBundle("db-1", "db", 2);
     await hub.dispatch(bundle, natsNode("db-1"));
     await recorded.until(
@@ -78,6 +55,7 @@ describe("nats advisories - the bus itself is observed", () => {
   });
 
   it("nats advisories - a deleted stream is observed and recreated by running the topology again", async () => {
+    const { hub, recorded } = bed;
     const jsm = await jetstreamManager(hub.connection);
     await jsm.streams.delete(ATTEMPTS_STREAM);
     await recorded.until(
@@ -96,7 +74,8 @@ describe("nats advisories - the bus itself is observed", () => {
   });
 
   it("nats advisories - the hub losing its server is ServerDisconnected, and reconnecting recovers it", async () => {
-    await server.restart();
+    const { recorded } = bed;
+    await bed.server.restart();
     await recorded.until(
       () => recorded.healthEvents.some((h) => h.reason === "ServerDisconnected" && h.status === "recovered"),
       "reconnected",

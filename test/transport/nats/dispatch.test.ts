@@ -1,44 +1,24 @@
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
-
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type NatsAgent, runNatsAgent } from "../../../src/transport/nats/agent.js";
-import { createNatsTransport, type NatsTransport } from "../../../src/transport/nats/hub.js";
-import { MarkerAgent, natsNode, testBundle } from "../../helpers/marker-agent.js";
-import { startNatsServer, type TestNatsServer } from "../../helpers/nats-server.js";
-import { recordEvents } from "../../helpers/transport-events.js";
+import { type MarkerAgent, natsNode, testBundle } from "../../helpers/marker-agent.js";
+import { type NatsTestBed, startNatsTestBed } from "../../helpers/nats-testbed.js";
 
 describe("nats transport - dispatch, apply, report, result", () => {
-  let server: TestNatsServer;
-  let dir: string;
-  let hub: NatsTransport;
-  let agent: NatsAgent;
+  let bed: NatsTestBed;
   let marker: MarkerAgent;
-  const recorded = recordEvents();
 
   beforeAll(async () => {
-    server = await startNatsServer();
-    dir = mkdtempSync(join(tmpdir(), "steward-nats-agent-"));
-    hub = createNatsTransport({ servers: server.url, nodes: ["web-1"] });
-    await hub.start(recorded.events);
-    marker = new MarkerAgent("web-1", dir);
-    agent = await runNatsAgent({
-      servers: server.url,
-      node: "web-1",
-      agent: marker,
-      heartbeatIntervalMs: 200,
-    });
+    bed = await startNatsTestBed({ nodes: ["web-1"] });
+    marker = await bed.startAgent("web-1", {}, { heartbeatIntervalMs: 200 });
   });
 
   afterAll(async () => {
-    await agent?.stop();
-    await hub?.stop();
-    await server?.dispose();
-    rmSync(dir, { recursive: true, force: true });
+    await bed?.dispose();
   });
 
   it("nats transport - an attempt is applied once and its result and a converged report come back", async () => {
+    const { hub, recorded } = bed;
     const bundle = testBundle("web-1", "web", 1);
     await hub.dispatch(bundle, natsNode("web-1"));
     await recorded.until(
@@ -53,17 +33,19 @@ describe("nats transport - dispatch, apply, report, result", () => {
     const result = recorded.results.find((r) => r.attemptId === bundle.attemptId);
     expect(result).toMatchObject({ node: "web-1", assignment: "web", generation: 1, outcome: "succeeded" });
     expect(marker.applied).toEqual([{ attemptId: bundle.attemptId, assignment: "web", generation: 1 }]);
-    const onDisk = JSON.parse(readFileSync(join(dir, "markers", "web.json"), "utf8"));
+    const onDisk = JSON.parse(readFileSync(join(bed.dir, "web-1", "markers", "web.json"), "utf8"));
     expect(onDisk).toMatchObject({ generation: 1, hash: bundle.hash });
   });
 
   it("nats transport - the last report is kept in KV steward-observed for the hub to read", async () => {
+    const { hub } = bed;
     const last = await hub.lastReports();
     expect(last.map((r) => r.node)).toEqual(["web-1"]);
     expect(last[0]?.instances.find((i) => i.assignment === "web")?.generation).toBe(1);
   });
 
   it("nats transport - heartbeats reach the hub", async () => {
+    const { hub, recorded } = bed;
     await recorded.until(
       () => recorded.heartbeats.filter((h) => h.node === "web-1").length >= 2,
       "two heartbeats",
@@ -72,12 +54,14 @@ describe("nats transport - dispatch, apply, report, result", () => {
   });
 
   it("nats transport - a report request makes the agent publish a fresh report", async () => {
+    const { hub, recorded } = bed;
     const before = recorded.reports.length;
     await hub.requestReport(natsNode("web-1"));
     await recorded.until(() => recorded.reports.length > before, "a fresh report");
   });
 
   it("nats transport - a report request to a node with no agent connected is a transient NodeNotConnected", async () => {
+    const { hub } = bed;
     await expect(hub.requestReport(natsNode("db-9"))).rejects.toMatchObject({
       failureClass: "transient",
       reason: "NodeNotConnected",
@@ -85,6 +69,7 @@ describe("nats transport - dispatch, apply, report, result", () => {
   });
 
   it("nats transport - dispatching to a node on another transport is refused as permanent", async () => {
+    const { hub } = bed;
     const node = { ...natsNode("web-1"), spec: { transport: "ssh" as const, roots: ["/srv"] } };
     await expect(hub.dispatch(testBundle("web-1", "web", 2), node)).rejects.toMatchObject({
       failureClass: "permanent",

@@ -1,56 +1,31 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type NatsAgent, runNatsAgent } from "../../../src/transport/nats/agent.js";
-import {
-  createNatsTransport,
-  type NatsTransport,
-  type SilenceChange,
-} from "../../../src/transport/nats/hub.js";
-import { MarkerAgent, natsNode, testBundle } from "../../helpers/marker-agent.js";
-import { startNatsServer, type TestNatsServer } from "../../helpers/nats-server.js";
-import { recordEvents } from "../../helpers/transport-events.js";
+import type { SilenceChange } from "../../../src/transport/nats/hub.js";
+import { natsNode, testBundle } from "../../helpers/marker-agent.js";
+import { type NatsTestBed, startNatsTestBed } from "../../helpers/nats-testbed.js";
 
 const BEAT_MS = 100;
 
 describe("nats heartbeats - silence raises a signal and the next beat clears it, by watching", () => {
-  let server: TestNatsServer;
-  let dir: string;
-  let hub: NatsTransport;
-  let agent: NatsAgent | undefined;
-  const recorded = recordEvents();
+  let bed: NatsTestBed;
   const changes: SilenceChange[] = [];
-  const start = () =>
-    runNatsAgent({
-      servers: server.url,
-      node: "web-1",
-      agent: new MarkerAgent("web-1", dir, { withService: true }),
-      heartbeatIntervalMs: BEAT_MS,
-    });
+  const start = () => bed.startAgent("web-1", { withService: true }, { heartbeatIntervalMs: BEAT_MS });
 
   beforeAll(async () => {
-    server = await startNatsServer();
-    dir = mkdtempSync(join(tmpdir(), "steward-nats-beat-"));
-    hub = createNatsTransport({
-      servers: server.url,
+    bed = await startNatsTestBed({
       nodes: ["web-1"],
       heartbeat: { intervalMs: BEAT_MS, asHealth: true },
       onSilence: (change) => {
         changes.push(change);
       },
     });
-    await hub.start(recorded.events);
   });
 
   afterAll(async () => {
-    await agent?.stop();
-    await hub?.stop();
-    await server?.dispose();
-    rmSync(dir, { recursive: true, force: true });
+    await bed?.dispose();
   });
 
   it("nats heartbeats - a node expected but never heard is silent since the hub started watching", async () => {
+    const { hub, recorded } = bed;
     await recorded.until(() => hub.silentSince("web-1") !== undefined, "web-1 to be silent");
     expect(changes).toEqual([{ status: "silent", node: "web-1", since: hub.silentSince("web-1") }]);
     expect(recorded.healthEvents).toContainEqual(
@@ -59,7 +34,8 @@ describe("nats heartbeats - silence raises a signal and the next beat clears it,
   });
 
   it("nats heartbeats - the node's first beat clears the silence", async () => {
-    agent = await start();
+    const { hub, recorded } = bed;
+    await start();
     await recorded.until(() => hub.silentSince("web-1") === undefined, "web-1 to beat");
     const last = recorded.healthEvents.filter((h) => h.reason === "NodeSilent").at(-1);
     expect(last).toMatchObject({ status: "recovered", node: "web-1" });
@@ -68,6 +44,7 @@ describe("nats heartbeats - silence raises a signal and the next beat clears it,
   });
 
   it("nats heartbeats - an instance with a running service beats too, and both fall silent when the agent stops", async () => {
+    const { hub, recorded } = bed;
     const bundle = testBundle("web-1", "web", 1);
     await hub.dispatch(bundle, natsNode("web-1"));
     await recorded.until(() => recorded.results.some((r) => r.attemptId === bundle.attemptId), "the result");
@@ -76,8 +53,7 @@ describe("nats heartbeats - silence raises a signal and the next beat clears it,
       "beats after the service started",
     );
     const stoppedAt = Date.now();
-    await agent?.stop();
-    agent = undefined;
+    await bed.stopAgent("web-1");
     await recorded.until(
       () => hub.silentSince("web-1") !== undefined && hub.silentSince("web-1", "web") !== undefined,
       "node and instance silent",
@@ -93,7 +69,7 @@ describe("nats heartbeats - silence raises a signal and the next beat clears it,
         reason: "InstanceSilent",
       }),
     );
-    agent = await start();
+    await start();
     await recorded.until(
       () => hub.silentSince("web-1") === undefined && hub.silentSince("web-1", "web") === undefined,
       "both beating again",
@@ -101,6 +77,7 @@ describe("nats heartbeats - silence raises a signal and the next beat clears it,
   });
 
   it("nats heartbeats - a service stopped on purpose says so and is not called silent", async () => {
+    const { hub, recorded } = bed;
     const stop = testBundle("web-1", "web", 2, "stopped");
     await hub.dispatch(stop, natsNode("web-1"));
     await recorded.until(() => recorded.results.some((r) => r.attemptId === stop.attemptId), "the result");

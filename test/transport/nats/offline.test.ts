@@ -1,35 +1,20 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type NatsAgent, runNatsAgent } from "../../../src/transport/nats/agent.js";
-import { createNatsTransport, type NatsTransport } from "../../../src/transport/nats/hub.js";
-import { MarkerAgent, natsNode, testBundle } from "../../helpers/marker-agent.js";
-import { startNatsServer, type TestNatsServer } from "../../helpers/nats-server.js";
-import { recordEvents } from "../../helpers/transport-events.js";
+import { natsNode, testBundle } from "../../helpers/marker-agent.js";
+import { type NatsTestBed, startNatsTestBed } from "../../helpers/nats-testbed.js";
 
 describe("nats offline node - converges the current generation, not every intermediate one", () => {
-  let server: TestNatsServer;
-  let dir: string;
-  let hub: NatsTransport;
-  let agent: NatsAgent | undefined;
-  const recorded = recordEvents();
+  let bed: NatsTestBed;
 
   beforeAll(async () => {
-    server = await startNatsServer();
-    dir = mkdtempSync(join(tmpdir(), "steward-nats-offline-"));
-    hub = createNatsTransport({ servers: server.url, nodes: ["edge-2"] });
-    await hub.start(recorded.events);
+    bed = await startNatsTestBed({ nodes: ["edge-2"] });
   });
 
   afterAll(async () => {
-    await agent?.stop();
-    await hub?.stop();
-    await server?.dispose();
-    rmSync(dir, { recursive: true, force: true });
+    await bed?.dispose();
   });
 
   it("nats offline node - an agent offline during two commits applies only the latest when it returns", async () => {
+    const { hub, recorded } = bed;
     const web2 = testBundle("edge-2", "web", 2);
     const web3 = testBundle("edge-2", "web", 3);
     const proxy1 = testBundle("edge-2", "proxy", 1);
@@ -37,8 +22,7 @@ describe("nats offline node - converges the current generation, not every interm
     await hub.dispatch(proxy1, natsNode("edge-2"));
     await hub.dispatch(web3, natsNode("edge-2"));
 
-    const runs = new MarkerAgent("edge-2", dir);
-    agent = await runNatsAgent({ servers: server.url, node: "edge-2", agent: runs });
+    const runs = await bed.startAgent("edge-2");
     await recorded.until(
       () => [web3, proxy1].every((b) => recorded.results.some((r) => r.attemptId === b.attemptId)),
       "results for web@3 and proxy@1",
@@ -56,9 +40,8 @@ describe("nats offline node - converges the current generation, not every interm
   });
 
   it("nats offline node - an attempt older than the generation already applied is answered Superseded, not applied", async () => {
-    const runs = new MarkerAgent("edge-2", dir);
-    await agent?.stop();
-    agent = await runNatsAgent({ servers: server.url, node: "edge-2", agent: runs });
+    const { hub, recorded } = bed;
+    const runs = await bed.startAgent("edge-2");
     const late = testBundle("edge-2", "web", 2);
     await hub.dispatch(late, natsNode("edge-2"));
     await recorded.until(
@@ -75,9 +58,8 @@ describe("nats offline node - converges the current generation, not every interm
   });
 
   it("nats offline node - the same generation again is applied (healing is the ordinary path run again)", async () => {
-    const runs = new MarkerAgent("edge-2", dir);
-    await agent?.stop();
-    agent = await runNatsAgent({ servers: server.url, node: "edge-2", agent: runs });
+    const { hub, recorded } = bed;
+    const runs = await bed.startAgent("edge-2");
     const again = testBundle("edge-2", "web", 3);
     await hub.dispatch(again, natsNode("edge-2"));
     await recorded.until(() => recorded.results.some((r) => r.attemptId === again.attemptId), "the result");

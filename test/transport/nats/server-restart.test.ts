@@ -1,46 +1,28 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type NatsAgent, runNatsAgent } from "../../../src/transport/nats/agent.js";
-import { createNatsTransport, type NatsTransport } from "../../../src/transport/nats/hub.js";
-import { MarkerAgent, natsNode, testBundle } from "../../helpers/marker-agent.js";
-import { startNatsServer, type TestNatsServer } from "../../helpers/nats-server.js";
-import { recordEvents } from "../../helpers/transport-events.js";
+import { type MarkerAgent, natsNode, testBundle } from "../../helpers/marker-agent.js";
+import { type NatsTestBed, startNatsTestBed } from "../../helpers/nats-testbed.js";
 
 describe("nats server restart - a rollout resumes after the server comes back", () => {
-  let server: TestNatsServer;
-  let dir: string;
-  let hub: NatsTransport;
-  const agents: NatsAgent[] = [];
+  let bed: NatsTestBed;
   const runs: MarkerAgent[] = [];
-  const recorded = recordEvents();
   const nodes = ["node-1", "node-2"];
 
   beforeAll(async () => {
-    server = await startNatsServer();
-    dir = mkdtempSync(join(tmpdir(), "steward-nats-restart-"));
-    hub = createNatsTransport({ servers: server.url, nodes, heartbeat: { intervalMs: 200, asHealth: true } });
-    await hub.start(recorded.events);
-    for (const node of nodes) {
-      const marker = new MarkerAgent(node, join(dir, node), { applyDelayMs: 150 });
-      runs.push(marker);
-      agents.push(await runNatsAgent({ servers: server.url, node, agent: marker, heartbeatIntervalMs: 200 }));
-    }
+    bed = await startNatsTestBed({ nodes, heartbeat: { intervalMs: 200, asHealth: true } });
+    for (const node of nodes)
+      runs.push(await bed.startAgent(node, { applyDelayMs: 150 }, { heartbeatIntervalMs: 200 }));
   });
 
   afterAll(async () => {
-    for (const agent of agents) await agent.stop();
-    await hub?.stop();
-    await server?.dispose();
-    rmSync(dir, { recursive: true, force: true });
+    await bed?.dispose();
   });
 
   it("nats server restart - attempts queued before the restart and dispatched after it all converge", async () => {
+    const { hub, recorded } = bed;
     const before = nodes.flatMap((node) => ["a", "b", "c", "d"].map((app) => testBundle(node, app, 1)));
     for (const bundle of before) await hub.dispatch(bundle, natsNode(bundle.spec.node));
     await recorded.until(() => recorded.results.length >= 1, "the first result");
-    await server.restart();
+    await bed.server.restart();
     await recorded.until(
       () => recorded.healthEvents.some((h) => h.reason === "ServerDisconnected" && h.status === "recovered"),
       "the hub to reconnect",
@@ -70,6 +52,7 @@ describe("nats server restart - a rollout resumes after the server comes back", 
   });
 
   it("nats server restart - nodes are not called silent for the hub's own outage", () => {
+    const { recorded } = bed;
     expect(recorded.healthEvents.filter((h) => h.reason === "NodeSilent")).toEqual([]);
   });
 });
