@@ -209,4 +209,32 @@ describe("nats security - per-node credentials from steward nats config", () => 
     await taskAgent.stop();
     await nc.close();
   });
+
+  it("nats security - the server's connect and disconnect events reach the hub as observations of the node", async () => {
+    await agentA.stop();
+    await recorded.until(
+      () => recorded.healthEvents.some((h) => h.reason === "AgentDisconnected" && h.status === "degraded"),
+      "node-a's disconnect",
+    );
+    const before = recorded.healthEvents.length;
+    expect(
+      recorded.healthEvents.find((h) => h.reason === "AgentDisconnected" && h.status === "degraded"),
+    ).toMatchObject({
+      node: "node-a",
+      message: "agent of node-a disconnected from the server: Client Closed",
+    });
+    agentA = await runNatsAgent({
+      servers: server.url,
+      creds: creds("nodes/node-a.nk"),
+      node: "node-a",
+      agent: new MarkerAgent("node-a", join(dir, "node-a")),
+    });
+    await recorded.until(
+      () =>
+        recorded.healthEvents
+          .slice(before)
+          .some((h) => h.reason === "AgentDisconnected" && h.status === "recovered" && h.node === "node-a"),
+      "node-a's connect",
+    );
+  });
 });
