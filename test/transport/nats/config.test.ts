@@ -1,0 +1,113 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { createUser } from "@nats-io/nkeys";
+import { afterAll, describe, expect, it } from "vitest";
+import { main } from "../../../src/cli/main.js";
+import { planNatsConfig } from "../../../src/transport/nats/config.js";
+
+const seeds = Array.from({ length: 10 }, () => new TextDecoder().decode(createUser().getSeed()));
+const fresh = () => {
+  let next = 0;
+  return () => seeds[next++] as string;
+};
+
+describe("nats config - planning the server configuration and credentials", () => {
+  const dirs: string[] = [];
+  afterAll(() => {
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("nats config - each node's user may only touch its own subjects", () => {
+    const plan = planNatsConfig({ dir: "/etc/steward/nats", nodes: ["web-1"] }, () => undefined, fresh());
+    const config = plan.serverConfig;
+    expect(config).toContain('store_dir: "/etc/steward/nats/jetstream"');
+    expect(config).toContain('listen: "127.0.0.1:4222"');
+    const node = config.slice(config.indexOf("# node web-1"), config.indexOf("# task-agent"));
+    expect(node).toContain('"$JS.API.CONSUMER.MSG.NEXT.STEWARD_ATTEMPTS.web-1"');
+    expect(node).toContain('"steward.report.web-1", "steward.result.web-1", "steward.heartbeat.web-1"');
+    expect(node).toContain('subscribe: { allow: ["_INBOX_node_web-1.>", "steward.control.web-1"] }');
+    const publish = /publish: \{ allow: \[(.*)\] \}/.exec(node)?.[1]?.split(", ") ?? [];
+    expect(publish.length).toBeGreaterThan(5);
+    for (const subject of publish)
+      expect(subject, "every subject a node may publish names it").toContain("web-1");
+    expect(plan.identities.map((i) => `${i.role}:${i.name}:${i.credentials}`)).toEqual([
+      "hub:hub:credentials/hub.nk",
+      "node:web-1:credentials/nodes/web-1.nk",
+      "task-agent:tasks:credentials/task-agents/tasks.nk",
+      "viewer:viewer:credentials/viewer.nk",
+    ]);
+    expect(plan.files.filter((f) => f.path.endsWith(".nk")).every((f) => f.mode === 0o600)).toBe(true);
+  });
+
+  it("nats config - server TLS files are written into a tls block", () => {
+    const plan = planNatsConfig(
+      {
+        dir: "/d",
+        nodes: ["a"],
+        tls: { cert: "/pki/server.crt", key: "/pki/server.key", ca: "/pki/ca.crt" },
+      },
+      () => undefined,
+      fresh(),
+    );
+    expect(plan.serverConfig).toContain(
+      'tls {\n  cert_file: "/pki/server.crt"\n  key_file: "/pki/server.key"\n  ca_file: "/pki/ca.crt"\n  verify: true\n}',
+    );
+  });
+
+  const refusals: { name: string; input: Parameters<typeof planNatsConfig>[0]; message: RegExp }[] = [
+    { name: "no nodes", input: { dir: "/d", nodes: [] }, message: /pass --node NAME or --nodes-from REPO/ },
+    {
+      name: "a node name that is not a DNS label",
+      input: { dir: "/d", nodes: ["Web_1"] },
+      message: /node name "Web_1" is not a DNS label/,
+    },
+    {
+      name: "a listen address without a port",
+      input: { dir: "/d", nodes: ["a"], listen: "0.0.0.0" },
+      message: /host:port/,
+    },
+    {
+      name: "a relative directory",
+      input: { dir: "bus", nodes: ["a"] },
+      message: /must be an absolute path/,
+    },
+    {
+      name: "a certificate without its key",
+      input: { dir: "/d", nodes: ["a"], tls: { cert: "/c" } },
+      message: /--tls-cert and --tls-key go together/,
+    },
+  ];
+  for (const refusal of refusals)
+    it(`nats config - refuses ${refusal.name}`, () => {
+      expect(() => planNatsConfig(refusal.input, () => undefined, fresh())).toThrow(refusal.message);
+    });
+
+  it("nats config - --nodes-from takes the nats nodes of a fleet repository", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "steward-nats-cfg-"));
+    dirs.push(dir);
+    const out: string[] = [];
+    const io = { stdout: (t: string) => out.push(t), stderr: () => {}, env: {}, cwd: dir, isTty: false };
+    const repo = resolve("examples/repo");
+    expect(await main(["--json", "nats", "config", "--out", "bus", "--nodes-from", repo], io)).toBe(0);
+    const printed = JSON.parse(out.join(""));
+    expect(
+      printed.identities
+        .filter((i: { role: string }) => i.role === "node")
+        .map((i: { name: string }) => i.name),
+    ).toEqual(["edge-2"]);
+    expect(JSON.stringify(printed)).not.toMatch(/SU[A-Z2-7]{56}/); // seeds never printed
+    expect(readFileSync(join(dir, "bus", "nats-server.conf"), "utf8")).toContain("# node edge-2");
+  });
+
+  it("nats config - a credentials file that is not a seed stops the run with the fix", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "steward-nats-cfg-"));
+    dirs.push(dir);
+    const err: string[] = [];
+    const io = { stdout: () => {}, stderr: (t: string) => err.push(t), env: {}, cwd: dir, isTty: false };
+    expect(await main(["nats", "config", "--out", "bus", "--node", "a"], io)).toBe(0);
+    writeFileSync(join(dir, "bus", "credentials", "hub.nk"), "not a seed\n");
+    expect(await main(["nats", "config", "--out", "bus", "--node", "a"], io)).toBe(2);
+    expect(err.join("")).toMatch(/hub\.nk is not an nkey user seed: move it away or fix it, then run again/);
+  });
+});
