@@ -8,13 +8,8 @@
  * Alongside: a heartbeat per node and per instance with a running service, and answers to the hub's
  * "send a fresh report" requests.
  */
-import {
-  type Consumer,
-  type ConsumerMessages,
-  type JetStreamClient,
-  type JsMsg,
-  jetstream,
-} from "@nats-io/jetstream";
+import { setTimeout as delay } from "node:timers/promises";
+import { type Consumer, type JetStreamClient, type JsMsg, jetstream } from "@nats-io/jetstream";
 import type { NatsConnection, Subscription } from "@nats-io/transport-node";
 import type { AgentReply, AttemptResult, Bundle, Report } from "../../model/generated.js";
 import { connectNats, type NatsTls } from "./connect.js";
@@ -103,10 +98,9 @@ class AgentLoop {
   private readonly applied = new Map<string, number>();
   /** Instances whose service beats; one that stops gets a last `stopped` beat. */
   private beating = new Set<string>();
-  private messages: ConsumerMessages | undefined;
+  private handling: Promise<void> | undefined;
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private control: Subscription | undefined;
-  private pulling: Promise<void> | undefined;
   private reportChain: Promise<void> = Promise.resolve();
   private stopped = false;
 
@@ -135,15 +129,15 @@ class AgentLoop {
     this.learn(report);
     void this.publishReport(report);
     await this.options.agent.start?.((fresh) => this.publishReport(fresh));
-    this.pulling = this.pull();
+    void this.pull();
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
     this.control?.unsubscribe();
-    await this.messages?.close();
-    await this.pulling;
+    // The pull out on the server is not waited for (it ends within PULL_EXPIRES_MS); an attempt in hand is.
+    await this.handling;
     await this.options.agent.stop?.();
     await this.reportChain;
   }
@@ -151,12 +145,27 @@ class AgentLoop {
   /** Waits for the hub to have created this node's consumer, then takes attempts one at a time. */
   private async pull(): Promise<void> {
     const consumer = await this.consumer();
-    if (!consumer || this.stopped) return;
-    // One at a time: a buffered attempt would sit past its ack deadline while another is applied.
-    // Short pulls: after a server restart the client re-pulls within a random part of `expires`.
-    this.messages = await consumer.consume({ max_messages: 1, expires: PULL_EXPIRES_MS });
-    if (this.stopped) await this.messages.close();
-    for await (const msg of this.messages) await this.handle(msg);
+    while (consumer && !this.stopped) {
+      // One pull per attempt, issued only when the previous one is done: an attempt is never held
+      // in a buffer while its ack deadline runs. Short pulls end a wait on a restarted server soon.
+      let msg: JsMsg | null;
+      try {
+        msg = await consumer.next({ expires: PULL_EXPIRES_MS });
+      } catch (error) {
+        if (this.stopped) return;
+        this.log.warn({ node: this.node, error: String(error) }, "pulling attempts failed; retrying");
+        await delay(1_000);
+        continue;
+      }
+      if (!msg) continue;
+      // Stopped while the pull was out: hand the attempt back at once rather than after its deadline.
+      if (this.stopped) msg.nak();
+      else {
+        this.handling = this.handle(msg);
+        await this.handling;
+        this.handling = undefined;
+      }
+    }
   }
 
   private async consumer(): Promise<Consumer | undefined> {
@@ -171,7 +180,7 @@ class AgentLoop {
             "no attempt consumer for this node yet; waiting for the hub to create it",
           );
         logged = true;
-        await new Promise((resolve) => setTimeout(resolve, 1_000));
+        await delay(1_000);
       }
     }
     return undefined;
@@ -216,8 +225,8 @@ class AgentLoop {
     }
     this.applied.set(assignment, Math.max(newest, bundle.generation));
     try {
-      await this.publishResult(reply.result);
-      await this.publishReport(reply.report);
+      // Sent together on one connection, so the stream still holds the result before the report.
+      await Promise.all([this.publishResult(reply.result), this.publishReport(reply.report)]);
       msg.ack();
     } catch (error) {
       // Not acknowledged: the attempt comes back and the Agent replays its result.

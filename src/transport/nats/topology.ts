@@ -134,8 +134,10 @@ function hubConsumerConfigs(): { stream: string; config: ConsumerConfig }[] {
         durable_name: HUB_REPORTS_CONSUMER,
         description: "steward: the hub records reports and results",
         max_deliver: 10,
-        backoff: [1_000, 5_000, 15_000, 30_000, 60_000].map((ms) => nanos(ms)),
-        ack_wait: nanos(1_000),
+        // The first entry is the ack deadline of a message the hub holds: long enough for a full
+        // prefetch to be handled, short enough that a dead hub's messages come back soon.
+        backoff: [5_000, 10_000, 30_000, 60_000, 120_000].map((ms) => nanos(ms)),
+        ack_wait: nanos(5_000),
         // The hub awaits each message's handler before acknowledging it; this bounds how many it
         // holds at once (and so its memory) when it falls behind.
         max_ack_pending: 4_096,
