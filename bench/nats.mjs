@@ -29,6 +29,11 @@ const { NatsServerProcess, stopChild } = await import("../dist/transport/nats/se
 const { createNatsTransport } = await import("../dist/transport/nats/hub.js");
 
 const dir = mkdtempSync(join(tmpdir(), "steward-bench-nats-"));
+// 200 hosts do not share one disk: on one machine their fsyncs would queue on a single device, so
+// the agents' roots and state go to memory (/dev/shm) when there is one. The server's store stays on
+// disk. BENCH_AGENTS_DIR overrides.
+const agentsBase = process.env.BENCH_AGENTS_DIR ?? (existsSync("/dev/shm") ? "/dev/shm" : tmpdir());
+const agentsDir = mkdtempSync(join(agentsBase, "steward-bench-nats-agents-"));
 const nodes = Array.from({ length: NODES }, (_, i) => `node-${i}`);
 const busDir = join(dir, "nats");
 writeNatsConfig(planNatsConfig({ dir: busDir, nodes }, () => undefined, newUserSeed));
@@ -97,10 +102,8 @@ try {
   // The hub's transport; its handlers record when each instance is seen converged.
   let target = 1;
   let convergedAt = new Map();
-  let reports = 0;
   const events = {
     report(report) {
-      reports++;
       const now = performance.now();
       for (const instance of report.instances) {
         const key = `${instance.assignment}@${report.node}`;
@@ -200,4 +203,5 @@ try {
   await Promise.all(children.map((child) => stopChild(child)));
   await server.stop();
   rmSync(dir, { recursive: true, force: true });
+  rmSync(agentsDir, { recursive: true, force: true });
 }
