@@ -267,7 +267,7 @@ export function convergenceStatus(input: {
       sha,
       context,
       state: converged === total ? "success" : "pending",
-      description: converged === total ? `converged: ${progress}` : progress,
+      description: converged === total ? `${progress}, probes passing` : progress,
     },
     publicUrl,
   );

@@ -54,7 +54,9 @@ export type ForgeFault =
   | { kind: "rate-limit-403"; resetInSeconds: number }
   /** A secondary rate limit: 429 (GitHub, GitLab) with `Retry-After`. */
   | { kind: "rate-limit-429"; retryAfterSeconds: number }
-  | { kind: "server-error"; status?: 500 | 502 | 503 };
+  | { kind: "server-error"; status?: 500 | 502 | 503 }
+  /** The forge refuses this one request (GitHub: 422 "No commit found for SHA"). */
+  | { kind: "refuse" };
 
 export interface FakeForge {
   /** What a provider is configured with: GitHub's API base; the GitLab or Gitea instance URL. */
@@ -295,6 +297,15 @@ function githubFault(fault: ForgeFault, now: number): Reply {
         "retry-after": String(fault.retryAfterSeconds),
       },
     );
+  if (fault.kind === "refuse")
+    return {
+      status: 422,
+      body: {
+        message: "Validation Failed",
+        documentation_url: GITHUB_DOCS,
+        errors: [{ resource: "Status", code: "custom", field: "sha", message: "No commit found for SHA" }],
+      },
+    };
   return githubError(fault.status ?? 500, "Server Error");
 }
 
@@ -455,7 +466,7 @@ function githubContract(options: { token?: string; app?: GithubAppKey }): Contra
         }
       })();
       // The fake must answer as the description says, or the test proves nothing.
-      const validate = reply.status < 300 ? githubResponseSchema(route, reply.status) : basicError();
+      const validate = githubResponseSchema(route, reply.status) ?? basicError();
       if (validate && !validate(reply.body))
         forge.problems.push(
           `fake forge answered ${route.operation.operationId} ${reply.status} off-spec: ${describeErrors(validate.errors)}`,
@@ -675,6 +686,7 @@ function genericFault(fault: ForgeFault, now: number, body: (message: string) =>
         "ratelimit-reset": String(Math.floor(now / 1000) + fault.resetInSeconds),
       },
     };
+  if (fault.kind === "refuse") return { status: 404, body: body("404 Commit Not Found") };
   return { status: fault.status ?? 500, body: body("500 Internal Server Error") };
 }
 

@@ -1,14 +1,10 @@
 import { generateKeyPairSync } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
-import { type CommitStatus, type StatusHealth, StatusWriteError } from "../../src/hub/status.js";
-import { openDatabase } from "../../src/hub/store/database.js";
+import { type CommitStatus, StatusWriteError } from "../../src/hub/status.js";
 import { GithubStatusWriter } from "../../src/status/github.js";
-import { StatusPublisher } from "../../src/status/publisher.js";
 import { type FakeForge, startGithubForge } from "../helpers/forge-openapi.js";
 import { ManualClock } from "./clock.js";
-
-const SHA = "3f786850e387550fdab836ed7e6dc881de23001b";
-const TOKEN = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
+import { SHA, startPublisher, TOKEN } from "./fixtures.js";
 
 let forge: FakeForge | undefined;
 afterEach(async () => {
@@ -33,17 +29,8 @@ async function setup(now: () => number = Date.now) {
   return { forge, writer };
 }
 
-/** A publisher on a manual clock and an in-memory database, collecting health events. */
 function publisherFor(writer: GithubStatusWriter, clock: ManualClock) {
-  const health: StatusHealth[] = [];
-  const publisher = new StatusPublisher({
-    db: openDatabase(":memory:"),
-    writers: [writer],
-    timers: clock,
-    debounceMs: 1_000,
-    onHealth: (event) => health.push(event),
-  });
-  return { publisher, health };
+  return startPublisher({ writers: [writer], clock });
 }
 
 describe("github status", () => {
