@@ -140,7 +140,7 @@ const SECRET_PATTERNS: readonly [RegExp, string][] = [
   [/\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{8,}/g, "$1 ***"],
   // key=value and key: value where the key names a secret.
   [
-    /\b((?:[a-z0-9_-]*_)?(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|credentials?|authorization))(\s*[=:]\s*)("[^"]*"|'[^']*'|[^\s,;]+)/gi,
+    /\b((?:[a-z0-9_-]*_)?(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|credentials?|authorization))(\s*[=:]\s*)((?:Bearer|Basic|token)\s+\S+|"[^"]*"|'[^']*'|[^\s,;]+)/gi,
     "$1$2***",
   ],
 ];
@@ -170,7 +170,7 @@ export function cleanDescription(text: string, known: readonly string[] = []): s
 
 /**
  * Shortens `text` to at most `limit` characters (code points), ending with an ellipsis. Cuts at a
- * word boundary unless that would throw away more than a third of the room.
+ * word boundary unless that would throw away more than half of the room.
  */
 export function truncateDescription(text: string, limit: number): string {
   const chars = Array.from(text);
@@ -180,7 +180,7 @@ export function truncateDescription(text: string, limit: number): string {
   let cut = chars.slice(0, room).join("");
   if (!/\s/.test(chars[room] ?? "")) {
     const lastSpace = cut.search(/\s\S*$/);
-    if (lastSpace >= 0 && Array.from(cut.slice(0, lastSpace)).length >= (room * 2) / 3)
+    if (lastSpace >= 0 && Array.from(cut.slice(0, lastSpace)).length >= room / 2)
       cut = cut.slice(0, lastSpace);
   }
   cut = cut.replace(/[\s.,;:!?(-]+$/u, "");

@@ -792,7 +792,7 @@ async function readBody(request: IncomingMessage): Promise<string> {
   return Buffer.concat(chunks).toString("utf8");
 }
 
-async function startForge(contract: Contract, now: () => number): Promise<FakeForge> {
+async function startForge(contract: Contract, now: () => number, basePath = ""): Promise<FakeForge> {
   const sockets = new Set<Socket>();
   const state: ForgeState = { url: "", now, statuses: [], requests: [], problems: [], faults: [] };
   const handle = async (request: IncomingMessage, response: ServerResponse) => {
@@ -806,8 +806,11 @@ async function startForge(contract: Contract, now: () => number): Promise<FakeFo
     const url = new URL(request.url ?? "/", "http://fake");
     let reply: Reply;
     try {
+      if (!url.pathname.startsWith(`${basePath}/`))
+        throw new Error(`${url.pathname} is outside ${basePath}/`);
+      const path = url.pathname.slice(basePath.length);
       reply = contract.handle(
-        { method: request.method ?? "GET", path: url.pathname, headers: request.headers, body, rawBody },
+        { method: request.method ?? "GET", path, headers: request.headers, body, rawBody },
         state,
       );
     } catch (error) {
@@ -832,7 +835,7 @@ async function startForge(contract: Contract, now: () => number): Promise<FakeFo
     await new Promise<void>((resolve) => server.close(() => resolve()));
   };
   const port = await listen(0);
-  state.url = `http://127.0.0.1:${port}`;
+  state.url = `http://127.0.0.1:${port}${basePath}`;
   let isUp = true;
   return {
     url: state.url,
@@ -857,11 +860,14 @@ async function startForge(contract: Contract, now: () => number): Promise<FakeFo
   };
 }
 
-/** A GitHub API checked against the OpenAPI description; `token` and/or an App are accepted. */
+/**
+ * A GitHub API checked against the OpenAPI description; `token` and/or an App are accepted.
+ * `basePath: "/api/v3"` serves it where GitHub Enterprise Server does.
+ */
 export function startGithubForge(
-  options: { token?: string; app?: GithubAppKey; now?: () => number } = {},
+  options: { token?: string; app?: GithubAppKey; now?: () => number; basePath?: string } = {},
 ): Promise<FakeForge> {
-  return startForge(githubContract(options), options.now ?? Date.now);
+  return startForge(githubContract(options), options.now ?? Date.now, options.basePath);
 }
 
 /** A GitLab instance (routes under /api/v4). `rejectSameState` mimics GitLab's state machine. */
