@@ -4,7 +4,7 @@
  * /api/swagger, operation `repoCreateStatus`), authenticated with `Authorization: token …`.
  */
 import { type CommitStatus, fitDescription, type StatusWriter } from "../hub/status.js";
-import { postJson } from "./http.js";
+import { apiBase, postJson } from "./http.js";
 
 /** Gitea has no documented limit; keep descriptions as short as GitLab's column. */
 export const GITEA_DESCRIPTION_LIMIT = 255;
@@ -19,12 +19,6 @@ export interface GiteaStatusOptions {
   fetch?: typeof fetch;
 }
 
-/** The API base for an instance URL: `/api/v1` is added unless it is already there. */
-export function giteaApiBase(url: string): string {
-  const trimmed = url.replace(/\/+$/, "");
-  return trimmed.endsWith("/api/v1") ? trimmed : `${trimmed}/api/v1`;
-}
-
 /** Writes commit statuses to one Gitea or Forgejo repository. Gitea's states match ours one to one. */
 export class GiteaStatusWriter implements StatusWriter {
   readonly name: string;
@@ -34,7 +28,7 @@ export class GiteaStatusWriter implements StatusWriter {
 
   constructor(options: GiteaStatusOptions) {
     this.#options = options;
-    this.#api = giteaApiBase(options.url);
+    this.#api = apiBase(options.url, "/api/v1");
     this.name = `gitea:${new URL(this.#api).host}/${options.owner}/${options.repo}`;
   }
 

@@ -4,7 +4,7 @@
  * authenticated with a `PRIVATE-TOKEN` (personal, project or group access token with `api` scope).
  */
 import { type CommitState, type CommitStatus, fitDescription, type StatusWriter } from "../hub/status.js";
-import { postJson } from "./http.js";
+import { apiBase, postJson } from "./http.js";
 
 /** GitLab stores descriptions in a 255-character column. */
 export const GITLAB_DESCRIPTION_LIMIT = 255;
@@ -29,12 +29,6 @@ export interface GitlabStatusOptions {
   fetch?: typeof fetch;
 }
 
-/** The API base for an instance URL: `/api/v4` is added unless it is already there. */
-export function gitlabApiBase(url: string): string {
-  const trimmed = url.replace(/\/+$/, "");
-  return trimmed.endsWith("/api/v4") ? trimmed : `${trimmed}/api/v4`;
-}
-
 /** Writes commit statuses to one GitLab project. */
 export class GitlabStatusWriter implements StatusWriter {
   readonly name: string;
@@ -44,7 +38,7 @@ export class GitlabStatusWriter implements StatusWriter {
 
   constructor(options: GitlabStatusOptions) {
     this.#options = options;
-    this.#api = gitlabApiBase(options.url ?? GITLAB_URL);
+    this.#api = apiBase(options.url ?? GITLAB_URL, "/api/v4");
     this.name = `gitlab:${new URL(this.#api).host}/${options.project}`;
   }
 

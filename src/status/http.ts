@@ -132,6 +132,12 @@ export function forgeMessage(body: string): string {
   return body;
 }
 
+/** The API base of a forge instance: `suffix` (`/api/v4`) is added unless the URL already ends with it. */
+export function apiBase(url: string, suffix: string): string {
+  const trimmed = url.replace(/\/+$/, "");
+  return trimmed.endsWith(suffix) ? trimmed : `${trimmed}${suffix}`;
+}
+
 /** POSTs JSON and resolves with the parsed answer; rejects with a classified `StatusWriteError`. */
 export async function postJson(request: {
   provider: string;

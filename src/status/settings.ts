@@ -169,39 +169,23 @@ export function createStatusWriters(
   settings: StatusSettings,
   environment: StatusEnvironment,
 ): StatusWriter[] {
+  return (settings.providers ?? []).map((provider, index) => writerFor(provider, index, environment));
+}
+
+function writerFor(provider: StatusProvider, index: number, environment: StatusEnvironment): StatusWriter {
   const clock = environment.now ? { now: environment.now } : {};
   const fetcher = environment.fetch ? { fetch: environment.fetch } : {};
-  return (settings.providers ?? []).map((provider, index): StatusWriter => {
-    const where = label(provider, index);
-    switch (provider.type) {
-      case "gitnotes": {
-        if (!environment.gitnotes)
-          throw new EnvironmentError(`${where} writes into the fleet repository, and this command has none`);
-        return new GitNotesStatusWriter({ ...environment.gitnotes, ...clock });
-      }
-      case "github": {
-        const { owner, repo } = ownerRepo(provider, index);
-        const base = {
-          owner,
-          repo,
-          ...(provider.url ? { baseUrl: githubApiBase(provider.url) } : {}),
-          ...clock,
-          ...fetcher,
-        };
-        if (provider.appId !== undefined) {
-          if (provider.installationId === undefined || !provider.privateKeyEnv)
-            throw new EnvironmentError(`${where} with appId needs installationId and privateKeyEnv`);
-          const privateKey = secretFrom(
-            environment.env,
-            provider.privateKeyEnv,
-            "the App's private key",
-            where,
-          );
-          return new GithubStatusWriter({
-            ...base,
-            auth: { app: { appId: provider.appId, installationId: provider.installationId, privateKey } },
-          });
-        }
+  const where = label(provider, index);
+  switch (provider.type) {
+    case "gitnotes":
+      if (!environment.gitnotes)
+        throw new EnvironmentError(`${where} writes into the fleet repository, and this command has none`);
+      return new GitNotesStatusWriter({ ...environment.gitnotes, ...clock });
+    case "github": {
+      const { owner, repo } = ownerRepo(provider, index);
+      const baseUrl = provider.url ? { baseUrl: githubApiBase(provider.url) } : {};
+      const base = { owner, repo, ...baseUrl, ...clock, ...fetcher };
+      if (provider.appId === undefined) {
         const token = secretFrom(
           environment.env,
           provider.tokenEnv ?? DEFAULT_TOKEN_ENV.github,
@@ -210,41 +194,43 @@ export function createStatusWriters(
         );
         return new GithubStatusWriter({ ...base, auth: { token } });
       }
-      case "gitlab": {
-        if (!provider.project)
-          throw new EnvironmentError(
-            `${where} needs project (id or group/name) — add it to steward.yaml or pass --status-repo PROJECT`,
-          );
-        const token = secretFrom(
-          environment.env,
-          provider.tokenEnv ?? DEFAULT_TOKEN_ENV.gitlab,
-          "a token",
-          where,
-        );
-        return new GitlabStatusWriter({
-          project: provider.project,
-          token,
-          ...(provider.url ? { url: provider.url } : {}),
-          ...clock,
-          ...fetcher,
-        });
-      }
-      case "gitea": {
-        const { owner, repo } = ownerRepo(provider, index);
-        if (!provider.url)
-          throw new EnvironmentError(
-            `${where} needs url (the Gitea or Forgejo instance) — add it or pass --status-url`,
-          );
-        const token = secretFrom(
-          environment.env,
-          provider.tokenEnv ?? DEFAULT_TOKEN_ENV.gitea,
-          "a token",
-          where,
-        );
-        return new GiteaStatusWriter({ owner, repo, url: provider.url, token, ...clock, ...fetcher });
-      }
+      if (provider.installationId === undefined || !provider.privateKeyEnv)
+        throw new EnvironmentError(`${where} with appId needs installationId and privateKeyEnv`);
+      const privateKey = secretFrom(environment.env, provider.privateKeyEnv, "the App's private key", where);
+      const app = { appId: provider.appId, installationId: provider.installationId, privateKey };
+      return new GithubStatusWriter({ ...base, auth: { app } });
     }
-  });
+    case "gitlab": {
+      if (!provider.project)
+        throw new EnvironmentError(
+          `${where} needs project (id or group/name) — add it to steward.yaml or pass --status-repo PROJECT`,
+        );
+      const token = secretFrom(
+        environment.env,
+        provider.tokenEnv ?? DEFAULT_TOKEN_ENV.gitlab,
+        "a token",
+        where,
+      );
+      const url = provider.url ? { url: provider.url } : {};
+      return new GitlabStatusWriter({ project: provider.project, token, ...url, ...clock, ...fetcher });
+    }
+    case "gitea": {
+      const { owner, repo } = ownerRepo(provider, index);
+      if (!provider.url)
+        throw new EnvironmentError(
+          `${where} needs url (the Gitea or Forgejo instance) — add it or pass --status-url`,
+        );
+      const token = secretFrom(
+        environment.env,
+        provider.tokenEnv ?? DEFAULT_TOKEN_ENV.gitea,
+        "a token",
+        where,
+      );
+      return new GiteaStatusWriter({ owner, repo, url: provider.url, token, ...clock, ...fetcher });
+    }
+    default:
+      throw new EnvironmentError(`${where}: unknown provider type "${String(provider.type)}"`);
+  }
 }
 
 /**

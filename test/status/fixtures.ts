@@ -2,7 +2,7 @@
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { StatusHealth, StatusWriter } from "../../src/hub/status.js";
+import { type StatusHealth, StatusWriteError, type StatusWriter } from "../../src/hub/status.js";
 import { type Db, openDatabase } from "../../src/hub/store/database.js";
 import { GithubStatusWriter } from "../../src/status/github.js";
 import { StatusPublisher } from "../../src/status/publisher.js";
@@ -15,9 +15,8 @@ export const TOKEN = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
 
 /** A GitHub fake on the test's clock and a writer for acme/fleet on it. */
 export async function startGithub(
-  clock: ManualClock,
+  now: () => number = Date.now,
 ): Promise<{ forge: FakeForge; writer: GithubStatusWriter }> {
-  const now = () => clock.now();
   const forge = await startGithubForge({ token: TOKEN, now });
   const writer = new GithubStatusWriter({
     owner: "acme",
@@ -53,6 +52,17 @@ export function startPublisher(options: { db?: Db; writers: StatusWriter[]; cloc
     },
   });
   return { publisher, health, db };
+}
+
+/** The StatusWriteError a write rejected with (the test fails if it resolved). */
+export async function failureOf(write: Promise<void>): Promise<StatusWriteError> {
+  const error = await write.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  if (!(error instanceof StatusWriteError))
+    throw new Error(`expected a StatusWriteError, got ${String(error)}`);
+  return error;
 }
 
 /** Moves the clock and waits until the publisher has finished what fell due. */

@@ -1,10 +1,10 @@
 import { generateKeyPairSync } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
-import { type CommitStatus, StatusWriteError } from "../../src/hub/status.js";
+import type { CommitStatus } from "../../src/hub/status.js";
 import { GithubStatusWriter } from "../../src/status/github.js";
 import { type FakeForge, startGithubForge } from "../helpers/forge-openapi.js";
 import { ManualClock } from "./clock.js";
-import { SHA, startPublisher, TOKEN } from "./fixtures.js";
+import { failureOf, SHA, startGithub, startPublisher, TOKEN } from "./fixtures.js";
 
 let forge: FakeForge | undefined;
 afterEach(async () => {
@@ -18,19 +18,9 @@ function status(state: CommitStatus["state"], description: string): CommitStatus
 }
 
 async function setup(now: () => number = Date.now) {
-  forge = await startGithubForge({ token: TOKEN, now });
-  const writer = new GithubStatusWriter({
-    owner: "acme",
-    repo: "fleet",
-    baseUrl: forge.url,
-    auth: { token: TOKEN },
-    now,
-  });
-  return { forge, writer };
-}
-
-function publisherFor(writer: GithubStatusWriter, clock: ManualClock) {
-  return startPublisher({ writers: [writer], clock });
+  const started = await startGithub(now);
+  forge = started.forge;
+  return started;
 }
 
 describe("github status", () => {
@@ -83,9 +73,7 @@ describe("github status", () => {
       baseUrl: forge.url,
       auth: { token: TOKEN },
     });
-    const error = await writer.write(status("success", "ok")).catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(StatusWriteError);
-    const failure = error as StatusWriteError;
+    const failure = await failureOf(writer.write(status("success", "ok")));
     expect(failure.failureClass).toBe("permanent");
     expect(failure.reason).toBe("Unauthorized");
     expect(failure.message).toMatch(/HTTP 401.*Bad credentials.*tokenEnv/);
@@ -96,17 +84,13 @@ describe("github status", () => {
     const clock = new ManualClock();
     const { forge, writer } = await setup(() => clock.now());
     forge.failNext({ kind: "server-error", status: 502 }, { kind: "rate-limit-403", resetInSeconds: 90 });
-    const outage = (await writer
-      .write(status("pending", "1/3"))
-      .catch((e: unknown) => e)) as StatusWriteError;
+    const outage = await failureOf(writer.write(status("pending", "1/3")));
     expect([outage.failureClass, outage.reason, outage.httpStatus]).toEqual([
       "transient",
       "ForgeUnavailable",
       502,
     ]);
-    const limited = (await writer
-      .write(status("pending", "1/3"))
-      .catch((e: unknown) => e)) as StatusWriteError;
+    const limited = await failureOf(writer.write(status("pending", "1/3")));
     expect([limited.failureClass, limited.reason, limited.retryAfterMs]).toEqual([
       "rate-limited",
       "RateLimited",
@@ -117,7 +101,7 @@ describe("github status", () => {
   it("github status - a 429 with Retry-After delays the next post by exactly that long on the injected clock", async () => {
     const clock = new ManualClock();
     const { forge, writer } = await setup(() => clock.now());
-    const { publisher, health } = publisherFor(writer, clock);
+    const { publisher, health } = startPublisher({ writers: [writer], clock });
     forge.failNext({ kind: "rate-limit-429", retryAfterSeconds: 30 });
     publisher.publish([status("pending", "1/3 nodes at generation 2")]);
     clock.advance(1_000);
@@ -138,7 +122,7 @@ describe("github status", () => {
   it("github status - an outage is reported, the latest state is posted once when the forge returns, then recovery", async () => {
     const clock = new ManualClock();
     const { forge, writer } = await setup(() => clock.now());
-    const { publisher, health } = publisherFor(writer, clock);
+    const { publisher, health } = startPublisher({ writers: [writer], clock });
     await forge.down();
     publisher.publish([status("pending", "1/3 nodes at generation 2")]);
     clock.advance(1_000);

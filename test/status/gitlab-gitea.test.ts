@@ -1,10 +1,10 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { type CommitStatus, StatusWriteError, type StatusWriter } from "../../src/hub/status.js";
+import type { CommitStatus, StatusWriter } from "../../src/hub/status.js";
 import { GiteaStatusWriter } from "../../src/status/gitea.js";
 import { GitlabStatusWriter } from "../../src/status/gitlab.js";
 import { type FakeForge, startGiteaForge, startGitlabForge } from "../helpers/forge-openapi.js";
+import { failureOf, SHA } from "./fixtures.js";
 
-const SHA = "3f786850e387550fdab836ed7e6dc881de23001b";
 const TOKEN = "s3cr3t-forge-token-123456";
 
 let forge: FakeForge | undefined;
@@ -96,30 +96,29 @@ describe.each(cases)("$forge status", (c) => {
   it(`${c.forge} status - failures are classified: 429 waits Retry-After, 500 and refusal are transient, 401 permanent`, async () => {
     forge = await c.start();
     const writer = c.writer(forge.url);
-    const write = () =>
-      writer
-        .write({ sha: SHA, context: "steward/fleet", state: "pending", description: "1/2" })
-        .catch((e: unknown) => e as StatusWriteError);
+    const pending: CommitStatus = {
+      sha: SHA,
+      context: "steward/fleet",
+      state: "pending",
+      description: "1/2",
+    };
+    const write = () => failureOf(writer.write(pending));
     forge.failNext({ kind: "rate-limit-429", retryAfterSeconds: 12 }, { kind: "server-error" });
     const limited = await write();
-    expect([limited?.failureClass, limited?.retryAfterMs]).toEqual(["rate-limited", 12_000]);
+    expect([limited.failureClass, limited.retryAfterMs]).toEqual(["rate-limited", 12_000]);
     const broken = await write();
-    expect([broken?.failureClass, broken?.reason, broken?.httpStatus]).toEqual([
+    expect([broken.failureClass, broken.reason, broken.httpStatus]).toEqual([
       "transient",
       "ForgeUnavailable",
       500,
     ]);
-    const denied = (await c
-      .writer(forge.url, "wrong-token-000000")
-      .write({ sha: SHA, context: "steward/fleet", state: "pending", description: "1/2" })
-      .catch((e: unknown) => e)) as StatusWriteError;
-    expect(denied).toBeInstanceOf(StatusWriteError);
+    const denied = await failureOf(c.writer(forge.url, "wrong-token-000000").write(pending));
     expect([denied.failureClass, denied.reason]).toEqual(["permanent", "Unauthorized"]);
     await forge.down();
     const refused = await write();
-    expect([refused?.failureClass, refused?.reason]).toEqual(["transient", "ForgeUnavailable"]);
-    expect(refused?.message).toMatch(/unreachable/);
-    expect(JSON.stringify([limited, broken, denied, refused].map((e) => e?.message))).not.toContain(TOKEN);
+    expect([refused.failureClass, refused.reason]).toEqual(["transient", "ForgeUnavailable"]);
+    expect(refused.message).toMatch(/unreachable/);
+    expect(JSON.stringify([limited, broken, denied, refused].map((e) => e.message))).not.toContain(TOKEN);
   });
 });
 

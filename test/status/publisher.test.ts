@@ -22,7 +22,7 @@ afterEach(async () => {
 });
 
 async function github(clock: ManualClock) {
-  const started = await startGithub(clock);
+  const started = await startGithub(() => clock.now());
   forges.push(started.forge);
   return started;
 }
