@@ -4,7 +4,13 @@
  * to with plain fetch (GitLab, Gitea). Messages never carry the token: it is redacted from anything
  * the forge echoes, and request headers are never part of an error.
  */
-import { cleanDescription, StatusWriteError } from "../hub/status.js";
+import {
+  type CommitStatus,
+  cleanDescription,
+  fitDescription,
+  StatusWriteError,
+  type StatusWriter,
+} from "../hub/status.js";
 
 /** Header access that works for fetch's `Headers` and Octokit's plain header objects. */
 export type HeaderLookup = (name: string) => string | undefined;
@@ -178,4 +184,56 @@ export async function postJson(request: {
     now: request.now(),
     secrets: request.secrets,
   });
+}
+
+/** How a token-authenticated forge is reached: its instance URL, the token, and injectable I/O. */
+export interface ForgeConnection {
+  token: string;
+  now?: () => number;
+  fetch?: typeof fetch;
+}
+
+/**
+ * What the GitLab and Gitea writers share: an API base under the instance URL, a token that is
+ * redacted from everything, and one JSON POST per status. Subclasses say where and what to post.
+ */
+export abstract class JsonForgeWriter implements StatusWriter {
+  abstract readonly name: string;
+  abstract readonly descriptionLimit: number;
+  /** The API base, e.g. `https://gitlab.example.com/api/v4`. */
+  protected readonly api: string;
+  protected readonly token: string;
+  readonly #connection: ForgeConnection;
+
+  constructor(url: string, apiSuffix: string, connection: ForgeConnection) {
+    this.api = apiBase(url, apiSuffix);
+    this.token = connection.token;
+    this.#connection = connection;
+  }
+
+  abstract write(status: CommitStatus): Promise<void>;
+
+  /** The status's description, cleaned and cut to this forge's limit. */
+  protected description(status: CommitStatus): string {
+    return fitDescription(status.description, this.descriptionLimit, [this.token]);
+  }
+
+  /** POSTs `body` to `path` under the API base with the forge's auth `headers`. */
+  protected async post(
+    path: string,
+    headers: Record<string, string>,
+    body: unknown,
+    accept?: (status: number, text: string) => boolean,
+  ): Promise<void> {
+    await postJson({
+      provider: this.name,
+      url: `${this.api}${path}`,
+      headers,
+      body,
+      fetch: this.#connection.fetch ?? fetch,
+      now: this.#connection.now ?? Date.now,
+      secrets: [this.token],
+      ...(accept ? { accept } : {}),
+    });
+  }
 }

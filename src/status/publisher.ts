@@ -69,6 +69,9 @@ function keyOf(status: Pick<CommitStatus, "sha" | "context">): string {
 
 const SHA = /^[0-9a-f]{40}(?:[0-9a-f]{24})?$/;
 
+/** Refusals that concern the credentials, not the status: no other status would fare better. */
+const REFUSES_EVERYTHING = new Set(["Unauthorized", "Forbidden"]);
+
 /** A status the hub built wrongly: a bug, not a forge problem. */
 export class InvalidStatusError extends StewardError {
   override readonly name = "InvalidStatusError";
@@ -265,7 +268,7 @@ export class StatusPublisher implements StatusSink {
         problem = asWriteError(provider, error);
         this.#records.failed(provider, status, problem.message);
         this.#requeue(lane, status);
-        if (problem.failureClass === "permanent") {
+        if (problem.failureClass === "permanent" && !REFUSES_EVERYTHING.has(problem.reason)) {
           lane.held.set(keyOf(status), { status, until: this.#timers.now() + this.#maxBackoffMs });
           continue;
         }
@@ -307,6 +310,8 @@ export class StatusPublisher implements StatusSink {
       if (wait >= this.#rateLimitFailingAfterMs) this.#failing(lane, problem, now);
       return;
     }
+    // A refused token refuses every status: try again at the slowest cadence, not once per status.
+    if (REFUSES_EVERYTHING.has(problem.reason)) lane.pausedUntil = now + this.#maxBackoffMs;
     if (problem.failureClass === "transient") {
       lane.consecutiveFailures += 1;
       const backoff = Math.min(

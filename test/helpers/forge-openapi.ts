@@ -489,6 +489,14 @@ interface RouteContract {
   response: object;
 }
 
+/** A commit id in a path, as both forges accept it. */
+const SHA_PARAM = { type: "string", pattern: "^[0-9a-f]{7,64}$" };
+
+/** A JSON body with exactly these fields, `state` required (both forges' status bodies). */
+function statusBody(properties: Record<string, object>): object {
+  return { type: "object", required: ["state"], additionalProperties: false, properties };
+}
+
 /**
  * GitLab "Set the pipeline status of a commit",
  * https://docs.gitlab.com/api/commits/#set-the-pipeline-status-of-a-commit:
@@ -508,23 +516,18 @@ const GITLAB_CREATE_STATUS: RouteContract = {
         { type: "string", pattern: "^[^/]+(/[^/]+)+$" },
       ],
     },
-    sha: { type: "string", pattern: "^[0-9a-f]{7,64}$" },
+    sha: SHA_PARAM,
   },
-  body: {
-    type: "object",
-    required: ["state"],
-    additionalProperties: false,
-    properties: {
-      state: { enum: ["pending", "running", "success", "failed", "canceled", "skipped"] },
-      ref: { type: "string" },
-      name: { type: "string" },
-      context: { type: "string" },
-      target_url: { type: "string", maxLength: 255 },
-      description: { type: "string", maxLength: 255 },
-      coverage: { type: "number" },
-      pipeline_id: { type: "integer" },
-    },
-  },
+  body: statusBody({
+    state: { enum: ["pending", "running", "success", "failed", "canceled", "skipped"] },
+    ref: { type: "string" },
+    name: { type: "string" },
+    context: { type: "string" },
+    target_url: { type: "string" },
+    description: { type: "string" },
+    coverage: { type: "number" },
+    pipeline_id: { type: "integer" },
+  }),
   // The response example of the same page.
   response: {
     type: "object",
@@ -573,19 +576,14 @@ const GITEA_CREATE_STATUS: RouteContract = {
   params: {
     owner: { type: "string", minLength: 1 },
     repo: { type: "string", minLength: 1 },
-    sha: { type: "string", pattern: "^[0-9a-f]{7,64}$" },
+    sha: SHA_PARAM,
   },
-  body: {
-    type: "object",
-    required: ["state"],
-    additionalProperties: false,
-    properties: {
-      context: { type: "string" },
-      description: { type: "string" },
-      state: { enum: ["pending", "success", "error", "failure", "warning"] },
-      target_url: { type: "string" },
-    },
-  },
+  body: statusBody({
+    context: { type: "string" },
+    description: { type: "string" },
+    state: { enum: ["pending", "success", "error", "failure", "warning"] },
+    target_url: { type: "string" },
+  }),
   response: {
     type: "object",
     required: ["id", "status", "context", "created_at", "updated_at", "url"],

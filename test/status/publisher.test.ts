@@ -8,6 +8,7 @@ import {
 } from "../../src/hub/status.js";
 import { openDatabase } from "../../src/hub/store/database.js";
 import { GiteaStatusWriter } from "../../src/status/gitea.js";
+import { GithubStatusWriter } from "../../src/status/github.js";
 import { StatusRecords } from "../../src/status/records.js";
 import { type FakeForge, startGiteaForge } from "../helpers/forge-openapi.js";
 import { ManualClock } from "./clock.js";
@@ -278,6 +279,37 @@ describe("status publisher", () => {
     await elapse(clock, publisher, 5 * 60_000);
     expect(forge.requests.map((r) => r.answered)).toEqual([422, 201, 201]);
     expect(health).toMatchObject([{ failing: true }, { failing: false }]);
+    publisher.close();
+  });
+
+  it("publisher - a refused token pauses the destination instead of trying every status", async () => {
+    const clock = new ManualClock();
+    const { forge } = await github(clock);
+    const writer = new GithubStatusWriter({
+      owner: "acme",
+      repo: "fleet",
+      baseUrl: forge.url,
+      auth: { token: "ghp_revoked000000000000000000000000000000" },
+      now: () => clock.now(),
+    });
+    const { publisher, health } = startPublisher({ writers: [writer], clock });
+    publisher.publish(
+      ["web", "db", "api"].map((name) => ({
+        sha: SHA,
+        context: `steward/${name}`,
+        state: "pending" as const,
+        description: "0/1",
+      })),
+    );
+    await elapse(clock, publisher, 1_000);
+    expect(forge.requests.map((r) => r.answered)).toEqual([401]);
+    expect(health).toMatchObject([
+      { failing: true, reason: "Unauthorized", message: expect.stringMatching(/tokenEnv/) },
+    ]);
+    await elapse(clock, publisher, 4 * 60_000);
+    expect(forge.requests).toHaveLength(1);
+    await elapse(clock, publisher, 60_000);
+    expect(forge.requests.length).toBeGreaterThan(1);
     publisher.close();
   });
 
