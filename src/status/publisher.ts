@@ -11,8 +11,11 @@
  *   in a lane are sequential (forges rate-limit concurrent writers).
  * - Rate limits pause the lane for the time the forge asked (`Retry-After`, rate-limit reset). An
  *   outage (5xx, network) keeps the latest state, backs off exponentially and posts it when the
- *   forge returns. A refusal (401, 404, 422) holds that status for the slowest cadence. Failing and
- *   recovering are reported through `onHealth`, which the hub turns into `StatusWriteFailing`.
+ *   forge returns. A refused status (404, 422) is held for the slowest cadence while the others go
+ *   on; a refused token (401, 403) pauses the whole lane for it. Failing and recovering are
+ *   reported through `onHealth`, which the hub turns into `StatusWriteFailing`.
+ * - `publish` records nothing durable: until the next flush (one debounce) the latest state lives
+ *   in memory only, which is fine because the hub, being level-based, publishes again after a restart.
  */
 
 import {
