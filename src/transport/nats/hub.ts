@@ -196,8 +196,12 @@ class NatsHubTransport implements NatsTransport {
         nc.subscribe(subject, { callback: (_, msg) => this.onAdvisory(msg.subject, msg.data) }),
       );
     this.subscriptions.push(
-      nc.subscribe(subjects.heartbeat("*"), { callback: (_, msg) => this.onHeartbeat(msg.string()) }),
-      nc.subscribe(subjects.heartbeat("*", "*"), { callback: (_, msg) => this.onHeartbeat(msg.string()) }),
+      nc.subscribe(subjects.heartbeat("*"), {
+        callback: (_, msg) => this.onHeartbeat(msg.subject, msg.string()),
+      }),
+      nc.subscribe(subjects.heartbeat("*", "*"), {
+        callback: (_, msg) => this.onHeartbeat(msg.subject, msg.string()),
+      }),
     );
     const interval = this.options.heartbeat?.intervalMs ?? DEFAULT_INTERVAL_MS;
     for (const report of await this.lastReports()) {
@@ -250,7 +254,9 @@ class NatsHubTransport implements NatsTransport {
         JSON.stringify(bundle),
         {
           msgID: bundle.attemptId,
-          timeout: this.options.publishTimeoutMs ?? 5_000,
+          timeout: this.options.publishTimeoutMs ?? 2_000,
+          // A retry after a lost acknowledgement is safe: the stream drops the second copy by its id.
+          retries: 3,
           expect: { streamName: ATTEMPTS_STREAM },
         },
       );
@@ -406,22 +412,19 @@ class NatsHubTransport implements NatsTransport {
     });
   }
 
-  private onHeartbeat(data: string): void {
+  /** A beat counts for the node and assignment its subject names: the server vouches for those. */
+  private onHeartbeat(subject: string, data: string): void {
     const beat = parseHeartbeat(data);
-    if (!beat) return;
-    const key: HeartbeatKey = beat.assignment === undefined ? { node: beat.node } : beat;
-    if (beat.assignment !== undefined && beat.state === "stopped") {
-      this.watch.forget({ node: beat.node, assignment: beat.assignment });
+    const [, , node, assignment] = subject.split(".");
+    if (!beat || !node || beat.node !== node || beat.assignment !== assignment) return;
+    const key: HeartbeatKey = assignment === undefined ? { node } : { node, assignment };
+    if (assignment !== undefined && beat.state === "stopped") {
+      this.watch.forget(key);
       return;
     }
     const at = this.clock();
-    this.watch.beat(
-      { node: key.node, ...(beat.assignment ? { assignment: beat.assignment } : {}) },
-      beat.intervalMs,
-      at,
-    );
-    if (beat.assignment === undefined)
-      void this.serial.run(beat.node, async () => this.events?.heartbeat(beat.node, at));
+    this.watch.beat(key, beat.intervalMs, at);
+    if (assignment === undefined) void this.serial.run(node, async () => this.events?.heartbeat(node, at));
   }
 
   private onSilence(status: SilenceChange["status"], key: HeartbeatKey, since: Date): void {
