@@ -126,7 +126,21 @@ export interface NatsTransport extends Transport {
   lastReports(): Promise<Report[]>;
   /** Creates the node's attempt consumer (done by `dispatch` too) and starts watching its heartbeat. */
   addNode(node: string): Promise<void>;
+  /** What the server says about steward's streams, each node's queue of attempts, and storage. */
+  busState(): Promise<BusState>;
 }
+
+/** The bus as the server sees it (JSON-serialisable): for `steward status`, metrics and the log. */
+export interface BusState {
+  streams: { name: string; messages: number; bytes: number }[];
+  /** Per node: attempts waiting to be taken, taken but not yet acknowledged, and redelivered. */
+  nodes: { node: string; waiting: number; inProgress: number; redelivered: number }[];
+  /** JetStream storage used by the account, and its limit (-1: none). */
+  storage: { usedBytes: number; limitBytes: number };
+}
+
+/** Share of the account's storage limit past which the bus is degraded (`StorageNearLimit`). */
+const STORAGE_WARNING_SHARE = 0.9;
 
 /** Creates the hub's NATS transport; nothing happens until `start`. */
 export function createNatsTransport(options: NatsTransportOptions): NatsTransport {
@@ -151,6 +165,7 @@ class NatsHubTransport implements NatsTransport {
   private readonly clock: () => Date;
   private readonly log: NatsLog;
   private repairing: Promise<void> | undefined;
+  private storageNearLimit = false;
   private stopped = false;
 
   constructor(private readonly options: NatsTransportOptions) {
@@ -211,6 +226,7 @@ class NatsHubTransport implements NatsTransport {
     for (const node of this.options.nodes ?? []) await this.addNode(node);
     await this.consumeAgentMessages();
     if (this.options.onTaskEvent) await this.consumeTaskEvents(this.options.onTaskEvent);
+    await this.observeStorage();
     await nc.flush();
   }
 
@@ -319,6 +335,49 @@ class NatsHubTransport implements NatsTransport {
       }
     }
     return reports.sort((a, b) => (a.node < b.node ? -1 : 1));
+  }
+
+  async busState(): Promise<BusState> {
+    const jsm = this.jsm;
+    if (!jsm) throw new Error("the NATS transport has not been started");
+    const streams: BusState["streams"] = [];
+    for (const name of [ATTEMPTS_STREAM, REPORTS_STREAM, TASKS_STREAM]) {
+      const info = await jsm.streams.info(name);
+      streams.push({ name, messages: info.state.messages, bytes: info.state.bytes });
+    }
+    const nodes: BusState["nodes"] = [];
+    for await (const consumer of jsm.consumers.list(ATTEMPTS_STREAM))
+      nodes.push({
+        node: consumer.name,
+        waiting: consumer.num_pending,
+        inProgress: consumer.num_ack_pending,
+        redelivered: consumer.num_redelivered,
+      });
+    nodes.sort((a, b) => (a.node < b.node ? -1 : 1));
+    const account = await jsm.getAccountInfo();
+    return {
+      streams,
+      nodes,
+      storage: { usedBytes: account.storage, limitBytes: account.limits.max_storage },
+    };
+  }
+
+  /** Reads the account's storage against its limit (on start and after each reconnect, not on a timer). */
+  private async observeStorage(): Promise<void> {
+    try {
+      const { storage } = await this.busState();
+      if (storage.limitBytes <= 0) return;
+      const near = storage.usedBytes >= storage.limitBytes * STORAGE_WARNING_SHARE;
+      if (near === this.storageNearLimit) return;
+      this.storageNearLimit = near;
+      await this.emitHealth({
+        status: near ? "degraded" : "recovered",
+        reason: "StorageNearLimit",
+        message: `JetStream storage ${storage.usedBytes} of ${storage.limitBytes} bytes used`,
+      });
+    } catch (error) {
+      this.log.warn({ error: String(error) }, "could not read the bus state");
+    }
   }
 
   async stop(): Promise<void> {
@@ -525,7 +584,7 @@ class NatsHubTransport implements NatsTransport {
               reason: "ServerDisconnected",
               message: `reconnected to NATS server ${status.server}`,
             });
-            void this.repair();
+            void this.repair().then(() => this.observeStorage());
             break;
           case "slowConsumer":
             void this.emitHealth({

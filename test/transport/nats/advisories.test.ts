@@ -1,9 +1,13 @@
-import { jetstreamManager } from "@nats-io/jetstream";
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { connect } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { observeAdvisory } from "../../../src/transport/nats/advisories.js";
+import { createNatsTransport } from "../../../src/transport/nats/hub.js";
 import { ATTEMPTS_STREAM } from "../../../src/transport/nats/subjects.js";
 import { natsNode, testBundle } from "../../helpers/marker-agent.js";
+import { startNatsServer, type TestNatsServer } from "../../helpers/nats-server.js";
 import { type NatsTestBed, startNatsTestBed } from "../../helpers/nats-testbed.js";
+import { recordEvents } from "../../helpers/transport-events.js";
 
 describe("nats advisories - the bus itself is observed", () => {
   let bed: NatsTestBed;
@@ -161,4 +165,41 @@ describe("nats advisories - what each advisory means", () => {
     it(`nats advisories - ${c.name}`, () => {
       expect(observeAdvisory(c.subject, c.body)).toEqual(c.expected);
     });
+});
+
+describe("nats advisories - storage near the account's limit", () => {
+  let server: TestNatsServer;
+
+  beforeAll(async () => {
+    server = await startNatsServer({
+      config: (storeDir) =>
+        [
+          `jetstream { store_dir: ${JSON.stringify(storeDir)} }`,
+          "accounts { STEWARD { jetstream: { max_file: 2M, max_mem: 1M }, users: [ { user: hub, password: hub } ] } }",
+        ].join("\n"),
+    });
+  });
+
+  afterAll(async () => {
+    await server?.dispose();
+  });
+
+  it("nats advisories - a hub starting on a nearly full store says StorageNearLimit", async () => {
+    const nc = await connect({ servers: server.url, user: "hub", pass: "hub" });
+    const first = createNatsTransport({ connection: nc });
+    await first.start(recordEvents().events);
+    await first.stop();
+    const js = jetstream(nc);
+    const filler = "x".repeat(100_000);
+    for (let i = 0; i < 19; i++) await js.publish("steward.report.node-1", filler);
+    const recorded = recordEvents();
+    const second = createNatsTransport({ connection: nc });
+    // Nothing consumes reports here but the hub itself, and its handler holds them: the store stays full.
+    await second.start({ ...recorded.events, report: () => new Promise(() => {}) });
+    expect(recorded.healthEvents).toContainEqual(
+      expect.objectContaining({ status: "degraded", reason: "StorageNearLimit" }),
+    );
+    expect((await second.busState()).storage.limitBytes).toBe(2_000_000);
+    await nc.close();
+  });
 });
