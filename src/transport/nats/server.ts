@@ -123,7 +123,11 @@ export class NatsServerProcess {
       throw error;
     }
     child.removeAllListeners("exit");
+    // A server started for this process does not outlive it, however the process ends.
+    const orphanGuard = () => child.kill("SIGKILL");
+    process.once("exit", orphanGuard);
     child.once("exit", () => {
+      process.off("exit", orphanGuard);
       if (this.child === child) this.child = undefined;
     });
     return this;
