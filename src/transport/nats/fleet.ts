@@ -10,7 +10,7 @@ import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { newUserSeed, planNatsConfig, readSeed, writeNatsConfig } from "./config.js";
 import type { NatsTransportOptions } from "./hub.js";
-import { NatsServerProcess, stopChild } from "./server.js";
+import { NatsServerProcess, stopChild, tieToProcess } from "./server.js";
 
 export interface LocalFleetOptions {
   /** Directory for the server's configuration and store, and each agent's root and state. */
@@ -92,6 +92,7 @@ export async function startLocalFleet(options: LocalFleetOptions): Promise<Local
       ...(options.heartbeatIntervalMs ? ["--heartbeat", `${options.heartbeatIntervalMs}ms`] : []),
     ];
     const child = spawn(steward[0] as string, args, { stdio: ["ignore", "pipe", "pipe"] });
+    tieToProcess(child);
     const forward = (chunk: Buffer) => {
       for (const line of chunk.toString().split("\n")) if (line) options.onOutput?.(node, line);
     };

@@ -123,11 +123,8 @@ export class NatsServerProcess {
       throw error;
     }
     child.removeAllListeners("exit");
-    // A server started for this process does not outlive it, however the process ends.
-    const orphanGuard = () => child.kill("SIGKILL");
-    process.once("exit", orphanGuard);
+    tieToProcess(child);
     child.once("exit", () => {
-      process.off("exit", orphanGuard);
       if (this.child === child) this.child = undefined;
     });
     return this;
@@ -159,4 +156,11 @@ export function stopChild(child: ChildProcess, graceMs = 5_000): Promise<void> {
     });
     child.kill("SIGTERM");
   });
+}
+
+/** Kills `child` when this process exits, however it ends, so no server or agent is left behind. */
+export function tieToProcess(child: ChildProcess): void {
+  const kill = () => child.kill("SIGKILL");
+  process.once("exit", kill);
+  child.once("exit", () => process.off("exit", kill));
 }
