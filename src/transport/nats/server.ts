@@ -158,9 +158,19 @@ export function stopChild(child: ChildProcess, graceMs = 5_000): Promise<void> {
   });
 }
 
+const tied = new Set<ChildProcess>();
+
 /** Kills `child` when this process exits, however it ends, so no server or agent is left behind. */
 export function tieToProcess(child: ChildProcess): void {
-  const kill = () => child.kill("SIGKILL");
-  process.once("exit", kill);
-  child.once("exit", () => process.off("exit", kill));
+  // One listener for all of them: a fleet of 200 agents would trip the max-listeners warning.
+  if (tied.size === 0) process.once("exit", killTied);
+  tied.add(child);
+  child.once("exit", () => {
+    tied.delete(child);
+    if (tied.size === 0) process.off("exit", killTied);
+  });
+}
+
+function killTied(): void {
+  for (const child of tied) child.kill("SIGKILL");
 }
