@@ -9,7 +9,7 @@
 // Prints `figure nats_converged_p50_ms`, `figure nats_converged_p99_ms`, `figure nats_reports_per_s`.
 import { execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { cpus, loadavg, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { jetstream } from "@nats-io/jetstream";
@@ -41,6 +41,23 @@ const server = new NatsServerProcess({ configFile: join(busDir, "nats-server.con
 await server.start();
 const credsDir = join(busDir, "credentials");
 const children = [];
+
+/** CPU milliseconds used so far by the server, this process (the hub) and the agent processes (Linux). */
+function cpuTimes() {
+  const of = (pid) => {
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  };
+  try {
+    return {
+      server: of(server.pid),
+      hub: of(process.pid),
+      agents: children.reduce((sum, child) => sum + of(child.pid), 0),
+    };
+  } catch {
+    return undefined;
+  }
+}
 
 function quantile(sorted, q) {
   return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)];
@@ -147,7 +164,9 @@ try {
   }
 
   await commit(1); // warm-up: every agent applies once, connections and consumers are hot
+  const cpuBefore = cpuTimes();
   const times = await commit(2);
+  const cpuAfter = cpuTimes();
   const p50 = quantile(times, 0.5);
   const p99 = quantile(times, 0.99);
 
@@ -194,8 +213,14 @@ try {
   const perSecond = ingested / ((last - first) / 1000);
 
   console.log(
-    `# ${NODES} agents in ${PROCESSES} processes, ${instances.length} instances; transport path (hub handlers only record)`,
+    `# ${NODES} agents in ${PROCESSES} processes, ${instances.length} instances, agents' files in ${agentsBase}; transport path (hub handlers only record)`,
   );
+  if (cpuBefore && cpuAfter) {
+    const used = (key) => cpuAfter[key] - cpuBefore[key];
+    console.log(
+      `# CPU during the commit: nats-server ${used("server")} ms, hub ${used("hub")} ms, agents ${used("agents")} ms (load average ${loadavg()[0].toFixed(1)} on ${cpus().length} cores)`,
+    );
+  }
   console.log(`figure nats_converged_p50_ms ${p50.toFixed(0)} ms`);
   console.log(`figure nats_converged_p99_ms ${p99.toFixed(0)} ms`);
   console.log(`figure nats_reports_per_s ${perSecond.toFixed(0)} 1/s`);

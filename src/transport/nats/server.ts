@@ -74,6 +74,11 @@ export class NatsServerProcess {
     return this.portNumber;
   }
 
+  /** The server's process id while it runs. */
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
   /** Everything the server printed so far (it logs to stderr). */
   get log(): string {
     return this.logText;
