@@ -1,7 +1,8 @@
 /**
  * The bus observed: JetStream advisories and the server's client connect/disconnect events become
  * observations the hub hears as `TransportHealth`. `observeAdvisory` is pure (subject and body in,
- * observation out); the transport acts on what it returns.
+ * observation out); the transport acts on what it returns. Every degraded reason has a way back to
+ * recovered under the same reason and node: a later completed delivery, a reconnect, a repair.
  */
 import type { TransportHealth } from "../../hub/transport.js";
 import {
@@ -15,11 +16,8 @@ import {
 /** Subjects the hub subscribes to for advisories and client events. */
 export const ADVISORY_SUBJECTS = [
   "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>",
-  "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.>",
   "$JS.EVENT.ADVISORY.CONSUMER.DELETED.>",
   "$JS.EVENT.ADVISORY.STREAM.DELETED.>",
-  "$JS.EVENT.ADVISORY.STREAM.QUORUM_LOST.>",
-  "$JS.EVENT.ADVISORY.CONSUMER.QUORUM_LOST.>",
   "$SYS.ACCOUNT.*.CONNECT",
   "$SYS.ACCOUNT.*.DISCONNECT",
 ] as const;
@@ -31,7 +29,7 @@ export interface AdvisoryObservation {
   health: TransportHealth;
   /** A message that will never be delivered again: look up its attempt and report it lost. */
   exhausted?: { stream: string; seq: number; node?: string };
-  /** A stream or consumer of ours is gone: run the topology again to recreate it. */
+  /** A stream or consumer of ours is gone: run the topology again, then recover `health`'s reason. */
   repair?: boolean;
 }
 
@@ -72,15 +70,6 @@ export function observeAdvisory(subject: string, body: AdvisoryBody): AdvisoryOb
         exhausted: { stream, seq, ...(node !== undefined ? { node } : {}) },
       };
     }
-    case "CONSUMER.MSG_TERMINATED":
-      return {
-        health: {
-          status: "degraded",
-          ...(node !== undefined ? { node } : {}),
-          reason: "MessageRejected",
-          message: `${consumer} rejected message ${body.stream_seq} of ${stream}${body.reason ? `: ${body.reason}` : ""}`,
-        },
-      };
     case "CONSUMER.DELETED":
       return {
         health: {
@@ -99,16 +88,6 @@ export function observeAdvisory(subject: string, body: AdvisoryBody): AdvisoryOb
           message: `stream ${stream} was deleted; recreating it (messages it held are gone)`,
         },
         repair: true,
-      };
-    case "STREAM.QUORUM_LOST":
-    case "CONSUMER.QUORUM_LOST":
-      return {
-        health: {
-          status: "degraded",
-          ...(node !== undefined ? { node } : {}),
-          reason: "QuorumLost",
-          message: `${stream}${consumer ? `/${consumer}` : ""} lost its quorum of servers`,
-        },
       };
     default:
       return undefined;

@@ -16,6 +16,7 @@
  * - on start, the last report of every node is read from KV `steward-observed` and delivered as a
  *   `report`, so the last known state survives any restart of hub, agent or server.
  */
+import { setTimeout as delay } from "node:timers/promises";
 import {
   type JetStreamClient,
   type JetStreamManager,
@@ -142,6 +143,9 @@ export interface BusState {
 /** Share of the account's storage limit past which the bus is degraded (`StorageNearLimit`). */
 const STORAGE_WARNING_SHARE = 0.9;
 
+/** How long a problem the client reports without an end (slow consumer, server error) must be absent. */
+const QUIET_MS = 60_000;
+
 /** Creates the hub's NATS transport; nothing happens until `start`. */
 export function createNatsTransport(options: NatsTransportOptions): NatsTransport {
   return new NatsHubTransport(options);
@@ -165,6 +169,10 @@ class NatsHubTransport implements NatsTransport {
   private readonly clock: () => Date;
   private readonly log: NatsLog;
   private repairing: Promise<void> | undefined;
+  private readonly repairTriggers: TransportHealth[] = [];
+  private readonly quietTimers = new Map<string, NodeJS.Timeout>();
+  /** The hub's own consumer gave up on a message: recovered once it records one again. */
+  private hubDeliveriesExhausted = false;
   private storageNearLimit = false;
   private stopped = false;
 
@@ -384,6 +392,7 @@ class NatsHubTransport implements NatsTransport {
     if (this.stopped) return;
     this.stopped = true;
     this.watch.stop();
+    for (const timer of this.quietTimers.values()) clearTimeout(timer);
     for (const sub of this.subscriptions) sub.unsubscribe();
     for (const stop of this.stoppers.splice(0).reverse()) await stop();
   }
@@ -435,6 +444,14 @@ class NatsHubTransport implements NatsTransport {
         }
       });
       msg.ack();
+      if (this.hubDeliveriesExhausted) {
+        this.hubDeliveriesExhausted = false;
+        void this.emitHealth({
+          status: "recovered",
+          reason: "MaxDeliveriesExceeded",
+          message: "the hub records messages from agents again",
+        });
+      }
     } catch (error) {
       this.log.error(
         { node, kind, error: String(error) },
@@ -509,7 +526,7 @@ class NatsHubTransport implements NatsTransport {
     this.log.warn({ subject, ...observation.health }, "bus advisory");
     void this.emitHealth(observation.health);
     if (observation.exhausted) void this.settleExhausted(observation.exhausted);
-    if (observation.repair) void this.repair();
+    if (observation.repair) void this.repair(observation.health);
   }
 
   /** A message the server will not deliver again: an attempt is reported lost, then removed. */
@@ -517,6 +534,7 @@ class NatsHubTransport implements NatsTransport {
     const jsm = this.jsm;
     if (!jsm) return;
     if (exhausted.node) this.degradedNodes.add(exhausted.node);
+    else if (exhausted.stream === REPORTS_STREAM) this.hubDeliveriesExhausted = true;
     try {
       if (exhausted.stream === ATTEMPTS_STREAM && exhausted.node) {
         const stored = await jsm.streams.getMessage(exhausted.stream, { seq: exhausted.seq });
@@ -539,9 +557,16 @@ class NatsHubTransport implements NatsTransport {
     }
   }
 
-  /** Runs the topology again (the ordinary path) after a stream or consumer of ours was deleted. */
-  private repair(): Promise<void> {
+  /**
+   * Runs the topology again (the ordinary path) after a stream or consumer of ours was deleted, or
+   * the server came back; then each degraded observation that asked for it is recovered.
+   */
+  private repair(trigger?: TransportHealth): Promise<void> {
+    if (trigger) this.repairTriggers.push(trigger);
     this.repairing ??= (async () => {
+      // Let advisories that arrive together (a stream and its consumers) share one repair.
+      await delay(50);
+      const triggers = this.repairTriggers.splice(0);
       try {
         const jsm = this.jsm;
         if (!jsm || this.stopped) return;
@@ -549,18 +574,31 @@ class NatsHubTransport implements NatsTransport {
         const nodes = [...this.nodesReady.keys()];
         this.nodesReady.clear();
         for (const node of nodes) await this.nodeReady(node);
-        void this.emitHealth({
-          status: "recovered",
-          reason: "TopologyRepaired",
-          message: "streams and consumers are back as declared",
-        });
+        for (const degraded of triggers)
+          await this.emitHealth({ ...degraded, status: "recovered", message: "recreated as declared" });
       } catch (error) {
+        this.repairTriggers.push(...triggers);
         this.log.error({ error: String(error) }, "repairing the JetStream topology failed");
       } finally {
         this.repairing = undefined;
       }
     })();
     return this.repairing;
+  }
+
+  /**
+   * A problem the client reports once with no word when it ends (a slow consumer, a server error)
+   * is recovered after a quiet minute without it.
+   */
+  private degradedUntilQuiet(reason: string, message: string): void {
+    void this.emitHealth({ status: "degraded", reason, message });
+    clearTimeout(this.quietTimers.get(reason));
+    const timer = setTimeout(() => {
+      this.quietTimers.delete(reason);
+      void this.emitHealth({ status: "recovered", reason, message: `no ${reason} for ${QUIET_MS / 1000} s` });
+    }, QUIET_MS);
+    timer.unref();
+    this.quietTimers.set(reason, timer);
   }
 
   private watchConnection(nc: NatsConnection): void {
@@ -587,18 +625,13 @@ class NatsHubTransport implements NatsTransport {
             void this.repair().then(() => this.observeStorage());
             break;
           case "slowConsumer":
-            void this.emitHealth({
-              status: "degraded",
-              reason: "SlowConsumer",
-              message: `the hub is not keeping up with ${status.sub.getSubject()} (${status.pending} pending)`,
-            });
+            this.degradedUntilQuiet(
+              "SlowConsumer",
+              `the hub is not keeping up with ${status.sub.getSubject()} (${status.pending} pending)`,
+            );
             break;
           case "error":
-            void this.emitHealth({
-              status: "degraded",
-              reason: "ServerError",
-              message: status.error.message,
-            });
+            this.degradedUntilQuiet("ServerError", status.error.message);
             break;
           default:
             break;

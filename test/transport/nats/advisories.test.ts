@@ -62,8 +62,13 @@ describe("nats advisories - the bus itself is observed", () => {
     const { hub, recorded } = bed;
     const jsm = await jetstreamManager(hub.connection);
     await jsm.streams.delete(ATTEMPTS_STREAM);
+    // Each degraded observation is recovered under its own reason (and node) once recreated.
     await recorded.until(
-      () => recorded.healthEvents.some((h) => h.reason === "TopologyRepaired" && h.status === "recovered"),
+      () =>
+        recorded.healthEvents.some((h) => h.reason === "StreamDeleted" && h.status === "recovered") &&
+        recorded.healthEvents.some(
+          (h) => h.reason === "ConsumerDeleted" && h.node === "db-1" && h.status === "recovered",
+        ),
       "the topology repaired",
     );
     expect(recorded.healthEvents).toContainEqual(
