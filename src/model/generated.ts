@@ -40,7 +40,7 @@ export type Resource =
   | ContainerResource
   | PackageResource;
 /**
- * Names the resource within its assignment, for `dependsOn` and reports. Defaults to the path for files, directories and symlinks.
+ * Names the resource within its assignment, for `dependsOn` and reports. Defaults to the path for files, directories and symlinks (so a name may start with `/`).
  *
  * This interface was referenced by `StewardSchemas`'s JSON-Schema
  * via the `definition` "ResourceName".

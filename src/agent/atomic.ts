@@ -1,0 +1,153 @@
+/**
+ * Crash-safe file writes: the bytes go to a temporary file in the same directory, are flushed to
+ * disk, and only then renamed over the destination. A crash at any point leaves either the old file
+ * or the new one, never a torn mix. Used for managed files and for the agent's own state.
+ */
+import {
+  closeSync,
+  fchmodSync,
+  fchownSync,
+  fsync,
+  fsyncSync,
+  openSync,
+  renameSync,
+  unlinkSync,
+  writeSync,
+} from "node:fs";
+import { basename, dirname, join } from "node:path";
+
+let counter = 0;
+
+/** A temporary name next to `path`: hidden, and unique within this process and across processes. */
+export function temporaryPath(path: string): string {
+  counter = (counter + 1) % 1_000_000;
+  return join(dirname(path), `.${basename(path)}.steward-${process.pid}-${counter}.tmp`);
+}
+
+export interface AtomicWriteOptions {
+  /** Permission bits of the new file (default 0o644). */
+  mode?: number;
+  /** Owner and group of the new file; left as the writer's when undefined. */
+  uid?: number;
+  gid?: number;
+  /**
+   * Called after the temporary file is complete and flushed, just before the rename. A seam for
+   * tests that crash the process at exactly that point.
+   */
+  beforeRename?: (temporary: string, destination: string) => void;
+}
+
+/** Writes the temporary file completely (bytes, mode, owner) and flushes it; returns its path. */
+function writeTemporary(
+  path: string,
+  data: Uint8Array | string,
+  options: AtomicWriteOptions,
+): { tmp: string; fd: number } {
+  const tmp = temporaryPath(path);
+  // `wx`: never follow or reuse whatever is already at the temporary name.
+  const fd = openSync(tmp, "wx", options.mode ?? 0o644);
+  try {
+    const bytes = typeof data === "string" ? Buffer.from(data, "utf8") : data;
+    let offset = 0;
+    while (offset < bytes.byteLength) offset += writeSync(fd, bytes, offset, bytes.byteLength - offset);
+    // The umask may have narrowed the mode given to open.
+    fchmodSync(fd, options.mode ?? 0o644);
+    if (options.uid !== undefined || options.gid !== undefined)
+      fchownSync(fd, options.uid ?? -1, options.gid ?? -1);
+    return { tmp, fd };
+  } catch (error) {
+    closeSync(fd);
+    safeUnlink(tmp);
+    throw error;
+  }
+}
+
+function safeUnlink(path: string): void {
+  try {
+    unlinkSync(path);
+  } catch {
+    // Already gone: nothing to clean.
+  }
+}
+
+/** Writes `data` to `path` atomically (temp file, fsync, rename), synchronously. */
+export function writeFileAtomicSync(
+  path: string,
+  data: Uint8Array | string,
+  options: AtomicWriteOptions = {},
+): void {
+  const { tmp, fd } = writeTemporary(path, data, options);
+  try {
+    fsyncSync(fd);
+  } catch (error) {
+    closeSync(fd);
+    safeUnlink(tmp);
+    throw error;
+  }
+  closeSync(fd);
+  commit(tmp, path, options);
+}
+
+/**
+ * Writes `data` to `path` atomically. The flush runs on libuv's thread pool, so many files written
+ * at once flush in parallel; the rename happens only after this file's own flush.
+ */
+export async function writeFileAtomic(
+  path: string,
+  data: Uint8Array | string,
+  options: AtomicWriteOptions = {},
+): Promise<void> {
+  const { tmp, fd } = writeTemporary(path, data, options);
+  try {
+    await new Promise<void>((resolve, reject) => fsync(fd, (error) => (error ? reject(error) : resolve())));
+  } catch (error) {
+    closeSync(fd);
+    safeUnlink(tmp);
+    throw error;
+  }
+  closeSync(fd);
+  commit(tmp, path, options);
+}
+
+function commit(tmp: string, path: string, options: AtomicWriteOptions): void {
+  options.beforeRename?.(tmp, path);
+  try {
+    renameSync(tmp, path);
+  } catch (error) {
+    safeUnlink(tmp);
+    throw error;
+  }
+}
+
+/** Flushes a directory's entries (a rename is durable only once its directory is). */
+export function fsyncDirectory(path: string): Promise<void> {
+  return new Promise((resolve) => {
+    let fd: number;
+    try {
+      fd = openSync(path, "r");
+    } catch {
+      resolve();
+      return;
+    }
+    fsync(fd, () => {
+      closeSync(fd);
+      // Some filesystems refuse fsync on a directory; the rename itself already happened.
+      resolve();
+    });
+  });
+}
+
+/** Writes JSON state atomically and durably (state must survive a crash of the agent). */
+export function writeJsonAtomicSync(path: string, value: unknown): void {
+  writeFileAtomicSync(path, `${JSON.stringify(value)}\n`, { mode: 0o600 });
+  try {
+    const fd = openSync(dirname(path), "r");
+    try {
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    // A filesystem that cannot flush a directory still has the renamed file.
+  }
+}

@@ -1,0 +1,131 @@
+/**
+ * Where a resource's path lives on this host, and whether it may be touched. `--root DIR` maps every
+ * absolute path P to DIR+P (the embedded demo and tests run against a temporary root, never the real
+ * /etc). Confinement: a path must be canonical (no `.` or `..`), lie inside one of the node's declared
+ * roots, and stay inside them once symlinks are resolved, so a link cannot lead a write out of them.
+ */
+import { lstatSync, mkdirSync, realpathSync } from "node:fs";
+import { posix } from "node:path";
+import { hasDotSegments, isInside } from "../model/paths.js";
+import { permanent } from "./failure.js";
+
+export class HostPaths {
+  /** Mapped roots, each resolved through symlinks once it exists. */
+  private readonly resolvedRoots = new Map<string, string>();
+  /** Resolved real paths of directories, per attempt: many files share a directory. */
+  private readonly realCache = new Map<string, { path: string; real: string }>();
+
+  /**
+   * @param root the directory every absolute path is mapped under ("" for the real filesystem root)
+   * @param roots the node's declared roots (unmapped absolute paths)
+   */
+  constructor(
+    readonly root: string,
+    readonly roots: readonly string[],
+  ) {}
+
+  /** The host path of an absolute resource path, without any check (cwd of a command, say). */
+  host(path: string): string {
+    return this.root === "" ? path : posix.join(this.root, path);
+  }
+
+  /**
+   * The host path of `path`, refusing (permanently) a path that is not canonical, outside the
+   * node's roots, or whose existing parent directories resolve outside them through a symlink.
+   * The last component itself is not followed: drivers lstat it and replace or refuse it.
+   */
+  confined(path: string): string {
+    if (!path.startsWith("/") || hasDotSegments(path) || path.includes("//"))
+      throw permanent(
+        "PathNotCanonical",
+        `path ${JSON.stringify(path)} is not a canonical absolute path ('.' and '..' segments are refused)`,
+      );
+    const root = this.roots.find((r) => isInside(path, r));
+    if (root === undefined)
+      throw permanent(
+        "PathOutsideRoots",
+        `path ${path} is outside the node's roots (${this.roots.join(", ")}): add a root to the node or move the resource`,
+      );
+    const hostPath = this.host(path);
+    // The root itself is the operator's declaration; below it, whatever exists must stay inside.
+    if (path !== trimSlash(root)) {
+      const existing = this.deepestExisting(posix.dirname(hostPath));
+      if (existing !== null && isInside(existing.path, this.host(trimSlash(root)))) {
+        const allowed = this.roots.some((r) => {
+          const resolved = this.resolvedRoot(r);
+          return resolved !== null && isInside(existing.real, resolved);
+        });
+        if (!allowed)
+          throw permanent(
+            "PathEscapesRoots",
+            `path ${path} resolves through a symlink to ${existing.real}, outside the node's roots: refusing to follow it`,
+          );
+      }
+    }
+    return hostPath;
+  }
+
+  /**
+   * Creates the missing parent directories of a confined host path (mode 0755), only below the
+   * mapped filesystem root. The node's roots and their ancestors may be created: declaring a root
+   * says it should exist.
+   */
+  ensureParent(hostPath: string): void {
+    const parent = posix.dirname(hostPath);
+    if (this.realCache.has(parent)) return;
+    mkdirSync(parent, { recursive: true, mode: 0o755 });
+  }
+
+  /** Forgets cached resolutions (after a directory was created, moved or replaced). */
+  forget(hostPath?: string): void {
+    if (hostPath === undefined) this.realCache.clear();
+    else
+      for (const key of this.realCache.keys())
+        if (key === hostPath || key.startsWith(`${hostPath}/`)) this.realCache.delete(key);
+  }
+
+  private resolvedRoot(root: string): string | null {
+    const cached = this.resolvedRoots.get(root);
+    if (cached !== undefined) return cached;
+    try {
+      const real = realpathSync(this.host(root));
+      this.resolvedRoots.set(root, real);
+      return real;
+    } catch {
+      return null;
+    }
+  }
+
+  /** The deepest existing ancestor of `dir` (itself included) and its real path, or null if none. */
+  private deepestExisting(dir: string): { path: string; real: string } | null {
+    const cached = this.realCache.get(dir);
+    if (cached !== undefined) return cached;
+    let real: string;
+    try {
+      real = realpathSync(dir);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code !== "ENOENT" && code !== "ENOTDIR") throw error;
+      const up = posix.dirname(dir);
+      // Missing directories are not cached: they may be created next.
+      return up === dir ? null : this.deepestExisting(up);
+    }
+    const found = { path: dir, real };
+    this.realCache.set(dir, found);
+    return found;
+  }
+}
+
+function trimSlash(path: string): string {
+  return path.length > 1 && path.endsWith("/") ? path.slice(0, -1) : path;
+}
+
+/** True when something (anything, even a dangling link) exists at `hostPath`. */
+export function existsNoFollow(hostPath: string): boolean {
+  try {
+    lstatSync(hostPath);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,232 @@
+/**
+ * The agent's local state, under its state directory, in small JSON files written atomically.
+ * It is for de-duplication and memory of the past only (attempts already handled, run-once commands,
+ * failure counters, the services this agent started); what is true now is always read from the system.
+ *
+ *   instances/<assignment>.json   last bundle received, generation last applied completely, counters
+ *   runonce/<assignment>.json     commands that ran, per (generation, resource)
+ *   attempts/<attemptId>.json     results of handled attempts (a redelivery replays them)
+ *   services/<assignment>/<name>.json, logs/<assignment>/<name>.log   supervised processes
+ *   trash/<time>/<path>           what `ensure: absent` and replacements moved away, recoverable
+ *   retired/<assignment>.<time>.json   instances no longer managed
+ */
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync } from "node:fs";
+import { join } from "node:path";
+import type {
+  AttemptResult,
+  Bundle,
+  FailureClass,
+  ResourceCounters,
+  ResourceOutcome,
+} from "../model/generated.js";
+import { writeFileAtomicSync, writeJsonAtomicSync } from "./atomic.js";
+
+/** What the agent remembers of one resource across attempts. */
+export interface ResourceRecord {
+  counters: ResourceCounters;
+  /** The generation the counters count failures for: they restart with a new generation. */
+  generation: number;
+  /** The last attempt's outcome for this resource. */
+  last?: {
+    generation: number;
+    attemptId?: string;
+    at: string;
+    action: ResourceOutcome["action"];
+    failureClass?: FailureClass;
+    reason?: string;
+    message?: string;
+    blockedBy?: string;
+    evidence?: string;
+  };
+}
+
+/** What the agent remembers of one instance. */
+export interface InstanceRecord {
+  assignment: string;
+  /** The last bundle received: the desired spec observations are compared against. */
+  bundle: Bundle;
+  /** Generation last applied completely (0: none yet), and what it declared. */
+  appliedGeneration: number;
+  appliedHash?: string;
+  appliedState?: "running" | "stopped";
+  appliedVersion?: string;
+  lastAttempt?: {
+    attemptId: string;
+    generation: number;
+    outcome: "succeeded" | "failed";
+    failureClass?: FailureClass;
+    at: string;
+  };
+  resources: Record<string, ResourceRecord>;
+}
+
+/** A command that ran: at most once per (instance, generation, resource) unless creates/unless say otherwise. */
+export interface RunOnceRecord {
+  generation: number;
+  attemptId?: string;
+  at: string;
+  exitCode: number;
+}
+
+/** A process this agent started for a service resource. */
+export interface ServiceRecord {
+  pid: number;
+  /** Field 22 of /proc/<pid>/stat: with the pid, identifies the process even after pid reuse. */
+  startTime: string;
+  /** /proc/<pid>/cmdline as read right after the start (NUL-separated). */
+  cmdline: string;
+  /** Hash of what the process was started from (exec, env, cwd, restartOn specs). */
+  fingerprint: string;
+  startedAt: string;
+  generation: number;
+  attemptId?: string;
+  /** Set when this agent saw the process exit (it was its parent at the time). */
+  exit?: { exitCode: number | null; signal: string | null; at: string };
+  /** Set when the agent stopped it on purpose. */
+  stoppedAt?: string;
+}
+
+function encode(name: string): string {
+  return encodeURIComponent(name);
+}
+
+function readJson<T>(path: string): T | undefined {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch {
+    return undefined;
+  }
+  try {
+    return JSON.parse(text) as T;
+  } catch {
+    // A file that is not JSON was not written by us atomically: treat it as absent.
+    return undefined;
+  }
+}
+
+const MAX_ATTEMPTS_KEPT = 1000;
+
+export class AgentStore {
+  private readonly made = new Set<string>();
+
+  constructor(readonly dir: string) {}
+
+  private ensureDir(path: string): string {
+    if (!this.made.has(path)) {
+      mkdirSync(path, { recursive: true, mode: 0o700 });
+      this.made.add(path);
+    }
+    return path;
+  }
+
+  instance(assignment: string): InstanceRecord | undefined {
+    return readJson<InstanceRecord>(join(this.dir, "instances", `${encode(assignment)}.json`));
+  }
+
+  /** Every instance the agent holds a bundle for (retired ones excluded), by assignment name. */
+  instances(): InstanceRecord[] {
+    let names: string[];
+    try {
+      names = readdirSync(join(this.dir, "instances"));
+    } catch {
+      return [];
+    }
+    return names
+      .filter((name) => name.endsWith(".json"))
+      .sort()
+      .map((name) => readJson<InstanceRecord>(join(this.dir, "instances", name)))
+      .filter((record): record is InstanceRecord => record !== undefined);
+  }
+
+  saveInstance(record: InstanceRecord): void {
+    const dir = this.ensureDir(join(this.dir, "instances"));
+    writeJsonAtomicSync(join(dir, `${encode(record.assignment)}.json`), record);
+  }
+
+  /** Stops remembering an instance: its record moves to retired/, nothing on the system changes. */
+  retire(assignment: string, at: Date): boolean {
+    const from = join(this.dir, "instances", `${encode(assignment)}.json`);
+    if (!existsSync(from)) return false;
+    const dir = this.ensureDir(join(this.dir, "retired"));
+    renameSync(from, join(dir, `${encode(assignment)}.${at.toISOString().replace(/[:.]/g, "-")}.json`));
+    return true;
+  }
+
+  runOnce(assignment: string): Record<string, RunOnceRecord> {
+    return readJson(join(this.dir, "runonce", `${encode(assignment)}.json`)) ?? {};
+  }
+
+  /** Records a command's run at once (durably), so a crash right after cannot make it run twice. */
+  recordRunOnce(assignment: string, resource: string, record: RunOnceRecord): void {
+    const dir = this.ensureDir(join(this.dir, "runonce"));
+    const all = this.runOnce(assignment);
+    all[resource] = record;
+    writeJsonAtomicSync(join(dir, `${encode(assignment)}.json`), all);
+  }
+
+  attempt(attemptId: string): AttemptResult | undefined {
+    return readJson(join(this.dir, "attempts", `${encode(attemptId)}.json`));
+  }
+
+  saveAttempt(result: AttemptResult): void {
+    const dir = this.ensureDir(join(this.dir, "attempts"));
+    writeJsonAtomicSync(join(dir, `${encode(result.attemptId)}.json`), result);
+    this.pruneAttempts(dir);
+  }
+
+  /** Keeps the newest attempts only: redeliveries come within minutes, not months. */
+  private pruneAttempts(dir: string): void {
+    const names = readdirSync(dir);
+    if (names.length <= MAX_ATTEMPTS_KEPT) return;
+    const dated = names.map((name) => ({ name, mtime: statSync(join(dir, name)).mtimeMs }));
+    dated.sort((a, b) => a.mtime - b.mtime);
+    for (const { name } of dated.slice(0, dated.length - MAX_ATTEMPTS_KEPT)) unlinkSync(join(dir, name));
+  }
+
+  service(assignment: string, name: string): ServiceRecord | undefined {
+    return readJson(join(this.dir, "services", encode(assignment), `${encode(name)}.json`));
+  }
+
+  saveService(assignment: string, name: string, record: ServiceRecord): void {
+    const dir = this.ensureDir(join(this.dir, "services", encode(assignment)));
+    writeJsonAtomicSync(join(dir, `${encode(name)}.json`), record);
+  }
+
+  /** Where a service's output goes. */
+  logFile(assignment: string, name: string): string {
+    return join(this.ensureDir(join(this.dir, "logs", encode(assignment))), `${encode(name)}.log`);
+  }
+
+  /** A fresh place to move `path` (an absolute resource path) to, so it stays recoverable. */
+  trashPath(path: string, at: Date): string {
+    const stamp = at.toISOString().replace(/[:.]/g, "-");
+    const target = join(this.dir, "trash", stamp, path);
+    this.ensureDir(join(target, ".."));
+    return target;
+  }
+
+  /** The next report sequence number (persisted, so it increases across agent processes). */
+  nextSeq(): number {
+    const path = join(this.ensureDir(this.dir), "report-seq");
+    let seq = 0;
+    try {
+      seq = Number(readFileSync(path, "utf8")) || 0;
+    } catch {
+      // First report from this state directory.
+    }
+    seq += 1;
+    writeFileAtomicSync(path, String(seq), { mode: 0o600 });
+    return seq;
+  }
+
+  /** The node name this state directory belongs to, remembered from the first apply. */
+  node(): string | undefined {
+    return readJson<{ node?: string }>(join(this.dir, "agent.json"))?.node;
+  }
+
+  rememberNode(node: string): void {
+    if (this.node() === node) return;
+    writeJsonAtomicSync(join(this.ensureDir(this.dir), "agent.json"), { node });
+  }
+}
