@@ -20,6 +20,7 @@ import type {
   Resource,
   ResourceReport,
 } from "../model/generated.js";
+import { FlushBatch } from "./atomic.js";
 import { checkBundle, WrongNodeError } from "./bundle.js";
 import type { DriverContext, Plan, ToolSettings } from "./driver.js";
 import { inSync } from "./driver.js";
@@ -31,7 +32,7 @@ import { BundleError } from "./order.js";
 import { HostPaths } from "./paths.js";
 import { type ProbeContext, probeUntilSettled, runProbe } from "./probes.js";
 import { nodeProcessRunner, type ProcessRunner } from "./runner.js";
-import { AgentStore, type InstanceRecord } from "./store.js";
+import { AgentStore, type InstanceRecord, type RunOnceRecord } from "./store.js";
 import { Supervisor, type SupervisorOptions } from "./supervisor.js";
 import { budgetOf, countersOf, type RecordedOutcome, recordOutcome, resourceStatus } from "./tracking.js";
 import { AGENT_VERSION } from "./version.js";
@@ -162,6 +163,7 @@ export class Agent {
         STEWARD_ATTEMPT: attemptId ?? "",
       },
       dirty: new Set(),
+      flusher: new FlushBatch(),
       tools: this.tools,
       resources,
       memo: new Map(),
@@ -170,7 +172,7 @@ export class Agent {
   }
 
   private probeContext(ctx: DriverContext): ProbeContext {
-    return { runner: this.runner, env: ctx.env, cwd: ctx.paths.host("/"), clock: this.clock };
+    return { runner: this.runner, env: ctx.env, cwd: ctx.paths.workingDirectory(), clock: this.clock };
   }
 
   /**
@@ -185,15 +187,23 @@ export class Agent {
       const earlier = this.store.attempt(bundle.attemptId);
       if (earlier) return { result: { ...earlier, duplicate: true }, report: await this.report() };
       this.store.rememberNode(this.node);
-      const { result, runs, probes } = await this.applyBundle(bundle);
+      const { result, record, runs, probes } = await this.applyBundle(bundle);
       this.store.saveAttempt(result);
-      return { result, report: await this.report({ assignment: bundle.spec.assignment, runs, probes }) };
+      return {
+        result,
+        report: await this.report(
+          record && { record, ...(runs ? { runs } : {}), ...(probes ? { probes } : {}) },
+        ),
+      };
     });
   }
 
-  private async applyBundle(
-    bundle: Bundle,
-  ): Promise<{ result: AttemptResult; runs?: ResourceRun[]; probes?: ProbeReport[] }> {
+  private async applyBundle(bundle: Bundle): Promise<{
+    result: AttemptResult;
+    record?: InstanceRecord;
+    runs?: ResourceRun[];
+    probes?: ProbeReport[];
+  }> {
     const spec = bundle.spec;
     const startedAt = this.clock().toISOString();
     const previous = this.store.instance(spec.assignment);
@@ -303,7 +313,7 @@ export class Agent {
     };
     if (result.failureClass) record.lastAttempt.failureClass = result.failureClass;
     this.store.saveInstance(record);
-    return { result, runs, ...(probes ? { probes } : {}) };
+    return { result, record, runs, ...(probes ? { probes } : {}) };
   }
 
   private rememberProbes(assignment: string, probes: readonly ProbeReport[]): void {
@@ -326,14 +336,14 @@ export class Agent {
    * supervisor reuse probe results that are within their interval.
    */
   private async report(
-    fresh?: { assignment: string; runs?: ResourceRun[]; probes?: ProbeReport[] },
+    fresh?: { record: InstanceRecord; runs?: ResourceRun[]; probes?: ProbeReport[] },
     cachedProbes = false,
   ): Promise<Report> {
-    const records = this.store.instances();
     const instances: InstanceReport[] = [];
-    for (const record of records) {
-      const reuse = fresh?.assignment === record.assignment ? fresh : undefined;
-      instances.push(await this.observeInstance(record, reuse, cachedProbes));
+    for (const assignment of this.store.assignments()) {
+      const reuse = fresh?.record.assignment === assignment ? fresh : undefined;
+      const record = reuse?.record ?? this.store.instance(assignment);
+      if (record) instances.push(await this.observeInstance(record, reuse, cachedProbes));
     }
     const now = this.clock();
     return {
@@ -353,7 +363,11 @@ export class Agent {
     };
   }
 
-  private async observeResource(resource: Resource, ctx: DriverContext): Promise<ResourceObservation> {
+  private async observeResource(
+    resource: Resource,
+    ctx: DriverContext,
+    runOnce: Record<string, RunOnceRecord>,
+  ): Promise<ResourceObservation> {
     try {
       const driver = driverFor(resource);
       const observed = await driver.observe(resource, ctx);
@@ -362,7 +376,7 @@ export class Agent {
         state: ctx.state,
         changed: [],
         resources: ctx.resources,
-        runOnce: this.store.runOnce(ctx.assignment)[resource.name ?? ""],
+        runOnce: runOnce[resource.name ?? ""],
       });
       if (plan.conflict)
         return {
@@ -398,6 +412,7 @@ export class Agent {
     const ctx = this.context(bundle);
     const now = this.clock();
     const budget = budgetOf(bundle);
+    const runOnce = this.store.runOnce(spec.assignment);
     const reused = new Map<string, ResourceObservation>();
     for (const run of fresh?.runs ?? []) if (run.observation) reused.set(run.name, run.observation);
     const resources = await mapLimited(
@@ -405,7 +420,7 @@ export class Agent {
       this.concurrency,
       async (resource): Promise<ResourceReport> => {
         const name = resource.name ?? "";
-        const seen = reused.get(name) ?? (await this.observeResource(resource, ctx));
+        const seen = reused.get(name) ?? (await this.observeResource(resource, ctx, runOnce));
         const resourceRecord = record.resources[name];
         const status = resourceStatus({
           inSync: seen.plan !== undefined && inSync(seen.plan),

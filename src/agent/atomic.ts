@@ -7,6 +7,7 @@ import {
   closeSync,
   fchmodSync,
   fchownSync,
+  fdatasync,
   fsync,
   fsyncSync,
   openSync,
@@ -89,23 +90,70 @@ export function writeFileAtomicSync(
 }
 
 /**
- * Writes `data` to `path` atomically. The flush runs on libuv's thread pool, so many files written
- * at once flush in parallel; the rename happens only after this file's own flush.
+ * Flushes temporary files in batches. Every write that reaches `flush` in the same turn of the
+ * event loop joins one batch, whose flushes run in parallel on libuv's thread pool; the batch
+ * settles only when all of them are done. So creating the next files never waits behind a journal
+ * commit of the previous ones (on ext4 a file create blocks while a commit is in flight, which made
+ * a thousand interleaved write-flush-rename sequences three times slower).
+ */
+export class FlushBatch {
+  private pending: { path: string; resolve: () => void; reject: (error: unknown) => void }[] = [];
+
+  /** Resolves once the file at `path` (complete and closed) is on disk. */
+  flush(path: string): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.pending.push({ path, resolve, reject });
+      if (this.pending.length === 1) setImmediate(() => void this.run());
+    });
+  }
+
+  private async run(): Promise<void> {
+    const batch = this.pending;
+    this.pending = [];
+    const results = await Promise.allSettled(batch.map(({ path }) => flushFile(path)));
+    results.forEach((result, i) => {
+      if (result.status === "fulfilled") batch[i]!.resolve();
+      else batch[i]!.reject(result.reason);
+    });
+  }
+}
+
+/** fdatasync on a file by path: the bytes and the size, without timestamps nobody needs after a crash. */
+function flushFile(path: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let fd: number;
+    try {
+      fd = openSync(path, "r");
+    } catch (error) {
+      reject(error);
+      return;
+    }
+    fdatasync(fd, (error) => {
+      closeSync(fd);
+      if (error) reject(error);
+      else resolve();
+    });
+  });
+}
+
+/**
+ * Writes `data` to `path` atomically: temporary file, flushed (in a batch with the other writes of
+ * the same moment when `batch` is given), then renamed over `path`.
  */
 export async function writeFileAtomic(
   path: string,
   data: Uint8Array | string,
   options: AtomicWriteOptions = {},
+  batch: FlushBatch = new FlushBatch(),
 ): Promise<void> {
   const { tmp, fd } = writeTemporary(path, data, options);
+  closeSync(fd);
   try {
-    await new Promise<void>((resolve, reject) => fsync(fd, (error) => (error ? reject(error) : resolve())));
+    await batch.flush(tmp);
   } catch (error) {
-    closeSync(fd);
     safeUnlink(tmp);
     throw error;
   }
-  closeSync(fd);
   commit(tmp, path, options);
 }
 

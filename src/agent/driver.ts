@@ -4,6 +4,7 @@
  * and `apply` does the I/O. Healing drift is the same observe → plan → apply run again.
  */
 import type { Resource, ResourceOutcome } from "../model/generated.js";
+import type { FlushBatch } from "./atomic.js";
 import type { HostPaths } from "./paths.js";
 import type { ProcessRunner } from "./runner.js";
 import type { AgentStore, RunOnceRecord } from "./store.js";
@@ -36,6 +37,8 @@ export interface DriverContext {
   env: Record<string, string>;
   /** Directories whose entries changed; the engine flushes them once at the end of an attempt. */
   dirty: Set<string>;
+  /** Flushes written files together (see FlushBatch). */
+  flusher: FlushBatch;
   tools: ToolSettings;
   /** The instance's resources by name (a service fingerprints its `restartOn` resources). */
   resources: Readonly<Record<string, Resource>>;

@@ -239,6 +239,7 @@ export async function applyResources(
   });
   await new Promise<void>((resolve, reject) => {
     const ready = pending.flatMap((count, pos) => (count === 0 ? [pos] : []));
+    let head = 0;
     let running = 0;
     let finished = 0;
     const launch = () => {
@@ -246,8 +247,8 @@ export async function applyResources(
         resolve();
         return;
       }
-      while (running < concurrency && ready.length > 0) {
-        const pos = ready.shift()!;
+      while (running < concurrency && head < ready.length) {
+        const pos = ready[head++]!;
         running++;
         runStep(pos).then((run) => {
           runs[run.index] = run;

@@ -2,7 +2,20 @@
  * What file, directory and symlink drivers share: reading a path without following it, comparing
  * mode and ownership, and moving things out of the way recoverably instead of deleting them.
  */
-import { chmodSync, chownSync, cpSync, lstatSync, renameSync, rmSync, type Stats } from "node:fs";
+import { hash } from "node:crypto";
+import {
+  chmodSync,
+  chownSync,
+  closeSync,
+  constants,
+  cpSync,
+  lstatSync,
+  openSync,
+  readSync,
+  renameSync,
+  rmSync,
+  type Stats,
+} from "node:fs";
 import { posix } from "node:path";
 import { accountId, accountName } from "./accounts.js";
 import type { DriverContext } from "./driver.js";
@@ -25,13 +38,39 @@ export interface DeclaredOwnership {
   group?: string;
 }
 
+/** lstat, or undefined when nothing is there (without the cost of an exception in the common case). */
 export function lstatOrUndefined(hostPath: string): Stats | undefined {
   try {
-    return lstatSync(hostPath);
+    return lstatSync(hostPath, { throwIfNoEntry: false });
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === "ENOENT" || code === "ENOTDIR") return undefined;
+    if ((error as NodeJS.ErrnoException).code === "ENOTDIR") return undefined;
     throw error;
+  }
+}
+
+/** `sha256:<hex>` of some bytes: how content is compared and reported. */
+export function sha256(bytes: Uint8Array | string): string {
+  return `sha256:${hash("sha256", bytes, "hex")}`;
+}
+
+/**
+ * The bytes of a regular file whose size lstat said (it may have changed since: read to the end).
+ * Opened without following a symlink, should one have replaced the file in between.
+ */
+export function readContent(hostPath: string, size: number): Buffer {
+  const fd = openSync(hostPath, constants.O_RDONLY | constants.O_NOFOLLOW);
+  try {
+    let buffer = Buffer.allocUnsafe(size + 1);
+    let length = 0;
+    for (;;) {
+      if (length === buffer.length) buffer = Buffer.concat([buffer, Buffer.allocUnsafe(buffer.length)]);
+      const read = readSync(fd, buffer, length, buffer.length - length, null);
+      if (read === 0) break;
+      length += read;
+    }
+    return buffer.subarray(0, length);
+  } finally {
+    closeSync(fd);
   }
 }
 

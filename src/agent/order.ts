@@ -83,11 +83,13 @@ export function applicationOrder(resources: readonly Resource[]): Step[] {
   ordering.forEach((deps, i) => {
     for (const d of deps) dependents[d]!.push(i);
   });
-  const ready = waiting.flatMap((count, i) => (count === 0 ? [i] : []));
+  const ready = new MinHeap();
+  waiting.forEach((count, i) => {
+    if (count === 0) ready.push(i);
+  });
   const order: number[] = [];
-  while (ready.length > 0) {
-    ready.sort((a, b) => a - b);
-    const next = ready.shift()!;
+  while (ready.size > 0) {
+    const next = ready.pop();
     order.push(next);
     for (const d of dependents[next]!) if (--waiting[d]! === 0) ready.push(d);
   }
@@ -132,4 +134,43 @@ function push(map: Map<string, number[]>, key: string, value: number): void {
   const list = map.get(key);
   if (list) list.push(value);
   else map.set(key, [value]);
+}
+
+/** A binary min-heap of indices: the earliest ready resource first, in O(log n). */
+class MinHeap {
+  private readonly items: number[] = [];
+  get size(): number {
+    return this.items.length;
+  }
+  push(value: number): void {
+    const items = this.items;
+    items.push(value);
+    let i = items.length - 1;
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      if (items[parent]! <= value) break;
+      items[i] = items[parent]!;
+      i = parent;
+    }
+    items[i] = value;
+  }
+  pop(): number {
+    const items = this.items;
+    const top = items[0]!;
+    const last = items.pop()!;
+    if (items.length > 0) {
+      let i = 0;
+      for (;;) {
+        const left = 2 * i + 1;
+        if (left >= items.length) break;
+        const right = left + 1;
+        const child = right < items.length && items[right]! < items[left]! ? right : left;
+        if (items[child]! >= last) break;
+        items[i] = items[child]!;
+        i = child;
+      }
+      items[i] = last;
+    }
+    return top;
+  }
 }

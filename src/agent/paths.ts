@@ -4,7 +4,7 @@
  * /etc). Confinement: a path must be canonical (no `.` or `..`), lie inside one of the node's declared
  * roots, and stay inside them once symlinks are resolved, so a link cannot lead a write out of them.
  */
-import { lstatSync, mkdirSync, realpathSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, realpathSync } from "node:fs";
 import { posix } from "node:path";
 import { hasDotSegments, isInside } from "../model/paths.js";
 import { permanent } from "./failure.js";
@@ -12,8 +12,11 @@ import { permanent } from "./failure.js";
 export class HostPaths {
   /** Mapped roots, each resolved through symlinks once it exists. */
   private readonly resolvedRoots = new Map<string, string>();
-  /** Resolved real paths of directories, per attempt: many files share a directory. */
-  private readonly realCache = new Map<string, { path: string; real: string }>();
+  /**
+   * Directories already resolved in this attempt (null: does not exist): many files share one.
+   * Only the agent changes directories during an attempt, and it tells (`ensureParent`, `forget`).
+   */
+  private readonly realCache = new Map<string, { path: string; real: string } | null>();
 
   /**
    * @param root the directory every absolute path is mapped under ("" for the real filesystem root)
@@ -27,6 +30,13 @@ export class HostPaths {
   /** The host path of an absolute resource path, without any check (cwd of a command, say). */
   host(path: string): string {
     return this.root === "" ? path : posix.join(this.root, path);
+  }
+
+  /** Where a command or service runs: its declared `cwd` mapped under the root, else the root (or `/` while the root does not exist). */
+  workingDirectory(cwd?: string): string {
+    if (cwd !== undefined) return this.host(cwd);
+    const root = this.host("/");
+    return existsSync(root) ? root : "/";
   }
 
   /**
@@ -72,8 +82,9 @@ export class HostPaths {
    */
   ensureParent(hostPath: string): void {
     const parent = posix.dirname(hostPath);
-    if (this.realCache.has(parent)) return;
+    if (this.realCache.get(parent)) return;
     mkdirSync(parent, { recursive: true, mode: 0o755 });
+    this.forgetMissing();
   }
 
   /** Forgets cached resolutions (after a directory was created, moved or replaced). */
@@ -82,13 +93,18 @@ export class HostPaths {
     else
       for (const key of this.realCache.keys())
         if (key === hostPath || key.startsWith(`${hostPath}/`)) this.realCache.delete(key);
+    this.forgetMissing();
+  }
+
+  private forgetMissing(): void {
+    for (const [key, value] of this.realCache) if (value === null) this.realCache.delete(key);
   }
 
   private resolvedRoot(root: string): string | null {
     const cached = this.resolvedRoots.get(root);
     if (cached !== undefined) return cached;
     try {
-      const real = realpathSync(this.host(root));
+      const real = realpathSync.native(this.host(root));
       this.resolvedRoots.set(root, real);
       return real;
     } catch {
@@ -99,20 +115,15 @@ export class HostPaths {
   /** The deepest existing ancestor of `dir` (itself included) and its real path, or null if none. */
   private deepestExisting(dir: string): { path: string; real: string } | null {
     const cached = this.realCache.get(dir);
-    if (cached !== undefined) return cached;
-    let real: string;
-    try {
-      real = realpathSync(dir);
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      if (code !== "ENOENT" && code !== "ENOTDIR") throw error;
-      const up = posix.dirname(dir);
-      // Missing directories are not cached: they may be created next.
-      return up === dir ? null : this.deepestExisting(up);
-    }
-    const found = { path: dir, real };
-    this.realCache.set(dir, found);
-    return found;
+    if (cached !== undefined) {
+      if (cached !== null) return cached;
+    } else if (existsSync(dir)) {
+      const found = { path: dir, real: realpathSync.native(dir) };
+      this.realCache.set(dir, found);
+      return found;
+    } else this.realCache.set(dir, null);
+    const up = posix.dirname(dir);
+    return up === dir ? null : this.deepestExisting(up);
   }
 }
 

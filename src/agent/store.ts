@@ -3,14 +3,24 @@
  * It is for de-duplication and memory of the past only (attempts already handled, run-once commands,
  * failure counters, the services this agent started); what is true now is always read from the system.
  *
- *   instances/<assignment>.json   last bundle received, generation last applied completely, counters
+ *   bundles/<assignment>.json     the last bundle received (rewritten only when it changes)
+ *   instances/<assignment>.json   generation last applied completely, failure counters
  *   runonce/<assignment>.json     commands that ran, per (generation, resource)
  *   attempts/<attemptId>.json     results of handled attempts (a redelivery replays them)
  *   services/<assignment>/<name>.json, logs/<assignment>/<name>.log   supervised processes
  *   trash/<time>/<path>           what `ensure: absent` and replacements moved away, recoverable
  *   retired/<assignment>.<time>.json   instances no longer managed
  */
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  statSync,
+  unlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { join } from "node:path";
 import type {
   AttemptResult,
@@ -19,14 +29,14 @@ import type {
   ResourceCounters,
   ResourceOutcome,
 } from "../model/generated.js";
-import { writeFileAtomicSync, writeJsonAtomicSync } from "./atomic.js";
+import { writeJsonAtomicSync } from "./atomic.js";
 
 /** What the agent remembers of one resource across attempts. */
 export interface ResourceRecord {
   counters: ResourceCounters;
   /** The generation the counters count failures for: they restart with a new generation. */
   generation: number;
-  /** The last attempt's outcome for this resource. */
+  /** The last outcome for this resource when it was a failure, a block or a restore. */
   last?: {
     generation: number;
     attemptId?: string;
@@ -86,6 +96,11 @@ export interface ServiceRecord {
   stoppedAt?: string;
 }
 
+/** What identifies a bundle's content: generation, spec hash and budget (not the attempt). */
+function bundleKey(bundle: Bundle): string {
+  return `${bundle.generation}\0${bundle.hash}\0${JSON.stringify(bundle.budget ?? {})}`;
+}
+
 function encode(name: string): string {
   return encodeURIComponent(name);
 }
@@ -109,6 +124,8 @@ const MAX_ATTEMPTS_KEPT = 1000;
 
 export class AgentStore {
   private readonly made = new Set<string>();
+  /** Which bundle each instance's bundle file holds, as far as this process knows. */
+  private readonly bundleOnDisk = new Map<string, string>();
 
   constructor(readonly dir: string) {}
 
@@ -120,12 +137,18 @@ export class AgentStore {
     return path;
   }
 
+  /** The instance's record with the bundle it holds, if the agent holds one. */
   instance(assignment: string): InstanceRecord | undefined {
-    return readJson<InstanceRecord>(join(this.dir, "instances", `${encode(assignment)}.json`));
+    const name = `${encode(assignment)}.json`;
+    const record = readJson<Omit<InstanceRecord, "bundle">>(join(this.dir, "instances", name));
+    const bundle = readJson<Bundle>(join(this.dir, "bundles", name));
+    if (!record || !bundle) return undefined;
+    this.bundleOnDisk.set(assignment, bundleKey(bundle));
+    return { ...record, bundle };
   }
 
-  /** Every instance the agent holds a bundle for (retired ones excluded), by assignment name. */
-  instances(): InstanceRecord[] {
+  /** Assignments the agent holds a bundle for (retired ones excluded), sorted. */
+  assignments(): string[] {
     let names: string[];
     try {
       names = readdirSync(join(this.dir, "instances"));
@@ -134,14 +157,30 @@ export class AgentStore {
     }
     return names
       .filter((name) => name.endsWith(".json"))
-      .sort()
-      .map((name) => readJson<InstanceRecord>(join(this.dir, "instances", name)))
+      .map((name) => decodeURIComponent(name.slice(0, -".json".length)))
+      .sort();
+  }
+
+  /** Every instance the agent holds a bundle for, sorted by assignment. */
+  instances(): InstanceRecord[] {
+    return this.assignments()
+      .map((assignment) => this.instance(assignment))
       .filter((record): record is InstanceRecord => record !== undefined);
   }
 
+  /**
+   * Saves an instance's record. The bundle (the bulk of it) is written only when it changed: a
+   * re-apply of the same generation rewrites the counters, not a thousand resources' content.
+   */
   saveInstance(record: InstanceRecord): void {
-    const dir = this.ensureDir(join(this.dir, "instances"));
-    writeJsonAtomicSync(join(dir, `${encode(record.assignment)}.json`), record);
+    const name = `${encode(record.assignment)}.json`;
+    const key = bundleKey(record.bundle);
+    if (this.bundleOnDisk.get(record.assignment) !== key) {
+      writeJsonAtomicSync(join(this.ensureDir(join(this.dir, "bundles")), name), record.bundle);
+      this.bundleOnDisk.set(record.assignment, key);
+    }
+    const { bundle: _bundle, ...rest } = record;
+    writeJsonAtomicSync(join(this.ensureDir(join(this.dir, "instances")), name), rest);
   }
 
   /** Stops remembering an instance: its record moves to retired/, nothing on the system changes. */
@@ -149,7 +188,11 @@ export class AgentStore {
     const from = join(this.dir, "instances", `${encode(assignment)}.json`);
     if (!existsSync(from)) return false;
     const dir = this.ensureDir(join(this.dir, "retired"));
-    renameSync(from, join(dir, `${encode(assignment)}.${at.toISOString().replace(/[:.]/g, "-")}.json`));
+    const stamp = `${encode(assignment)}.${at.toISOString().replace(/[:.]/g, "-")}`;
+    renameSync(from, join(dir, `${stamp}.json`));
+    const bundle = join(this.dir, "bundles", `${encode(assignment)}.json`);
+    if (existsSync(bundle)) renameSync(bundle, join(dir, `${stamp}.bundle.json`));
+    this.bundleOnDisk.delete(assignment);
     return true;
   }
 
@@ -216,7 +259,10 @@ export class AgentStore {
       // First report from this state directory.
     }
     seq += 1;
-    writeFileAtomicSync(path, String(seq), { mode: 0o600 });
+    // Renamed into place but not flushed: a number lost in a power cut repeats, reports carry takenAt.
+    const tmp = `${path}.${process.pid}.tmp`;
+    writeFileSync(tmp, String(seq), { mode: 0o600 });
+    renameSync(tmp, path);
     return seq;
   }
 

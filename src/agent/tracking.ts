@@ -59,6 +59,8 @@ export function recordOutcome(
     const { firstFailureAt: _first, ...kept } = counters;
     counters = { ...kept, consecutiveFailures: 0, everApplied: true, lastSuccessAt: at };
   }
+  // Only what tells a failure apart is kept: a success is in the counters already.
+  if (!NOT_APPLIED.has(outcome.action)) return { counters, generation };
   const last: NonNullable<ResourceRecord["last"]> = { generation, at, action: outcome.action };
   if (attemptId !== undefined) last.attemptId = attemptId;
   if (outcome.failureClass !== undefined) last.failureClass = outcome.failureClass;

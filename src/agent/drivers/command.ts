@@ -6,6 +6,7 @@
  * earlier result), and a new attempt of the same generation finds its run-once record.
  */
 
+import { existsSync } from "node:fs";
 import { parseDuration } from "../../model/duration.js";
 import type { CommandResource } from "../../model/generated.js";
 import type { Applied, Driver, DriverContext, Plan } from "../driver.js";
@@ -24,11 +25,16 @@ export interface CommandObservation {
 const DEFAULT_TIMEOUT = "5m";
 const UNLESS_TIMEOUT_MS = 60_000;
 
+/** Where the command runs (its `cwd` under the root; else the root, if it exists yet) and with what environment. */
 function processOptions(resource: CommandResource, ctx: DriverContext) {
-  return {
-    cwd: ctx.paths.host(resource.cwd ?? "/"),
-    env: { ...ctx.env, ...resource.env },
-  };
+  const env = { ...ctx.env, ...resource.env };
+  const cwd = ctx.paths.workingDirectory(resource.cwd);
+  if (!existsSync(cwd))
+    throw transient(
+      "WorkingDirectoryMissing",
+      `command ${resource.name}: working directory ${resource.cwd} does not exist`,
+    );
+  return { cwd, env };
 }
 
 /** Classifies a finished run that did not succeed. */

@@ -70,6 +70,7 @@ export const directoryDriver: Driver<DirectoryResource, DirectoryObservation, Di
       ctx.paths.ensureParent(host);
       const target = targetOwnership(resource, undefined, 0o755);
       mkdirSync(host, { mode: target.mode });
+      ctx.paths.forget(host);
       // mkdir's mode is narrowed by the umask; the declared mode is exact.
       chmodSync(host, target.mode);
       if (target.uid !== undefined || target.gid !== undefined)

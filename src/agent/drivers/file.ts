@@ -4,8 +4,7 @@
  * state directory's trash instead of deleting it. A symlink or directory where the file should be
  * is a conflict for a person, never silently replaced.
  */
-import { createHash } from "node:crypto";
-import { readFileSync, unlinkSync } from "node:fs";
+import { unlinkSync } from "node:fs";
 import { posix } from "node:path";
 import type { FileResource } from "../../model/generated.js";
 import { writeFileAtomic } from "../atomic.js";
@@ -18,6 +17,8 @@ import {
   type Ownership,
   ownershipDiff,
   ownershipOf,
+  readContent,
+  sha256,
   targetOwnership,
   typeConflict,
   typeOf,
@@ -57,14 +58,10 @@ function declaredHash(resource: FileResource): string | null {
   let hash = desiredHashes.get(resource);
   if (hash === undefined) {
     const bytes = declaredBytes(resource);
-    hash = bytes === null ? null : hashBytes(bytes);
+    hash = bytes === null ? null : sha256(bytes);
     desiredHashes.set(resource, hash);
   }
   return hash;
-}
-
-function hashBytes(bytes: Uint8Array): string {
-  return `sha256:${createHash("sha256").update(bytes).digest("hex")}`;
 }
 
 function short(hash: string | undefined): string {
@@ -83,7 +80,7 @@ export const fileDriver: Driver<FileResource, FileObservation, FileSnapshot> = {
     return {
       exists: true,
       type,
-      hash: hashBytes(readFileSync(host)),
+      hash: sha256(readContent(host, stats.size)),
       size: stats.size,
       ownership: ownershipOf(stats),
     };
@@ -122,7 +119,7 @@ export const fileDriver: Driver<FileResource, FileObservation, FileSnapshot> = {
     }
     ctx.paths.ensureParent(host);
     const target = targetOwnership(resource, observed.ownership, 0o644);
-    await writeFileAtomic(host, bytes ?? Buffer.alloc(0), target);
+    await writeFileAtomic(host, bytes ?? Buffer.alloc(0), target, ctx.flusher);
     ctx.dirty.add(posix.dirname(host));
     return { action: observed.exists ? "updated" : "created" };
   },
@@ -130,7 +127,8 @@ export const fileDriver: Driver<FileResource, FileObservation, FileSnapshot> = {
   async capture(resource, observed, ctx) {
     if (!observed.exists || observed.type !== "file") return { existed: observed.exists };
     const host = ctx.paths.confined(resource.path);
-    return { existed: true, content: readFileSync(host).toString("base64"), ownership: observed.ownership };
+    const content = readContent(host, observed.size ?? 0).toString("base64");
+    return { existed: true, content, ownership: observed.ownership };
   },
 
   async restore(resource, snapshot, ctx) {

@@ -107,7 +107,7 @@ export async function stopProcess(
 }
 
 async function start(resource: ServiceResource, fingerprint: string, ctx: DriverContext): Promise<Applied> {
-  const cwd = ctx.paths.host(resource.cwd ?? "/");
+  const cwd = ctx.paths.workingDirectory(resource.cwd);
   if (!existsSync(cwd))
     throw transient(
       "WorkingDirectoryMissing",

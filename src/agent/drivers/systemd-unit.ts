@@ -5,15 +5,14 @@
  * triggers it (a timer, a socket): its active state is not managed. Needs systemd as the init system:
  * without it the resource fails permanently with `SystemdNotRunning`.
  */
-import { createHash } from "node:crypto";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { posix } from "node:path";
 import type { SystemdUnitResource } from "../../model/generated.js";
 import { writeFileAtomic } from "../atomic.js";
 import type { Applied, Driver, DriverContext, Plan } from "../driver.js";
 import { runEvidence } from "../evidence.js";
 import { permanent, type ResourceFailure, transient } from "../failure.js";
-import { lstatOrUndefined } from "../fsnode.js";
+import { lstatOrUndefined, readContent, sha256 } from "../fsnode.js";
 import type { RunResult } from "../runner.js";
 import { memo, runTool } from "../tools.js";
 
@@ -86,8 +85,8 @@ export const systemdUnitDriver: Driver<SystemdUnitResource, UnitObservation> = {
     const observed: UnitObservation = { loadState: "", activeState: "", subState: "", unitFileState: "" };
     if (resource.content !== undefined) {
       const host = ctx.paths.confined(`${UNIT_DIR}/${resource.name}`);
-      if (lstatOrUndefined(host))
-        observed.fileHash = `sha256:${createHash("sha256").update(readFileSync(host)).digest("hex")}`;
+      const stats = lstatOrUndefined(host);
+      if (stats?.isFile()) observed.fileHash = sha256(readContent(host, stats.size));
     }
     const result = await systemctl(
       ctx,
@@ -107,7 +106,7 @@ export const systemdUnitDriver: Driver<SystemdUnitResource, UnitObservation> = {
   plan(resource, observed, facts): Plan {
     const diff: string[] = [];
     if (resource.content !== undefined) {
-      const wanted = `sha256:${createHash("sha256").update(resource.content).digest("hex")}`;
+      const wanted = sha256(resource.content);
       if (observed.fileHash !== wanted)
         diff.push(`unit file ${observed.fileHash?.slice(0, 19) ?? "absent"} → ${wanted.slice(0, 19)}`);
     }
