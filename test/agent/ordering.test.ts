@@ -74,13 +74,11 @@ describe("agent ordering - gating and dependencies", () => {
   });
 
   it("agent ordering - dependsOn moves a resource after what it depends on, otherwise declared order", async () => {
-    await box
-      .agent()
-      .apply(
-        bundle({
-          resources: [{ ...log("first"), dependsOn: ["third"] }, log("second"), log("third"), log("fourth")],
-        }),
-      );
+    await box.agent().apply(
+      bundle({
+        resources: [{ ...log("first"), dependsOn: ["third"] }, log("second"), log("third"), log("fourth")],
+      }),
+    );
     expect(order()).toEqual(["second", "third", "first", "fourth"]);
   });
 
