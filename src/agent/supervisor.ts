@@ -143,7 +143,8 @@ export class Supervisor {
     const watch = this.watches.get(key) ?? { crashes: 0 };
     this.watches.set(key, watch);
     const now = this.agent.clock().getTime();
-    const upFor = now - Date.parse(service.startedAt);
+    const endedAt = service.exit ? Date.parse(service.exit.at) : now;
+    const upFor = endedAt - Date.parse(service.startedAt);
     const observed = observeService(service);
     if (observed.running) {
       if (upFor >= this.healthyAfterMs && watch.healthyFor !== service.startedAt) {
@@ -163,18 +164,22 @@ export class Supervisor {
     if (watch.counted !== service.startedAt) {
       // First look at this exit: count it, and wait the backoff before the restart.
       watch.counted = service.startedAt;
+      const last = record.resources[resource.name]?.last;
+      const failedToStart = last?.action === "failed" && last.at >= service.startedAt;
       if (upFor < this.healthyAfterMs) {
         watch.crashes += 1;
         counted = true;
-        await this.agent.recordCrash(assignment, resource.name, {
-          name: resource.name,
-          kind: "service",
-          action: "failed",
-          failureClass: "transient",
-          reason: "ServiceExited",
-          message: `service ${resource.name} ${observed.why} after ${upFor} ms (crash ${watch.crashes} in a row)`,
-          evidence: logTail(this.agent.store.logFile(assignment, resource.name)),
-        });
+        // A process that died during its start was counted by that start already.
+        if (!failedToStart)
+          await this.agent.recordCrash(assignment, resource.name, {
+            name: resource.name,
+            kind: "service",
+            action: "failed",
+            failureClass: "transient",
+            reason: "ServiceExited",
+            message: `service ${resource.name} ${observed.why} after ${upFor} ms (crash ${watch.crashes} in a row)`,
+            evidence: logTail(this.agent.store.logFile(assignment, resource.name)),
+          });
       } else watch.crashes = 0;
       watch.restartAt = now + restartDelay(watch.crashes, this.backoffBaseMs, this.backoffMaxMs);
     }
