@@ -83,7 +83,9 @@ describe("agent confinement", () => {
   for (const c of cases) {
     it(`agent confinement - ${c.name}`, async () => {
       c.setup?.();
-      const { result, report } = await box.agent().apply(bundle({ roots: ["/etc/demo"], resources: [c.resource] }));
+      const { result, report } = await box
+        .agent()
+        .apply(bundle({ roots: ["/etc/demo"], resources: [c.resource] }));
       expect(result).toMatchObject({ outcome: "failed", failureClass: "permanent", reason: c.reason });
       expect(report.instances[0]!.resources[0]).toMatchObject({ status: "failed", reason: c.reason });
       c.untouched?.();
@@ -94,17 +96,23 @@ describe("agent confinement", () => {
     mkdirSync(box.host("/srv/data"), { recursive: true });
     mkdirSync(box.host("/etc/demo"), { recursive: true });
     symlinkSync(box.host("/srv/data"), box.host("/etc/demo/data"));
-    const { result } = await box
-      .agent()
-      .apply(bundle({ roots: ["/etc/demo", "/srv"], resources: [{ kind: "file", path: "/etc/demo/data/x", content: "ok" }] }));
+    const { result } = await box.agent().apply(
+      bundle({
+        roots: ["/etc/demo", "/srv"],
+        resources: [{ kind: "file", path: "/etc/demo/data/x", content: "ok" }],
+      }),
+    );
     expect(result.outcome).toBe("succeeded");
     expect(readFileSync(box.host("/srv/data/x"), "utf8")).toBe("ok");
   });
 
   it("agent confinement - nothing is written outside the mapped root", async () => {
-    const { result } = await box
-      .agent()
-      .apply(bundle({ roots: ["/etc/demo"], resources: [{ kind: "file", path: "/etc/demo/motd", content: "hi\n" }] }));
+    const { result } = await box.agent().apply(
+      bundle({
+        roots: ["/etc/demo"],
+        resources: [{ kind: "file", path: "/etc/demo/motd", content: "hi\n" }],
+      }),
+    );
     expect(result.outcome).toBe("succeeded");
     expect(readFileSync(box.host("/etc/demo/motd"), "utf8")).toBe("hi\n");
     expect(existsSync("/etc/demo/motd")).toBe(false);

@@ -23,7 +23,13 @@ beforeEach(() => {
   box = sandbox();
 });
 afterEach(async () => {
-  if (dockerDaemon) spawnSync("docker", ["rm", "-f", containerName("demo", "sleeper"), `${containerName("demo", "sleeper")}.previous`]);
+  if (dockerDaemon)
+    spawnSync("docker", [
+      "rm",
+      "-f",
+      containerName("demo", "sleeper"),
+      `${containerName("demo", "sleeper")}.previous`,
+    ]);
   await box.close();
 });
 
@@ -40,22 +46,39 @@ describe("agent container - engine availability", () => {
     "agent container - with the docker CLI but no daemon answering, a container fails transiently (EngineUnavailable)",
     async () => {
       const { result, report } = await box.agent().apply(bundle({ resources: [sleeper()] }));
-      expect(result).toMatchObject({ outcome: "failed", failureClass: "transient", reason: "EngineUnavailable" });
+      expect(result).toMatchObject({
+        outcome: "failed",
+        failureClass: "transient",
+        reason: "EngineUnavailable",
+      });
       expect(result.resources[0]!.evidence).toContain("Cannot connect to the Docker daemon");
-      expect(report.instances[0]!.resources[0]).toMatchObject({ status: "waiting", reason: "EngineUnavailable" });
+      expect(report.instances[0]!.resources[0]).toMatchObject({
+        status: "waiting",
+        reason: "EngineUnavailable",
+      });
     },
   );
 
-  it.skipIf(podmanCli)("agent container - an engine that is not installed fails permanently (ToolMissing)", async () => {
-    const { result } = await box
-      .agent()
-      .apply(bundle({ resources: [{ ...sleeper(), engine: "podman" } as Resource] }));
-    expect(result).toMatchObject({ outcome: "failed", failureClass: "permanent", reason: "ToolMissing" });
-    expect(result.resources[0]!.message).toContain("podman");
-  });
+  it.skipIf(podmanCli)(
+    "agent container - an engine that is not installed fails permanently (ToolMissing)",
+    async () => {
+      const { result } = await box
+        .agent()
+        .apply(bundle({ resources: [{ ...sleeper(), engine: "podman" } as Resource] }));
+      expect(result).toMatchObject({ outcome: "failed", failureClass: "permanent", reason: "ToolMissing" });
+      expect(result.resources[0]!.message).toContain("podman");
+    },
+  );
 
   it("agent container - engine errors are classified: missing image permanent, unreachable registry transient", () => {
-    const run = (stderr: string) => ({ exitCode: 1, signal: null, stdout: "", stderr, timedOut: false, durationMs: 1 });
+    const run = (stderr: string) => ({
+      exitCode: 1,
+      signal: null,
+      stdout: "",
+      stderr,
+      timedOut: false,
+      durationMs: 1,
+    });
     const cases: [string, string, string][] = [
       [
         "Error response from daemon: manifest for docker.io/library/nginx:9.9 not found: manifest unknown: manifest unknown",
@@ -77,7 +100,11 @@ describe("agent container - engine availability", () => {
         "EngineUnavailable",
         "transient",
       ],
-      ["Error response from daemon: unauthorized: authentication required", "RegistryAuthFailed", "permanent"],
+      [
+        "Error response from daemon: unauthorized: authentication required",
+        "RegistryAuthFailed",
+        "permanent",
+      ],
     ];
     for (const [stderr, reason, failureClass] of cases)
       expect(engineFailure("docker pull", run(stderr))).toMatchObject({ reason, failureClass });
@@ -112,7 +139,9 @@ describe("agent container - with a running engine", () => {
 
       const changed = await agent.apply(bundle({ resources: [sleeper(["sleep", "7200"])], generation: 2 }));
       expect(changed.result.resources[0]!.action).toBe("updated");
-      const stopped = await agent.apply(bundle({ resources: [sleeper(["sleep", "7200"])], generation: 3, state: "stopped" }));
+      const stopped = await agent.apply(
+        bundle({ resources: [sleeper(["sleep", "7200"])], generation: 3, state: "stopped" }),
+      );
       expect(stopped.result.resources[0]!.action).toBe("stopped");
     },
   );
@@ -122,7 +151,9 @@ describe("agent container - with a running engine", () => {
     async () => {
       const { result } = await box.agent().apply(
         bundle({
-          resources: [{ ...sleeper(), image: `docker.io/library/busybox@sha256:${"0".repeat(64)}` } as Resource],
+          resources: [
+            { ...sleeper(), image: `docker.io/library/busybox@sha256:${"0".repeat(64)}` } as Resource,
+          ],
         }),
       );
       expect(result).toMatchObject({ failureClass: "permanent", reason: "ImageNotFound" });

@@ -21,7 +21,10 @@ function need(tool: string, install: string): void {
 }
 
 function installedVersion(name: string): string | undefined {
-  const run = spawnSync("dpkg-query", ["-W", "-f", "${db:Status-Abbrev}\t${Version}", name], { encoding: "utf8" });
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: dpkg-query's own format, not a template.
+  const run = spawnSync("dpkg-query", ["-W", "-f", "${db:Status-Abbrev}\t${Version}", name], {
+    encoding: "utf8",
+  });
   const parsed = parseDpkgQuery(run.stdout);
   return parsed.installed ? parsed.version : undefined;
 }
@@ -44,9 +47,12 @@ beforeAll(() => {
   );
   mkdirSync(join(repo, "pool"));
   execFileSync("dpkg-deb", ["--build", join(repo, "build"), join(repo, "pool", `${DUMMY}_1.0-1_all.deb`)]);
-  execFileSync("sh", ["-c", "dpkg-scanpackages . /dev/null > Packages 2>/dev/null"], { cwd: join(repo, "pool") });
+  execFileSync("sh", ["-c", "dpkg-scanpackages . /dev/null > Packages 2>/dev/null"], {
+    cwd: join(repo, "pool"),
+  });
   writeFileSync(join(repo, "sources.list"), `deb [trusted=yes] file:${join(repo, "pool")} ./\n`);
-  for (const dir of ["lists/partial", "cache/archives/partial"]) mkdirSync(join(repo, dir), { recursive: true });
+  for (const dir of ["lists/partial", "cache/archives/partial"])
+    mkdirSync(join(repo, dir), { recursive: true });
   aptOptions = [
     `Dir::Etc::SourceList=${join(repo, "sources.list")}`,
     `Dir::Etc::SourceParts=${join(repo, "no-parts")}`,
@@ -79,7 +85,11 @@ describe("agent package - observe from the dpkg database", () => {
       .then((reply) => reply.report);
     const resource = report.instances[0]!.resources[0]!;
     expect(resource.status).toBe("ok");
-    expect(resource.observed).toEqual({ installed: true, version: installedVersion("coreutils"), status: "ii" });
+    expect(resource.observed).toEqual({
+      installed: true,
+      version: installedVersion("coreutils"),
+      status: "ii",
+    });
   });
 
   it("agent package - removed behind the agent's back, it is observed as drifted and the next apply heals it", async () => {
@@ -114,12 +124,19 @@ describe("agent package - apply with apt-get", () => {
     const present = await agent.apply(bundle({ resources: [{ kind: "package", name: DUMMY }] }));
     expect(present.result.resources[0]).toMatchObject({ action: "created" });
     expect(installedVersion(DUMMY)).toBe("1.0-1");
-    expect(present.report.instances[0]!.resources[0]).toMatchObject({ status: "ok", observed: { version: "1.0-1" } });
+    expect(present.report.instances[0]!.resources[0]).toMatchObject({
+      status: "ok",
+      observed: { version: "1.0-1" },
+    });
 
-    const again = await agent.apply(bundle({ resources: [{ kind: "package", name: DUMMY, version: "1.0-1" }], generation: 2 }));
+    const again = await agent.apply(
+      bundle({ resources: [{ kind: "package", name: DUMMY, version: "1.0-1" }], generation: 2 }),
+    );
     expect(again.result.resources[0]!.action).toBe("unchanged");
 
-    const absent = await agent.apply(bundle({ resources: [{ kind: "package", name: DUMMY, ensure: "absent" }], generation: 3 }));
+    const absent = await agent.apply(
+      bundle({ resources: [{ kind: "package", name: DUMMY, ensure: "absent" }], generation: 3 }),
+    );
     expect(absent.result.resources[0]).toMatchObject({ action: "removed" });
     expect(installedVersion(DUMMY)).toBeUndefined();
   });
@@ -130,7 +147,10 @@ describe("agent package - apply with apt-get", () => {
       .apply(bundle({ resources: [{ kind: "package", name: "steward-no-such-package" }] }));
     expect(result).toMatchObject({ outcome: "failed", failureClass: "permanent", reason: "PackageNotFound" });
     expect(result.resources[0]!.evidence).toContain("Unable to locate package");
-    expect(report.instances[0]!.resources[0]).toMatchObject({ status: "failed", counters: { everApplied: false } });
+    expect(report.instances[0]!.resources[0]).toMatchObject({
+      status: "failed",
+      counters: { everApplied: false },
+    });
   });
 
   it("agent package - a version no source has fails permanently", async () => {

@@ -31,7 +31,12 @@ describe("agent probes", () => {
     let served = "1.4.1";
     const port = await versionServer(() => served);
     const probes: Probe[] = [
-      { kind: "http", name: "serves-declared-version", url: `http://127.0.0.1:${port}/version`, expectBody: "1.4.2" },
+      {
+        kind: "http",
+        name: "serves-declared-version",
+        url: `http://127.0.0.1:${port}/version`,
+        expectBody: "1.4.2",
+      },
       { kind: "tcp", name: "port-open", port: String(port) },
     ];
     const agent = box.agent({ probeSettleMs: 300 });
@@ -67,7 +72,10 @@ describe("agent probes", () => {
       }),
     );
     const [status, closed] = report.instances[0]!.probes;
-    expect(status).toMatchObject({ ok: false, message: expect.stringContaining("answered 404, expected 200") });
+    expect(status).toMatchObject({
+      ok: false,
+      message: expect.stringContaining("answered 404, expected 200"),
+    });
     expect(closed).toMatchObject({ ok: false, message: expect.stringContaining("ECONNREFUSED") });
   });
 
@@ -76,7 +84,12 @@ describe("agent probes", () => {
       bundle({
         resources: [file],
         probes: [
-          { kind: "command", name: "has-marker", run: ["sh", "-c", 'cat "$STEWARD_ROOT/srv/marker"'], expectOutput: "x" },
+          {
+            kind: "command",
+            name: "has-marker",
+            run: ["sh", "-c", 'cat "$STEWARD_ROOT/srv/marker"'],
+            expectOutput: "x",
+          },
           { kind: "command", name: "wrong", run: ["echo", "migrated to 6"], expectOutput: "migrated to 7" },
         ],
       }),

@@ -1,7 +1,7 @@
 import { createServer } from "node:net";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { Bundle, Report, Resource, ServiceResource } from "../../src/model/generated.js";
 import { readProcess } from "../../src/agent/proc.js";
+import type { Bundle, Report, Resource, ServiceResource } from "../../src/model/generated.js";
 import { again, bundle, eventually, type Sandbox, sandbox } from "./helpers.js";
 
 let box: Sandbox;
@@ -37,7 +37,12 @@ function webResources(port: number, version: string, service: Partial<ServiceRes
   return [
     { kind: "directory", name: "web-dir", path: "/srv/web" },
     { kind: "file", name: "web-program", path: "/srv/web/server.mjs", content: SERVER },
-    { kind: "file", name: "web-config", path: "/srv/web/config.json", content: JSON.stringify({ port, version }) },
+    {
+      kind: "file",
+      name: "web-config",
+      path: "/srv/web/config.json",
+      content: JSON.stringify({ port, version }),
+    },
     {
       kind: "service",
       name: "web",
@@ -122,8 +127,13 @@ describe("agent service", () => {
     const agent = box.agent();
     const first = await agent.apply(bundle({ resources: webResources(port, "1.0.0") }));
     const pid = pidOf(first.report);
-    const stopped = await agent.apply(bundle({ resources: webResources(port, "1.0.0"), generation: 2, state: "stopped" }));
-    expect(stopped.result.resources[3]).toMatchObject({ action: "stopped", message: expect.stringContaining("SIGTERM") });
+    const stopped = await agent.apply(
+      bundle({ resources: webResources(port, "1.0.0"), generation: 2, state: "stopped" }),
+    );
+    expect(stopped.result.resources[3]).toMatchObject({
+      action: "stopped",
+      message: expect.stringContaining("SIGTERM"),
+    });
     expect(readProcess(pid)).toBeUndefined();
     expect(service(stopped.report)).toMatchObject({ status: "ok", observed: { running: false } });
     expect(stopped.report.instances[0]!.state).toBe("stopped");
@@ -148,17 +158,26 @@ describe("agent service", () => {
     const { result } = await box
       .agent()
       .apply(bundle({ resources: [{ kind: "service", name: "ghost", exec: ["/nonexistent/daemon"] }] }));
-    expect(result).toMatchObject({ outcome: "failed", failureClass: "permanent", reason: "ExecutableNotFound" });
+    expect(result).toMatchObject({
+      outcome: "failed",
+      failureClass: "permanent",
+      reason: "ExecutableNotFound",
+    });
   });
 
   it("agent service - a service that exits at once fails transiently with its output as evidence", async () => {
     const { result, report } = await box.agent().apply(
-      bundle({ resources: [{ kind: "service", name: "crash", exec: ["sh", "-c", "echo cannot bind >&2; exit 3"] }] }),
+      bundle({
+        resources: [{ kind: "service", name: "crash", exec: ["sh", "-c", "echo cannot bind >&2; exit 3"] }],
+      }),
     );
     expect(result.resources[0]).toMatchObject({ action: "failed", failureClass: "transient" });
     expect(result.resources[0]!.evidence).toContain("cannot bind");
     expect(result.reason).toBe("ServiceExited");
-    expect(service(report)).toMatchObject({ status: "waiting", counters: { consecutiveFailures: 1, everApplied: false } });
+    expect(service(report)).toMatchObject({
+      status: "waiting",
+      counters: { consecutiveFailures: 1, everApplied: false },
+    });
   });
 });
 
@@ -184,7 +203,9 @@ describe("agent service - supervisor", () => {
   });
 
   it("agent service - a crash loop spends the budget and is reported stuck, applied then regressed", async () => {
-    const agent = box.agent({ supervisor: { tickMs: 20, backoffBaseMs: 20, backoffMaxMs: 40, reportIntervalMs: 60_000 } });
+    const agent = box.agent({
+      supervisor: { tickMs: 20, backoffBaseMs: 20, backoffMaxMs: 40, reportIntervalMs: 60_000 },
+    });
     const crashing: Bundle = bundle({
       budget: { attempts: 3, withinMs: 60_000 },
       resources: [{ kind: "service", name: "flappy", exec: ["sh", "-c", "sleep 0.4; exit 1"] }],

@@ -27,7 +27,8 @@ afterEach(async () => {
 });
 
 const unit = (content: string): Resource => ({ kind: "systemd-unit", name: unitName, content });
-const SLEEPER = "[Unit]\nDescription=steward test\n[Service]\nExecStart=/bin/sleep 3600\n[Install]\nWantedBy=multi-user.target\n";
+const SLEEPER =
+  "[Unit]\nDescription=steward test\n[Service]\nExecStart=/bin/sleep 3600\n[Install]\nWantedBy=multi-user.target\n";
 
 describe("agent systemd-unit", () => {
   it.skipIf(systemdBooted)(
@@ -44,7 +45,9 @@ describe("agent systemd-unit", () => {
   );
 
   it("agent systemd-unit - parses systemctl show", () => {
-    expect(parseShow("LoadState=loaded\nActiveState=active\nSubState=running\nUnitFileState=enabled\n")).toEqual({
+    expect(
+      parseShow("LoadState=loaded\nActiveState=active\nSubState=running\nUnitFileState=enabled\n"),
+    ).toEqual({
       LoadState: "loaded",
       ActiveState: "active",
       SubState: "running",
@@ -64,7 +67,12 @@ describe("agent systemd-unit", () => {
         observed: { activeState: "active", unitFileState: "enabled" },
       });
       const stopped = await agent.apply(
-        bundle({ roots: ["/etc/systemd/system"], resources: [unit(SLEEPER)], generation: 2, state: "stopped" }),
+        bundle({
+          roots: ["/etc/systemd/system"],
+          resources: [unit(SLEEPER)],
+          generation: 2,
+          state: "stopped",
+        }),
       );
       expect(stopped.result.resources[0]!.action).toBe("stopped");
       expect(stopped.report.instances[0]!.state).toBe("stopped");

@@ -124,8 +124,13 @@ describe("agent tracking - pure rules", () => {
     expect(status).toMatchObject({ status: "blocked", blockedBy: "migrate" });
     // A record from an older generation says nothing about this one: plain drift.
     expect(
-      resourceStatus({ inSync: false, record, generation: 2, budget: { attempts: 5, withinMs: 1000 }, now: new Date(at) })
-        .status,
+      resourceStatus({
+        inSync: false,
+        record,
+        generation: 2,
+        budget: { attempts: 5, withinMs: 1000 },
+        now: new Date(at),
+      }).status,
     ).toBe("drifted");
   });
 });
