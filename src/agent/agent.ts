@@ -25,7 +25,7 @@ import { checkBundle, WrongNodeError } from "./bundle.js";
 import type { DriverContext, Plan, ToolSettings } from "./driver.js";
 import { inSync } from "./driver.js";
 import { DRIVERS } from "./drivers/index.js";
-import { applyResource, applyResources, driverFor, type ResourceRun } from "./engine.js";
+import { applyResource, applyResources, driverFor, observeAndPlan, type ResourceRun } from "./engine.js";
 import { asResourceFailure } from "./failure.js";
 import { acquireLock } from "./lock.js";
 import { BundleError } from "./order.js";
@@ -369,15 +369,7 @@ export class Agent {
     runOnce: Record<string, RunOnceRecord>,
   ): Promise<ResourceObservation> {
     try {
-      const driver = driverFor(resource);
-      const observed = await driver.observe(resource, ctx);
-      const plan = driver.plan(resource, observed, {
-        generation: ctx.generation,
-        state: ctx.state,
-        changed: [],
-        resources: ctx.resources,
-        runOnce: runOnce[resource.name ?? ""],
-      });
+      const { observed, plan } = await observeAndPlan(resource, ctx, runOnce[resource.name ?? ""], []);
       if (plan.conflict)
         return {
           observed,
@@ -522,9 +514,17 @@ export class Agent {
       {
         instances: () => this.store.instances(),
         recordCrash: (assignment, resource, crash) =>
-          this.exclusive(() => this.recordCrash(assignment, resource, crash)),
+          this.exclusive(() => this.recordSupervised(assignment, resource, () => crash)),
         heal: (assignment, resource) => this.exclusive(() => this.heal(assignment, resource)),
-        healthy: (assignment, resource) => this.exclusive(() => this.healthy(assignment, resource)),
+        // Staying up ends the run of failures, as a success would.
+        healthy: (assignment, resource) =>
+          this.exclusive(() =>
+            this.recordSupervised(assignment, resource, (kind) => ({
+              name: resource,
+              kind,
+              action: "unchanged",
+            })),
+          ),
         probe: (record, probe) => runProbe(probe, this.probeContext(this.context(record.bundle))),
         rememberProbes: (assignment, probes) => this.rememberProbes(assignment, probes),
         report: () => this.report(undefined, true),
@@ -545,13 +545,18 @@ export class Agent {
     await this.queue;
   }
 
-  /** Counts a crash the supervisor saw as a failure of the resource. */
-  private async recordCrash(assignment: string, resourceName: string, crash: RecordedOutcome): Promise<void> {
+  /** Records an outcome the supervisor saw for one resource (a crash, or that it stayed up). */
+  private async recordSupervised(
+    assignment: string,
+    resourceName: string,
+    outcome: (kind: string) => RecordedOutcome,
+  ): Promise<void> {
     const record = this.store.instance(assignment);
-    if (!record) return;
+    const resource = record?.bundle.spec.resources.find((r) => r.name === resourceName);
+    if (!record || !resource) return;
     record.resources[resourceName] = recordOutcome(
       record.resources[resourceName],
-      crash,
+      outcome(resource.kind),
       record.bundle.generation,
       record.lastAttempt?.attemptId,
       this.clock().toISOString(),
@@ -589,21 +594,5 @@ export class Agent {
       );
       this.store.saveInstance(record);
     }
-  }
-
-  /** Records that a supervised service stayed up: its run of failures is over. */
-  private async healthy(assignment: string, resourceName: string): Promise<void> {
-    const record = this.store.instance(assignment);
-    const resource = record?.bundle.spec.resources.find((r) => r.name === resourceName);
-    if (!record || !resource) return;
-    const outcome: RecordedOutcome = { name: resourceName, kind: resource.kind, action: "unchanged" };
-    record.resources[resourceName] = recordOutcome(
-      record.resources[resourceName],
-      outcome,
-      record.bundle.generation,
-      record.lastAttempt?.attemptId,
-      this.clock().toISOString(),
-    );
-    this.store.saveInstance(record);
   }
 }

@@ -58,6 +58,25 @@ function failedOutcome(resource: Resource, name: string, error: unknown): Record
   return outcome;
 }
 
+/** Reads a resource from the system and plans it: the first half of apply, and all of an observation. */
+export async function observeAndPlan(
+  resource: Resource,
+  ctx: DriverContext,
+  runOnce: RunOnceRecord | undefined,
+  changed: readonly string[],
+): Promise<{ driver: AnyDriver; observed: unknown; plan: Plan }> {
+  const driver = driverFor(resource);
+  const observed = await driver.observe(resource, ctx);
+  const plan = driver.plan(resource, observed, {
+    generation: ctx.generation,
+    state: ctx.state,
+    changed,
+    resources: ctx.resources,
+    runOnce,
+  });
+  return { driver, observed, plan };
+}
+
 /**
  * One resource through observe → plan → apply. `prepare` runs before any change (an atomic group
  * captures what is there) and returns what to do once the change is made. Never throws.
@@ -78,15 +97,7 @@ export async function applyResource(
     outcome: { name, kind: resource.kind, action: "unchanged" },
   };
   try {
-    const driver = driverFor(resource);
-    const observed = await driver.observe(resource, ctx);
-    const plan = driver.plan(resource, observed, {
-      generation: ctx.generation,
-      state: ctx.state,
-      changed,
-      resources: ctx.resources,
-      runOnce,
-    });
+    const { driver, observed, plan } = await observeAndPlan(resource, ctx, runOnce, changed);
     if (plan.conflict) {
       run.outcome = {
         ...run.outcome,

@@ -18,7 +18,7 @@ import {
 } from "node:fs";
 import { posix } from "node:path";
 import { accountId, accountName } from "./accounts.js";
-import type { DriverContext } from "./driver.js";
+import type { Applied, DriverContext, Plan } from "./driver.js";
 
 export type NodeType = "file" | "directory" | "symlink" | "other";
 
@@ -154,6 +154,27 @@ export function moveToTrash(hostPath: string, resourcePath: string, ctx: DriverC
   ctx.dirty.add(posix.dirname(hostPath));
   ctx.paths.forget(hostPath);
   return destination;
+}
+
+/**
+ * The plan of `ensure: absent`: nothing to do when nothing is there; else move it away, unless
+ * what is there is a kind the resource does not manage (a directory where a file was declared).
+ */
+export function absentPlan(
+  path: string,
+  observed: { exists: boolean; type?: NodeType },
+  removable: readonly NodeType[],
+  what: string,
+): Plan {
+  if (!observed.exists) return { action: "none", diff: [] };
+  if (!removable.includes(observed.type!))
+    return { action: "remove", diff: [], conflict: typeConflict(path, observed.type!, removable[0]!) };
+  return { action: "remove", diff: [`${what} → absent`] };
+}
+
+/** Applies a `remove` plan: what is there goes to the trash, recoverable. */
+export function removeToTrash(hostPath: string, resourcePath: string, ctx: DriverContext): Applied {
+  return { action: "removed", message: `moved to ${moveToTrash(hostPath, resourcePath, ctx)}` };
 }
 
 /** The conflict a plan reports when something of another type is where a resource should be. */

@@ -4,7 +4,6 @@
  */
 import { spawnSync } from "node:child_process";
 import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { build } from "esbuild";
@@ -15,18 +14,7 @@ import type { AgentReply, Bundle, Report } from "../../src/model/generated.js";
 import { directorySource, loadRepo } from "../../src/model/load.js";
 import { bundleFor } from "../../src/model/render.js";
 import { AGENT_SCHEMA_ID, schemaFindings, validatorFor } from "../../src/model/schema.js";
-import { attemptId, killServices } from "./helpers.js";
-
-function freePort(): Promise<number> {
-  return new Promise((done, reject) => {
-    const server = createServer();
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => done(port));
-    });
-    server.on("error", reject);
-  });
-}
+import { attemptId, freePort, killServices } from "./helpers.js";
 
 let repo: string;
 let bundles: Map<string, Bundle>;

@@ -1,8 +1,7 @@
-import { createServer } from "node:net";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { readProcess } from "../../src/agent/proc.js";
 import type { Bundle, Report, Resource, ServiceResource } from "../../src/model/generated.js";
-import { again, bundle, eventually, type Sandbox, sandbox } from "./helpers.js";
+import { again, bundle, eventually, freePort, type Sandbox, sandbox } from "./helpers.js";
 
 let box: Sandbox;
 beforeEach(() => {
@@ -11,18 +10,6 @@ beforeEach(() => {
 afterEach(async () => {
   await box.close();
 });
-
-/** A free TCP port on loopback. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-    server.on("error", reject);
-  });
-}
 
 const SERVER = `
 import { readFileSync } from "node:fs";

@@ -8,13 +8,14 @@ import { posix } from "node:path";
 import type { DirectoryResource } from "../../model/generated.js";
 import type { Applied, Driver, Plan } from "../driver.js";
 import {
+  absentPlan,
   applyOwnership,
   lstatOrUndefined,
-  moveToTrash,
   type NodeType,
   type Ownership,
   ownershipDiff,
   ownershipOf,
+  removeToTrash,
   targetOwnership,
   typeConflict,
   typeOf,
@@ -39,16 +40,7 @@ export const directoryDriver: Driver<DirectoryResource, DirectoryObservation, Di
   },
 
   plan(resource, observed): Plan {
-    if (resource.ensure === "absent") {
-      if (!observed.exists) return { action: "none", diff: [] };
-      if (observed.type !== "directory")
-        return {
-          action: "remove",
-          diff: [],
-          conflict: typeConflict(resource.path, observed.type!, "directory"),
-        };
-      return { action: "remove", diff: ["present → absent"] };
-    }
+    if (resource.ensure === "absent") return absentPlan(resource.path, observed, ["directory"], "present");
     if (!observed.exists) return { action: "create", diff: ["absent → directory"] };
     if (observed.type !== "directory")
       return {
@@ -62,10 +54,7 @@ export const directoryDriver: Driver<DirectoryResource, DirectoryObservation, Di
 
   async apply(resource, plan, observed, ctx): Promise<Applied> {
     const host = ctx.paths.confined(resource.path);
-    if (plan.action === "remove") {
-      const where = moveToTrash(host, resource.path, ctx);
-      return { action: "removed", message: `moved to ${where}` };
-    }
+    if (plan.action === "remove") return removeToTrash(host, resource.path, ctx);
     if (!observed.exists) {
       ctx.paths.ensureParent(host);
       const target = targetOwnership(resource, undefined, 0o755);

@@ -10,14 +10,15 @@ import type { FileResource } from "../../model/generated.js";
 import { writeFileAtomic } from "../atomic.js";
 import type { Applied, Driver, Plan } from "../driver.js";
 import {
+  absentPlan,
   applyOwnership,
   lstatOrUndefined,
-  moveToTrash,
   type NodeType,
   type Ownership,
   ownershipDiff,
   ownershipOf,
   readContent,
+  removeToTrash,
   sha256,
   targetOwnership,
   typeConflict,
@@ -87,12 +88,8 @@ export const fileDriver: Driver<FileResource, FileObservation, FileSnapshot> = {
   },
 
   plan(resource, observed): Plan {
-    if (resource.ensure === "absent") {
-      if (!observed.exists) return { action: "none", diff: [] };
-      if (observed.type !== "file" && observed.type !== "symlink")
-        return { action: "remove", diff: [], conflict: typeConflict(resource.path, observed.type!, "file") };
-      return { action: "remove", diff: [`present (${observed.type}) → absent`] };
-    }
+    if (resource.ensure === "absent")
+      return absentPlan(resource.path, observed, ["file", "symlink"], `present (${observed.type})`);
     const wantedHash = declaredHash(resource);
     if (!observed.exists)
       return { action: "create", diff: [`absent → file ${wantedHash ? short(wantedHash) : "(empty)"}`] };
@@ -107,10 +104,7 @@ export const fileDriver: Driver<FileResource, FileObservation, FileSnapshot> = {
 
   async apply(resource, plan, observed, ctx): Promise<Applied> {
     const host = ctx.paths.confined(resource.path);
-    if (plan.action === "remove") {
-      const where = moveToTrash(host, resource.path, ctx);
-      return { action: "removed", message: `moved to ${where}` };
-    }
+    if (plan.action === "remove") return removeToTrash(host, resource.path, ctx);
     const bytes = declaredBytes(resource);
     const contentChanges = !observed.exists || (bytes !== null && declaredHash(resource) !== observed.hash);
     if (!contentChanges) {

@@ -9,7 +9,14 @@ import type { SymlinkResource } from "../../model/generated.js";
 import { temporaryPath } from "../atomic.js";
 import type { Applied, Driver, DriverContext, Plan } from "../driver.js";
 import { permanent } from "../failure.js";
-import { lstatOrUndefined, moveToTrash, type NodeType, typeConflict, typeOf } from "../fsnode.js";
+import {
+  absentPlan,
+  lstatOrUndefined,
+  type NodeType,
+  removeToTrash,
+  typeConflict,
+  typeOf,
+} from "../fsnode.js";
 
 export interface SymlinkObservation {
   exists: boolean;
@@ -53,16 +60,8 @@ export const symlinkDriver: Driver<SymlinkResource, SymlinkObservation, SymlinkO
   },
 
   plan(resource, observed): Plan {
-    if (resource.ensure === "absent") {
-      if (!observed.exists) return { action: "none", diff: [] };
-      if (observed.type !== "symlink")
-        return {
-          action: "remove",
-          diff: [],
-          conflict: typeConflict(resource.path, observed.type!, "symlink"),
-        };
-      return { action: "remove", diff: [`link → ${observed.target} → absent`] };
-    }
+    if (resource.ensure === "absent")
+      return absentPlan(resource.path, observed, ["symlink"], `link → ${observed.target}`);
     if (!observed.exists) return { action: "create", diff: [`absent → link to ${resource.target}`] };
     if (observed.type !== "symlink")
       return { action: "update", diff: [], conflict: typeConflict(resource.path, observed.type!, "symlink") };
@@ -73,10 +72,7 @@ export const symlinkDriver: Driver<SymlinkResource, SymlinkObservation, SymlinkO
 
   async apply(resource, plan, observed, ctx): Promise<Applied> {
     const host = ctx.paths.confined(resource.path);
-    if (plan.action === "remove") {
-      const where = moveToTrash(host, resource.path, ctx);
-      return { action: "removed", message: `moved to ${where}` };
-    }
+    if (plan.action === "remove") return removeToTrash(host, resource.path, ctx);
     ctx.paths.ensureParent(host);
     replaceLink(host, observed.wanted);
     ctx.dirty.add(posix.dirname(host));
