@@ -24,16 +24,16 @@ import { FlushBatch } from "./atomic.js";
 import { checkBundle, WrongNodeError } from "./bundle.js";
 import type { DriverContext, Plan, ToolSettings } from "./driver.js";
 import { inSync } from "./driver.js";
-import { DRIVERS } from "./drivers/index.js";
+import { DRIVER_KINDS } from "./drivers/index.js";
 import { applyResource, applyResources, driverFor, observeAndPlan, type ResourceRun } from "./engine.js";
 import { asResourceFailure } from "./failure.js";
 import { acquireLock } from "./lock.js";
 import { BundleError } from "./order.js";
 import { HostPaths } from "./paths.js";
-import { type ProbeContext, probeUntilSettled, runProbe } from "./probes.js";
+import type { ProbeContext } from "./probes.js";
 import { nodeProcessRunner, type ProcessRunner } from "./runner.js";
 import { AgentStore, type InstanceRecord, type RunOnceRecord } from "./store.js";
-import { Supervisor, type SupervisorOptions } from "./supervisor.js";
+import type { Supervisor, SupervisorOptions } from "./supervisor.js";
 import { budgetOf, countersOf, type RecordedOutcome, recordOutcome, resourceStatus } from "./tracking.js";
 import { AGENT_VERSION } from "./version.js";
 
@@ -52,7 +52,7 @@ export interface AgentOptions {
   tools?: ToolSettings;
   /** How long probes may take to pass after an apply. Default 10 s. */
   probeSettleMs?: number;
-  /** Independent filesystem resources applied at once. Default 32. */
+  /** Independent filesystem resources applied at once. Default 1024. */
   concurrency?: number;
   supervisor?: SupervisorOptions;
 }
@@ -67,6 +67,8 @@ interface ResourceObservation {
 const SERVICE_KINDS = new Set(["service", "container", "systemd-unit"]);
 const NOT_DONE = new Set(["failed", "blocked", "restored"]);
 const DEFAULT_PROBE_SETTLE_MS = 10_000;
+/** Resources observed at once: some observations run a tool (dpkg-query, docker inspect). */
+const OBSERVE_CONCURRENCY = 16;
 
 function baseEnv(): Record<string, string> {
   const env: Record<string, string> = {
@@ -106,7 +108,7 @@ export class Agent {
   private readonly concurrency: number;
   private readonly startedAt: Date;
   private queue: Promise<unknown> = Promise.resolve();
-  private supervisor: Supervisor | undefined;
+  private supervisor: Promise<Supervisor> | undefined;
   private readonly supervisorOptions: SupervisorOptions;
   /** Latest probe results per assignment, by probe name (a long-running agent reuses fresh ones). */
   private readonly probeResults = new Map<string, Map<string, ProbeReport>>();
@@ -120,7 +122,7 @@ export class Agent {
     this.env = options.env ?? baseEnv();
     this.tools = options.tools ?? {};
     this.probeSettleMs = options.probeSettleMs ?? DEFAULT_PROBE_SETTLE_MS;
-    this.concurrency = options.concurrency ?? 32;
+    this.concurrency = options.concurrency ?? 1024;
     this.supervisorOptions = options.supervisor ?? {};
     this.startedAt = this.clock();
   }
@@ -167,7 +169,8 @@ export class Agent {
       tools: this.tools,
       resources,
       memo: new Map(),
-      onServiceExit: (assignment, name) => this.supervisor?.serviceExited(assignment, name),
+      onServiceExit: (assignment, name) =>
+        void this.supervisor?.then((s) => s.serviceExited(assignment, name)),
     };
   }
 
@@ -253,6 +256,7 @@ export class Agent {
     const complete = !outcomes.some((outcome) => NOT_DONE.has(outcome.action));
     let probes: ProbeReport[] | undefined;
     if (complete && spec.state === "running" && spec.probes.length > 0) {
+      const { probeUntilSettled } = await import("./probes.js");
       probes = await probeUntilSettled(spec.probes, this.probeContext(ctx), this.probeSettleMs);
       this.rememberProbes(spec.assignment, probes);
     }
@@ -357,7 +361,7 @@ export class Agent {
         hostname: hostname(),
         startedAt: this.startedAt.toISOString(),
         uptimeSeconds: Math.max(0, (now.getTime() - this.startedAt.getTime()) / 1000),
-        capabilities: Object.keys(DRIVERS),
+        capabilities: [...DRIVER_KINDS],
       },
       instances,
     };
@@ -409,7 +413,7 @@ export class Agent {
     for (const run of fresh?.runs ?? []) if (run.observation) reused.set(run.name, run.observation);
     const resources = await mapLimited(
       spec.resources,
-      this.concurrency,
+      OBSERVE_CONCURRENCY,
       async (resource): Promise<ResourceReport> => {
         const name = resource.name ?? "";
         const seen = reused.get(name) ?? (await this.observeResource(resource, ctx, runOnce));
@@ -431,7 +435,7 @@ export class Agent {
         if (seen.observed !== undefined) report.observed = seen.observed as Record<string, unknown>;
         if (seen.plan && seen.plan.diff.length > 0) report.diff = seen.plan.diff;
         if (status.status !== "ok" && report.evidence === undefined && seen.observed !== undefined) {
-          const evidence = driverFor(resource).evidence?.(resource, seen.observed, ctx);
+          const evidence = (await driverFor(resource)).evidence?.(resource, seen.observed, ctx);
           if (evidence) report.evidence = evidence;
         }
         return report;
@@ -439,7 +443,8 @@ export class Agent {
     );
 
     let probes: ProbeReport[] = [];
-    if (spec.state === "running") {
+    if (spec.state === "running" && spec.probes.length > 0) {
+      const { runProbe } = await import("./probes.js");
       const cached = this.probeResults.get(spec.assignment);
       probes = await Promise.all(
         spec.probes.map((probe) => {
@@ -510,38 +515,44 @@ export class Agent {
    */
   start(onReport: (report: Report) => void): void {
     if (this.supervisor) return;
-    this.supervisor = new Supervisor(
-      {
-        instances: () => this.store.instances(),
-        recordCrash: (assignment, resource, crash) =>
-          this.exclusive(() => this.recordSupervised(assignment, resource, () => crash)),
-        heal: (assignment, resource) => this.exclusive(() => this.heal(assignment, resource)),
-        // Staying up ends the run of failures, as a success would.
-        healthy: (assignment, resource) =>
-          this.exclusive(() =>
-            this.recordSupervised(assignment, resource, (kind) => ({
-              name: resource,
-              kind,
-              action: "unchanged",
-            })),
-          ),
-        probe: (record, probe) => runProbe(probe, this.probeContext(this.context(record.bundle))),
-        rememberProbes: (assignment, probes) => this.rememberProbes(assignment, probes),
-        report: () => this.report(undefined, true),
-        store: this.store,
-        clock: this.clock,
+    // Loaded here: a one-shot agent never supervises.
+    this.supervisor = Promise.all([import("./supervisor.js"), import("./probes.js")]).then(
+      ([{ Supervisor }, { runProbe }]) => {
+        const supervisor = new Supervisor(
+          {
+            instances: () => this.store.instances(),
+            recordCrash: (assignment, resource, crash) =>
+              this.exclusive(() => this.recordSupervised(assignment, resource, () => crash)),
+            heal: (assignment, resource) => this.exclusive(() => this.heal(assignment, resource)),
+            // Staying up ends the run of failures, as a success would.
+            healthy: (assignment, resource) =>
+              this.exclusive(() =>
+                this.recordSupervised(assignment, resource, (kind) => ({
+                  name: resource,
+                  kind,
+                  action: "unchanged",
+                })),
+              ),
+            probe: (record, probe) => runProbe(probe, this.probeContext(this.context(record.bundle))),
+            rememberProbes: (assignment, probes) => this.rememberProbes(assignment, probes),
+            report: () => this.report(undefined, true),
+            store: this.store,
+            clock: this.clock,
+          },
+          onReport,
+          this.supervisorOptions,
+        );
+        supervisor.start();
+        return supervisor;
       },
-      onReport,
-      this.supervisorOptions,
     );
-    this.supervisor.start();
   }
 
   /** Stops supervising (services keep running: a restarted agent picks them up again). */
   async stop(): Promise<void> {
     const supervisor = this.supervisor;
     this.supervisor = undefined;
-    await supervisor?.stop();
+    await (await supervisor)?.stop();
     await this.queue;
   }
 

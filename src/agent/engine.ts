@@ -9,7 +9,7 @@
 import type { Resource } from "../model/generated.js";
 import { fsyncDirectory } from "./atomic.js";
 import { type AnyDriver, APPLIED_ACTION, type DriverContext, inSync, type Plan } from "./driver.js";
-import { DRIVERS } from "./drivers/index.js";
+import { driverOf } from "./drivers/index.js";
 import { asResourceFailure } from "./failure.js";
 import { applicationOrder } from "./order.js";
 import type { RunOnceRecord } from "./store.js";
@@ -25,7 +25,7 @@ export interface ResourceRun {
 }
 
 export interface EngineOptions {
-  /** How many independent filesystem resources may apply at once. Default 32. */
+  /** How many independent filesystem resources may apply at once. Default 1024. */
   concurrency?: number;
 }
 
@@ -38,10 +38,9 @@ interface GroupState {
 const CHANGED = new Set(["created", "updated", "removed", "ran", "started", "stopped", "restarted"]);
 const NOT_DONE = new Set(["failed", "blocked", "restored"]);
 
-export function driverFor(resource: Resource): AnyDriver {
-  const driver = DRIVERS[resource.kind];
-  if (!driver) throw new Error(`no driver for resource kind ${JSON.stringify(resource.kind)}`);
-  return driver;
+/** The driver of a resource's kind. */
+export function driverFor(resource: Resource): Promise<AnyDriver> {
+  return driverOf(resource.kind);
 }
 
 function failedOutcome(resource: Resource, name: string, error: unknown): RecordedOutcome {
@@ -65,7 +64,7 @@ export async function observeAndPlan(
   runOnce: RunOnceRecord | undefined,
   changed: readonly string[],
 ): Promise<{ driver: AnyDriver; observed: unknown; plan: Plan }> {
-  const driver = driverFor(resource);
+  const driver = await driverFor(resource);
   const observed = await driver.observe(resource, ctx);
   const plan = driver.plan(resource, observed, {
     generation: ctx.generation,
@@ -242,7 +241,7 @@ export async function applyResources(
   };
 
   // A small scheduler: a step starts once everything it must follow has finished.
-  const concurrency = options.concurrency ?? 32;
+  const concurrency = options.concurrency ?? 1024;
   const pending = steps.map((step) => step.after.length);
   const followers = steps.map(() => [] as number[]);
   steps.forEach((step, pos) => {

@@ -6,7 +6,7 @@
  */
 import { existsSync, lstatSync, mkdirSync, realpathSync } from "node:fs";
 import { posix } from "node:path";
-import { hasDotSegments, isInside } from "../model/paths.js";
+import { isInside } from "../model/paths.js";
 import { permanent } from "./failure.js";
 
 export class HostPaths {
@@ -29,7 +29,9 @@ export class HostPaths {
 
   /** The host path of an absolute resource path, without any check (cwd of a command, say). */
   host(path: string): string {
-    return this.root === "" ? path : posix.join(this.root, path);
+    if (this.root === "") return path;
+    // Canonical paths (the common case, and all that `confined` lets through) need no normalising.
+    return NOT_CANONICAL.test(path) ? posix.join(this.root, path) : this.root + path;
   }
 
   /** Where a command or service runs: its declared `cwd` mapped under the root, else the root (or `/` while the root does not exist). */
@@ -45,7 +47,7 @@ export class HostPaths {
    * The last component itself is not followed: drivers lstat it and replace or refuse it.
    */
   confined(path: string): string {
-    if (!path.startsWith("/") || hasDotSegments(path) || path.includes("//"))
+    if (!path.startsWith("/") || NOT_CANONICAL.test(path))
       throw permanent(
         "PathNotCanonical",
         `path ${JSON.stringify(path)} is not a canonical absolute path ('.' and '..' segments are refused)`,
@@ -126,6 +128,9 @@ export class HostPaths {
     return up === dir ? null : this.deepestExisting(up);
   }
 }
+
+/** A `.` or `..` segment, or an empty one (`//`). */
+const NOT_CANONICAL = /\/\.\.?(\/|$)|\/\//;
 
 function trimSlash(path: string): string {
   return path.length > 1 && path.endsWith("/") ? path.slice(0, -1) : path;
