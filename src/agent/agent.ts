@@ -209,7 +209,7 @@ export class Agent {
   }> {
     const spec = bundle.spec;
     const startedAt = this.clock().toISOString();
-    const previous = this.store.instance(spec.assignment);
+    const previous = this.store.history(spec.assignment);
     const base = {
       attemptId: bundle.attemptId,
       node: this.node,
@@ -217,7 +217,7 @@ export class Agent {
       generation: bundle.generation,
       startedAt,
     };
-    if (previous && previous.bundle.generation > bundle.generation) {
+    if (previous && previous.heldGeneration > bundle.generation) {
       // Never roll an instance back because an old attempt arrived late: a newer generation supersedes.
       return {
         result: {
@@ -225,7 +225,7 @@ export class Agent {
           outcome: "failed",
           failureClass: "permanent",
           reason: "Superseded",
-          message: `generation ${bundle.generation} is older than generation ${previous.bundle.generation}, which this agent already holds: nothing applied`,
+          message: `generation ${bundle.generation} is older than generation ${previous.heldGeneration}, which this agent already holds: nothing applied`,
           resources: [],
           finishedAt: this.clock().toISOString(),
         },

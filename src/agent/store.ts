@@ -70,6 +70,13 @@ export interface InstanceRecord {
   resources: Record<string, ResourceRecord>;
 }
 
+/** What is stored of an instance besides its bundle: the record, and which bundle it holds. */
+export type InstanceHistory = Omit<InstanceRecord, "bundle"> & {
+  /** Generation of the bundle held. */
+  heldGeneration: number;
+  bundleKey: string;
+};
+
 /** A command that ran: at most once per (instance, generation, resource) unless creates/unless say otherwise. */
 export interface RunOnceRecord {
   generation: number;
@@ -139,12 +146,22 @@ export class AgentStore {
 
   /** The instance's record with the bundle it holds, if the agent holds one. */
   instance(assignment: string): InstanceRecord | undefined {
-    const name = `${encode(assignment)}.json`;
-    const record = readJson<Omit<InstanceRecord, "bundle">>(join(this.dir, "instances", name));
-    const bundle = readJson<Bundle>(join(this.dir, "bundles", name));
-    if (!record || !bundle) return undefined;
+    const history = this.history(assignment);
+    const bundle = readJson<Bundle>(join(this.dir, "bundles", `${encode(assignment)}.json`));
+    if (!history || !bundle) return undefined;
     this.bundleOnDisk.set(assignment, bundleKey(bundle));
+    const { heldGeneration: _held, bundleKey: _key, ...record } = history;
     return { ...record, bundle };
+  }
+
+  /**
+   * The instance's record without its bundle (the bulk of the state): what an apply needs of the
+   * past, read without parsing a thousand resources it is about to receive again anyway.
+   */
+  history(assignment: string): InstanceHistory | undefined {
+    const stored = readJson<InstanceHistory>(join(this.dir, "instances", `${encode(assignment)}.json`));
+    if (stored?.bundleKey !== undefined) this.bundleOnDisk.set(assignment, stored.bundleKey);
+    return stored;
   }
 
   /** Assignments the agent holds a bundle for (retired ones excluded), sorted. */
@@ -179,8 +196,9 @@ export class AgentStore {
       writeJsonAtomicSync(join(this.ensureDir(join(this.dir, "bundles")), name), record.bundle);
       this.bundleOnDisk.set(record.assignment, key);
     }
-    const { bundle: _bundle, ...rest } = record;
-    writeJsonAtomicSync(join(this.ensureDir(join(this.dir, "instances")), name), rest);
+    const { bundle, ...rest } = record;
+    const history: InstanceHistory = { ...rest, heldGeneration: bundle.generation, bundleKey: key };
+    writeJsonAtomicSync(join(this.ensureDir(join(this.dir, "instances")), name), history);
   }
 
   /** Stops remembering an instance: its record moves to retired/, nothing on the system changes. */
