@@ -18,6 +18,7 @@ import type {
   ProbeReport,
   Report,
   Resource,
+  ResourceOutcome,
   ResourceReport,
 } from "../model/generated.js";
 import { FlushBatch } from "./atomic.js";
@@ -34,7 +35,7 @@ import type { ProbeContext } from "./probes.js";
 import { nodeProcessRunner, type ProcessRunner } from "./runner.js";
 import { AgentStore, type InstanceRecord, type RunOnceRecord } from "./store.js";
 import type { Supervisor, SupervisorOptions } from "./supervisor.js";
-import { budgetOf, countersOf, type RecordedOutcome, recordOutcome, resourceStatus } from "./tracking.js";
+import { budgetOf, countersOf, recordOutcome, resourceStatus } from "./tracking.js";
 import { AGENT_VERSION } from "./version.js";
 
 export interface AgentOptions {
@@ -291,7 +292,7 @@ export class Agent {
     const result: AttemptResult = {
       ...base,
       outcome: complete && failingProbes.length === 0 ? "succeeded" : "failed",
-      resources: outcomes.map(({ reason: _reason, ...outcome }) => outcome),
+      resources: outcomes,
       finishedAt,
     };
     if (failed.length > 0) {
@@ -560,7 +561,7 @@ export class Agent {
   private async recordSupervised(
     assignment: string,
     resourceName: string,
-    outcome: (kind: string) => RecordedOutcome,
+    outcome: (kind: string) => ResourceOutcome,
   ): Promise<void> {
     const record = this.store.instance(assignment);
     const resource = record?.bundle.spec.resources.find((r) => r.name === resourceName);

@@ -6,20 +6,19 @@
  *   - atomic groups apply all or nothing: when a member fails or is blocked, the members applied
  *     before it are restored to what they were, and the later ones are blocked.
  */
-import type { Resource } from "../model/generated.js";
+import type { Resource, ResourceOutcome } from "../model/generated.js";
 import { fsyncDirectory } from "./atomic.js";
 import { type AnyDriver, APPLIED_ACTION, type DriverContext, inSync, type Plan } from "./driver.js";
 import { driverOf } from "./drivers/index.js";
 import { asResourceFailure } from "./failure.js";
 import { applicationOrder } from "./order.js";
 import type { RunOnceRecord } from "./store.js";
-import type { RecordedOutcome } from "./tracking.js";
 
 export interface ResourceRun {
   index: number;
   resource: Resource;
   name: string;
-  outcome: RecordedOutcome;
+  outcome: ResourceOutcome;
   /** Observation and plan, kept when the resource was already as desired (the report reuses them). */
   observation?: { observed: unknown; plan: Plan };
 }
@@ -43,9 +42,9 @@ export function driverFor(resource: Resource): Promise<AnyDriver> {
   return driverOf(resource.kind);
 }
 
-function failedOutcome(resource: Resource, name: string, error: unknown): RecordedOutcome {
+function failedOutcome(resource: Resource, name: string, error: unknown): ResourceOutcome {
   const failure = asResourceFailure(error);
-  const outcome: RecordedOutcome = {
+  const outcome: ResourceOutcome = {
     name,
     kind: resource.kind,
     action: "failed",

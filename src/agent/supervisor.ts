@@ -4,11 +4,10 @@
  * cadence; a fresh full report goes out when something changed and at least every report interval.
  * The one-shot agent (over SSH) has no supervisor: there, the next attempt restarts a dead service.
  */
-import type { Probe, ProbeReport, Report, ServiceResource } from "../model/generated.js";
+import type { Probe, ProbeReport, Report, ResourceOutcome, ServiceResource } from "../model/generated.js";
 import { logTail, observeService } from "./drivers/service.js";
 import { intervalOf } from "./probes.js";
 import type { AgentStore, InstanceRecord } from "./store.js";
-import type { RecordedOutcome } from "./tracking.js";
 
 export interface SupervisorOptions {
   /** How often services are looked at. Default 1 s. */
@@ -27,7 +26,7 @@ export interface SupervisorOptions {
 export interface SupervisedAgent {
   instances(): InstanceRecord[];
   /** Counts a crash the supervisor saw as a failure of the resource. */
-  recordCrash(assignment: string, resource: string, crash: RecordedOutcome): Promise<void>;
+  recordCrash(assignment: string, resource: string, crash: ResourceOutcome): Promise<void>;
   /** Repairs one resource by the ordinary path. */
   heal(assignment: string, resource: string): Promise<void>;
   /** Records that a service stayed up. */

@@ -29,15 +29,12 @@ export function budgetOf(bundle: Bundle): Budget {
   };
 }
 
-/** An outcome as recorded, with the reason a failure carries. */
-export type RecordedOutcome = ResourceOutcome & { reason?: string };
-
 const NOT_APPLIED = new Set<ResourceOutcome["action"]>(["failed", "blocked", "restored"]);
 
 /** The record after one attempt's outcome for the resource. Pure. */
 export function recordOutcome(
   previous: ResourceRecord | undefined,
-  outcome: RecordedOutcome,
+  outcome: ResourceOutcome,
   generation: number,
   attemptId: string | undefined,
   at: string,

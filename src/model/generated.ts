@@ -751,6 +751,10 @@ export interface ResourceOutcome {
     | "blocked"
     | "restored";
   failureClass?: FailureClass;
+  /**
+   * For a failure: a stable CamelCase reason, e.g. `ImageNotFound`, `PathEscapesRoots`.
+   */
+  reason?: string;
   message?: string;
   /**
    * Name of the failed gating resource or dependency that blocked this one.

@@ -87,6 +87,7 @@ describe("agent confinement", () => {
         .agent()
         .apply(bundle({ roots: ["/etc/demo"], resources: [c.resource] }));
       expect(result).toMatchObject({ outcome: "failed", failureClass: "permanent", reason: c.reason });
+      expect(result.resources[0]).toMatchObject({ action: "failed", reason: c.reason });
       expect(report.instances[0]!.resources[0]).toMatchObject({ status: "failed", reason: c.reason });
       c.untouched?.();
     });
