@@ -133,6 +133,8 @@ export class AgentStore {
   private readonly made = new Set<string>();
   /** Which bundle each instance's bundle file holds, as far as this process knows. */
   private readonly bundleOnDisk = new Map<string, string>();
+  /** Bundles read or written by this process, by assignment. */
+  private readonly bundles = new Map<string, Bundle>();
 
   constructor(readonly dir: string) {}
 
@@ -147,9 +149,14 @@ export class AgentStore {
   /** The instance's record with the bundle it holds, if the agent holds one. */
   instance(assignment: string): InstanceRecord | undefined {
     const history = this.history(assignment);
-    const bundle = readJson<Bundle>(join(this.dir, "bundles", `${encode(assignment)}.json`));
-    if (!history || !bundle) return undefined;
-    this.bundleOnDisk.set(assignment, bundleKey(bundle));
+    if (!history) return undefined;
+    // A long-running agent looks at its instances every second: parse a bundle once per change.
+    let bundle = this.bundles.get(assignment);
+    if (!bundle || bundleKey(bundle) !== history.bundleKey) {
+      bundle = readJson<Bundle>(join(this.dir, "bundles", `${encode(assignment)}.json`));
+      if (!bundle) return undefined;
+      this.bundles.set(assignment, bundle);
+    }
     const { heldGeneration: _held, bundleKey: _key, ...record } = history;
     return { ...record, bundle };
   }
@@ -195,6 +202,7 @@ export class AgentStore {
     if (this.bundleOnDisk.get(record.assignment) !== key) {
       writeJsonAtomicSync(join(this.ensureDir(join(this.dir, "bundles")), name), record.bundle);
       this.bundleOnDisk.set(record.assignment, key);
+      this.bundles.set(record.assignment, record.bundle);
     }
     const { bundle, ...rest } = record;
     const history: InstanceHistory = { ...rest, heldGeneration: bundle.generation, bundleKey: key };
@@ -211,6 +219,7 @@ export class AgentStore {
     const bundle = join(this.dir, "bundles", `${encode(assignment)}.json`);
     if (existsSync(bundle)) renameSync(bundle, join(dir, `${stamp}.bundle.json`));
     this.bundleOnDisk.delete(assignment);
+    this.bundles.delete(assignment);
     return true;
   }
 
