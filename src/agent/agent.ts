@@ -38,6 +38,7 @@ import type { Supervisor, SupervisorOptions } from "./supervisor.js";
 import { budgetOf, countersOf, recordOutcome, resourceStatus } from "./tracking.js";
 import { AGENT_VERSION } from "./version.js";
 
+/** How an Agent is set up; everything it touches of the outside world can be injected. */
 export interface AgentOptions {
   /** This node's name; bundles for other nodes are refused. */
   node: string;
@@ -97,6 +98,10 @@ async function mapLimited<T, R>(
   return results;
 }
 
+/**
+ * One node's agent: `apply` an attempt, `observe` the node, `retire` an instance, and (long-running)
+ * `start`/`stop` the supervisor. Applies are serialised, within the process and across processes.
+ */
 export class Agent {
   readonly node: string;
   readonly store: AgentStore;

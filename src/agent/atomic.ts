@@ -27,6 +27,7 @@ export function temporaryPath(path: string): string {
   return join(dirname(path), `.${basename(path)}.steward-${process.pid}-${counter}.tmp`);
 }
 
+/** Mode and ownership of a file written atomically, and a seam for crash tests. */
 export interface AtomicWriteOptions {
   /** Permission bits of the new file (default 0o644). */
   mode?: number;

@@ -60,6 +60,7 @@ export interface PlanFacts {
   runOnce?: RunOnceRecord;
 }
 
+/** What a plan does to a resource; `none` and `skip` mean it is as desired. */
 export type PlanAction =
   | "none"
   | "skip"
@@ -110,6 +111,7 @@ export function inSync(plan: Plan): boolean {
 // biome-ignore lint/suspicious/noExplicitAny: the registry holds drivers of every resource type.
 export type AnyDriver = Driver<any, any, any>;
 
+/** One resource kind: read it, plan it (pure), apply the plan, and for atomic groups put it back. */
 export interface Driver<R extends Resource, O, S = unknown> {
   readonly kind: R["kind"];
   /** Reads the resource from the system. Never changes anything. Returns JSON-serialisable data. */

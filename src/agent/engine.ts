@@ -14,6 +14,7 @@ import { asResourceFailure } from "./failure.js";
 import { applicationOrder } from "./order.js";
 import type { RunOnceRecord } from "./store.js";
 
+/** What one attempt did to one resource. */
 export interface ResourceRun {
   index: number;
   resource: Resource;
@@ -23,6 +24,7 @@ export interface ResourceRun {
   observation?: { observed: unknown; plan: Plan };
 }
 
+/** Tuning of an apply. */
 export interface EngineOptions {
   /** How many independent filesystem resources may apply at once. Default 1024. */
   concurrency?: number;

@@ -6,6 +6,7 @@
  */
 import type { FailureClass } from "../model/generated.js";
 
+/** A resource could not be observed or applied: why (`reason`), and whether retrying can help. */
 export class ResourceFailure extends Error {
   override readonly name = "ResourceFailure";
   constructor(

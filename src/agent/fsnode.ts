@@ -20,6 +20,7 @@ import { posix } from "node:path";
 import { accountId, accountName } from "./accounts.js";
 import type { Applied, DriverContext, Plan } from "./driver.js";
 
+/** What is at a path, read without following a symlink. */
 export type NodeType = "file" | "directory" | "symlink" | "other";
 
 /** Mode, owner and group as read from the system. */
@@ -74,6 +75,7 @@ export function readContent(hostPath: string, size: number): Buffer {
   }
 }
 
+/** The kind of thing an lstat describes. */
 export function typeOf(stats: Stats): NodeType {
   if (stats.isSymbolicLink()) return "symlink";
   if (stats.isFile()) return "file";
@@ -81,6 +83,7 @@ export function typeOf(stats: Stats): NodeType {
   return "other";
 }
 
+/** Mode, owner and group of what an lstat describes, with names where the host knows them. */
 export function ownershipOf(stats: Stats): Ownership {
   return {
     mode: `0${(stats.mode & 0o777).toString(8).padStart(3, "0")}`,

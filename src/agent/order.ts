@@ -10,10 +10,12 @@
  */
 import type { Resource } from "../model/generated.js";
 
+/** The bundle cannot be put in order (duplicate names, unknown references, a cycle): nothing is applied. */
 export class BundleError extends Error {
   override readonly name = "BundleError";
 }
 
+/** One resource in application order, with what it must wait for. */
 export interface Step {
   /** Index in the bundle's resource list. */
   index: number;

@@ -9,6 +9,7 @@ import { posix } from "node:path";
 import { isInside } from "../model/paths.js";
 import { permanent } from "./failure.js";
 
+/** Path mapping (`--root`) and confinement to the node's roots, for one attempt or observation. */
 export class HostPaths {
   /** Mapped roots, each resolved through symlinks once it exists. */
   private readonly resolvedRoots = new Map<string, string>();

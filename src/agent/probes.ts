@@ -10,6 +10,7 @@ import type { CommandProbe, HttpProbe, Probe, ProbeReport, TcpProbe } from "../m
 import { runEvidence, tail } from "./evidence.js";
 import type { ProcessRunner } from "./runner.js";
 
+/** What a probe may use: the process runner, the environment and working directory of commands, the clock. */
 export interface ProbeContext {
   runner: ProcessRunner;
   env: Record<string, string>;
@@ -27,6 +28,7 @@ function timeoutOf(probe: Probe): number {
   return probe.timeout ? parseDuration(probe.timeout) : DEFAULT_TIMEOUT_MS;
 }
 
+/** How often a long-running agent runs the probe. */
 export function intervalOf(probe: Probe): number {
   return probe.interval ? parseDuration(probe.interval) : DEFAULT_PROBE_INTERVAL_MS;
 }

@@ -5,6 +5,7 @@
  */
 import { readFileSync } from "node:fs";
 
+/** A live process as /proc shows it. */
 export interface ProcessInfo {
   pid: number;
   /** One letter: R running, S sleeping, Z zombie... */

@@ -6,6 +6,7 @@
 import { spawn } from "node:child_process";
 import { closeSync, openSync } from "node:fs";
 
+/** A command to run to completion. */
 export interface RunRequest {
   argv: string[];
   cwd?: string;
@@ -18,6 +19,7 @@ export interface RunRequest {
   maxOutputBytes?: number;
 }
 
+/** How a command ended, with the end of its output. */
 export interface RunResult {
   /** Null when killed by a signal or when it could not start. */
   exitCode: number | null;
@@ -31,6 +33,7 @@ export interface RunResult {
   durationMs: number;
 }
 
+/** A long-running process to start in its own session. */
 export interface DetachedRequest {
   argv: string[];
   cwd?: string;
@@ -46,6 +49,7 @@ export interface DetachedProcess {
   exited: Promise<{ exitCode: number | null; signal: string | null }>;
 }
 
+/** Runs processes for the agent (commands, checks, tools, services). */
 export interface ProcessRunner {
   run(request: RunRequest): Promise<RunResult>;
   /** Starts a detached process; rejects with an errno error (`code` ENOENT...) when it cannot start. */

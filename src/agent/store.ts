@@ -129,6 +129,7 @@ function readJson<T>(path: string): T | undefined {
 
 const MAX_ATTEMPTS_KEPT = 1000;
 
+/** The agent's state directory (layout above). Every write is atomic: temp file, fsync, rename. */
 export class AgentStore {
   private readonly made = new Set<string>();
   /** Which bundle each instance's bundle file holds, as far as this process knows. */

@@ -9,6 +9,7 @@ import { logTail, observeService } from "./drivers/service.js";
 import { intervalOf } from "./probes.js";
 import type { AgentStore, InstanceRecord } from "./store.js";
 
+/** Cadences of a long-running agent. */
 export interface SupervisorOptions {
   /** How often services are looked at. Default 1 s. */
   tickMs?: number;
@@ -54,6 +55,7 @@ export function restartDelay(crashes: number, baseMs: number, maxMs: number): nu
   return Math.min(maxMs, baseMs * 2 ** (crashes - 1));
 }
 
+/** The loop of a long-running agent (see the file comment). */
 export class Supervisor {
   private readonly tickMs: number;
   private readonly reportIntervalMs: number;

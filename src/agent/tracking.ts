@@ -14,6 +14,7 @@ import type {
 } from "../model/generated.js";
 import type { ResourceRecord } from "./store.js";
 
+/** How long transient failures are retried before a resource is stuck: attempts, and time since the first failure. */
 export interface Budget {
   attempts: number;
   withinMs: number;
@@ -22,6 +23,7 @@ export interface Budget {
 /** The design's default: 5 attempts within 30 minutes. */
 export const DEFAULT_BUDGET: Budget = { attempts: 5, withinMs: 30 * 60_000 };
 
+/** The bundle's budget, with the defaults filled in. */
 export function budgetOf(bundle: Bundle): Budget {
   return {
     attempts: bundle.budget?.attempts ?? DEFAULT_BUDGET.attempts,
@@ -75,6 +77,7 @@ export function budgetSpent(counters: ResourceCounters, budget: Budget, now: Dat
   return now.getTime() - Date.parse(counters.firstFailureAt) >= budget.withinMs;
 }
 
+/** What the status of a resource is derived from. */
 export interface StatusInput {
   /** Observed as desired. */
   inSync: boolean;

@@ -102,6 +102,7 @@ function refuse(error: unknown, io: CliIo, exit: (code: number) => void): void {
   throw error;
 }
 
+/** The `agent` command and its `apply` and `observe` subcommands. */
 export function agentCommand(
   io: AgentCliIo,
   globals: () => GlobalOptions,

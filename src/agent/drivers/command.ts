@@ -15,6 +15,7 @@ import { permanent, transient } from "../failure.js";
 import { existsNoFollow } from "../paths.js";
 import type { RunResult } from "../runner.js";
 
+/** What decides whether a command is due, as read from the system. */
 export interface CommandObservation {
   /** Whether the `creates` path exists. */
   created?: boolean;
@@ -57,6 +58,7 @@ export function commandFailure(what: string, argv: string[], result: RunResult) 
   );
 }
 
+/** The `command` driver. */
 export const commandDriver: Driver<CommandResource, CommandObservation> = {
   kind: "command",
 

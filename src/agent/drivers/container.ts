@@ -18,6 +18,7 @@ import { permanent, type ResourceFailure, transient } from "../failure.js";
 import type { RunResult } from "../runner.js";
 import { memo, runTool } from "../tools.js";
 
+/** A container as the engine reports it. */
 export interface ContainerObservation {
   engine: string;
   exists: boolean;
@@ -147,6 +148,7 @@ function desired(resource: ContainerResource, ctx: DriverContext): Desired {
   return { volumes, fingerprint: containerFingerprint(resource, volumes) };
 }
 
+/** The `container` driver. */
 export const containerDriver: Driver<ContainerResource, ContainerObservation & { wanted: string }> = {
   kind: "container",
 

@@ -21,12 +21,14 @@ import {
   typeOf,
 } from "../fsnode.js";
 
+/** What is at a directory resource's path. */
 export interface DirectoryObservation {
   exists: boolean;
   type?: NodeType;
   ownership?: Ownership;
 }
 
+/** The `directory` driver. */
 export const directoryDriver: Driver<DirectoryResource, DirectoryObservation, DirectoryObservation> = {
   kind: "directory",
 

@@ -25,6 +25,7 @@ import {
   typeOf,
 } from "../fsnode.js";
 
+/** What is at a file resource's path: its content by hash, size and ownership. */
 export interface FileObservation {
   exists: boolean;
   type?: NodeType;
@@ -69,6 +70,7 @@ function short(hash: string | undefined): string {
   return hash ? hash.slice(0, 19) : "none";
 }
 
+/** The `file` driver. */
 export const fileDriver: Driver<FileResource, FileObservation, FileSnapshot> = {
   kind: "file",
 

@@ -10,6 +10,7 @@ import { permanent, type ResourceFailure, transient } from "../failure.js";
 import type { RunResult } from "../runner.js";
 import { runTool } from "../tools.js";
 
+/** A package as the dpkg database has it. */
 export interface PackageObservation {
   installed: boolean;
   version?: string;
@@ -53,6 +54,7 @@ export function aptFailure(name: string, result: RunResult): ResourceFailure {
   return transient("PackageManagerFailed", `apt-get for ${name} exited with ${result.exitCode}`, evidence);
 }
 
+/** The `package` driver. */
 export const packageDriver: Driver<PackageResource, PackageObservation> = {
   kind: "package",
 

@@ -16,6 +16,7 @@ import { permanent, transient } from "../failure.js";
 import { isSameProcess, readProcess } from "../proc.js";
 import type { ServiceRecord } from "../store.js";
 
+/** A service as its record and /proc show it. */
 export interface ServiceObservation {
   running: boolean;
   pid?: number;
@@ -187,6 +188,7 @@ async function start(resource: ServiceResource, fingerprint: string, ctx: Driver
   return { action: "started", message: `pid ${child.pid}` };
 }
 
+/** The `service` driver. */
 export const serviceDriver: Driver<ServiceResource, ServiceObservation> = {
   kind: "service",
 

@@ -18,6 +18,7 @@ import {
   typeOf,
 } from "../fsnode.js";
 
+/** What is at a symlink resource's path. */
 export interface SymlinkObservation {
   exists: boolean;
   type?: NodeType;
@@ -46,6 +47,7 @@ function linkText(resource: SymlinkResource, ctx: DriverContext): string {
   return target;
 }
 
+/** The `symlink` driver. */
 export const symlinkDriver: Driver<SymlinkResource, SymlinkObservation, SymlinkObservation> = {
   kind: "symlink",
 

@@ -16,6 +16,7 @@ import { lstatOrUndefined, readContent, sha256 } from "../fsnode.js";
 import type { RunResult } from "../runner.js";
 import { memo, runTool } from "../tools.js";
 
+/** A unit as systemctl (and its unit file) show it. */
 export interface UnitObservation {
   /** `sha256:` of the unit file, when the resource manages its content. */
   fileHash?: string;
@@ -76,6 +77,7 @@ function wantsActive(resource: SystemdUnitResource): boolean {
   return resource.enabled !== false;
 }
 
+/** The `systemd-unit` driver. */
 export const systemdUnitDriver: Driver<SystemdUnitResource, UnitObservation> = {
   kind: "systemd-unit",
 
