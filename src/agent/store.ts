@@ -8,7 +8,8 @@
  *   runonce/<assignment>.json     commands that ran, per (generation, resource)
  *   attempts/<attemptId>.json     results of handled attempts (a redelivery replays them)
  *   services/<assignment>/<name>.json, logs/<assignment>/<name>.log   supervised processes
- *   trash/<time>/<path>           what `ensure: absent` and replacements moved away, recoverable
+ *   trash/<time>/<path>           what `ensure: absent` moved away, recoverable
+ *   kept/<sha256>                 content a file had before steward overwrote it (once per content)
  *   retired/<assignment>.<time>.json   instances no longer managed
  */
 import {
@@ -29,7 +30,7 @@ import type {
   ResourceCounters,
   ResourceOutcome,
 } from "../model/generated.js";
-import { writeJsonAtomicSync } from "./atomic.js";
+import { writeFileAtomicSync, writeJsonAtomicSync } from "./atomic.js";
 
 /** What the agent remembers of one resource across attempts. */
 export interface ResourceRecord {
@@ -275,6 +276,16 @@ export class AgentStore {
     const target = join(this.dir, "trash", stamp, path);
     this.ensureDir(join(target, ".."));
     return target;
+  }
+
+  /**
+   * Keeps bytes a managed file had before it is overwritten (a repair never destroys: the drifted
+   * content stays recoverable), stored by content hash so the same content is kept once.
+   */
+  keep(bytes: Uint8Array, hash: string): string {
+    const path = join(this.ensureDir(join(this.dir, "kept")), hash.replace(/^sha256:/, ""));
+    if (!existsSync(path)) writeFileAtomicSync(path, bytes, { mode: 0o600 });
+    return path;
   }
 
   /** The next report sequence number (persisted, so it increases across agent processes). */

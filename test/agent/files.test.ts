@@ -59,7 +59,13 @@ const cases: Case[] = [
     resource: { kind: "file", path: "/etc/demo/app.conf", content: "port = 80\n" },
     before: () => write("/etc/demo/app.conf", "port = 8080 # edited by hand\n"),
     action: "updated",
-    after: () => expect(readFileSync(box.host("/etc/demo/app.conf"), "utf8")).toBe("port = 80\n"),
+    after: () => {
+      expect(readFileSync(box.host("/etc/demo/app.conf"), "utf8")).toBe("port = 80\n");
+      // A repair never destroys: the hand-edited content is kept, by its hash.
+      const kept = readdirSync(join(box.state, "kept"));
+      expect(kept).toHaveLength(1);
+      expect(readFileSync(join(box.state, "kept", kept[0]!), "utf8")).toBe("port = 8080 # edited by hand\n");
+    },
   },
   {
     name: "file drifted mode only → mode healed, content untouched",

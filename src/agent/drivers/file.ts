@@ -113,11 +113,17 @@ export const fileDriver: Driver<FileResource, FileObservation, FileSnapshot> = {
       applyOwnership(host, resource, observed.ownership);
       return { action: "updated" };
     }
+    let kept: string | undefined;
+    if (observed.exists) {
+      const previous = readContent(host, observed.size ?? 0);
+      kept = ctx.store.keep(previous, sha256(previous));
+    }
     ctx.paths.ensureParent(host);
     const target = targetOwnership(resource, observed.ownership, 0o644);
     await writeFileAtomic(host, bytes ?? Buffer.alloc(0), target, ctx.flusher);
     ctx.dirty.add(posix.dirname(host));
-    return { action: observed.exists ? "updated" : "created" };
+    if (!observed.exists) return { action: "created" };
+    return { action: "updated", message: `previous content kept at ${kept}` };
   },
 
   async capture(resource, observed, ctx) {
