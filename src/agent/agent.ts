@@ -197,7 +197,7 @@ export class Agent {
       if (earlier) return { result: { ...earlier, duplicate: true }, report: await this.report() };
       this.store.rememberNode(this.node);
       const { result, record, runs, probes } = await this.applyBundle(bundle);
-      this.store.saveAttempt(result);
+      await this.store.commitAttempt(result, record);
       return {
         result,
         report: await this.report(
@@ -322,7 +322,6 @@ export class Agent {
       at: finishedAt,
     };
     if (result.failureClass) record.lastAttempt.failureClass = result.failureClass;
-    this.store.saveInstance(record);
     return { result, record, runs, ...(probes ? { probes } : {}) };
   }
 

@@ -228,6 +228,39 @@ export function fsyncDirectory(path: string): Promise<void> {
   });
 }
 
+/**
+ * Writes several JSON state files atomically and durably, flushing them together: their data in
+ * parallel, then the renames, then each directory once (an apply's attempt and instance records).
+ */
+export async function writeJsonFilesAtomic(
+  files: readonly { path: string; value: unknown }[],
+): Promise<void> {
+  const written: { tmp: string; fd: number; path: string }[] = [];
+  try {
+    for (const { path, value } of files)
+      written.push({ ...writeTemporary(path, `${JSON.stringify(value)}\n`, { mode: 0o600 }), path });
+    await Promise.all(
+      written.map(
+        ({ fd }) =>
+          new Promise<void>((resolve, reject) =>
+            fdatasync(fd, (error) => (error ? reject(error) : resolve())),
+          ),
+      ),
+    );
+  } catch (error) {
+    for (const { tmp, fd } of written) {
+      closeSync(fd);
+      safeUnlink(tmp);
+    }
+    throw error;
+  }
+  for (const { tmp, fd, path } of written) {
+    closeSync(fd);
+    renameSync(tmp, path);
+  }
+  await Promise.all([...new Set(files.map(({ path }) => dirname(path)))].map((dir) => fsyncDirectory(dir)));
+}
+
 /** Writes JSON state atomically and durably (state must survive a crash of the agent). */
 export function writeJsonAtomicSync(path: string, value: unknown): void {
   writeFileAtomicSync(path, `${JSON.stringify(value)}\n`, { mode: 0o600 });

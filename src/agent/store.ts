@@ -30,7 +30,7 @@ import type {
   ResourceCounters,
   ResourceOutcome,
 } from "../model/generated.js";
-import { writeFileAtomicSync, writeJsonAtomicSync } from "./atomic.js";
+import { writeFileAtomicSync, writeJsonAtomicSync, writeJsonFilesAtomic } from "./atomic.js";
 
 /** What the agent remembers of one resource across attempts. */
 export interface ResourceRecord {
@@ -199,16 +199,38 @@ export class AgentStore {
    * re-apply of the same generation rewrites the counters, not a thousand resources' content.
    */
   saveInstance(record: InstanceRecord): void {
+    for (const { path, value } of this.instanceFiles(record)) writeJsonAtomicSync(path, value);
+    this.rememberBundle(record);
+  }
+
+  /** Saves an attempt's result with the instance's record it produced, flushed together. */
+  async commitAttempt(result: AttemptResult, record?: InstanceRecord): Promise<void> {
+    const attempts = this.ensureDir(join(this.dir, "attempts"));
+    const files = record ? this.instanceFiles(record) : [];
+    files.push({ path: join(attempts, `${encode(result.attemptId)}.json`), value: result });
+    await writeJsonFilesAtomic(files);
+    if (record) this.rememberBundle(record);
+    this.pruneAttempts(attempts);
+  }
+
+  /** Notes which bundle is on disk once it was written. */
+  private rememberBundle(record: InstanceRecord): void {
+    this.bundleOnDisk.set(record.assignment, bundleKey(record.bundle));
+    this.bundles.set(record.assignment, record.bundle);
+  }
+
+  /** The files an instance's record is stored in (the bundle's only when it changed). */
+  private instanceFiles(record: InstanceRecord): { path: string; value: unknown }[] {
     const name = `${encode(record.assignment)}.json`;
     const key = bundleKey(record.bundle);
+    const files: { path: string; value: unknown }[] = [];
     if (this.bundleOnDisk.get(record.assignment) !== key) {
-      writeJsonAtomicSync(join(this.ensureDir(join(this.dir, "bundles")), name), record.bundle);
-      this.bundleOnDisk.set(record.assignment, key);
-      this.bundles.set(record.assignment, record.bundle);
+      files.push({ path: join(this.ensureDir(join(this.dir, "bundles")), name), value: record.bundle });
     }
     const { bundle, ...rest } = record;
     const history: InstanceHistory = { ...rest, heldGeneration: bundle.generation, bundleKey: key };
-    writeJsonAtomicSync(join(this.ensureDir(join(this.dir, "instances")), name), history);
+    files.push({ path: join(this.ensureDir(join(this.dir, "instances")), name), value: history });
+    return files;
   }
 
   /** Stops remembering an instance: its record moves to retired/, nothing on the system changes. */
@@ -239,12 +261,6 @@ export class AgentStore {
 
   attempt(attemptId: string): AttemptResult | undefined {
     return readJson(join(this.dir, "attempts", `${encode(attemptId)}.json`));
-  }
-
-  saveAttempt(result: AttemptResult): void {
-    const dir = this.ensureDir(join(this.dir, "attempts"));
-    writeJsonAtomicSync(join(dir, `${encode(result.attemptId)}.json`), result);
-    this.pruneAttempts(dir);
   }
 
   /** Keeps the newest attempts only: redeliveries come within minutes, not months. */
