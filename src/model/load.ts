@@ -74,7 +74,8 @@ function isYaml(path: string): boolean {
 }
 
 function inDotDirectory(path: string): boolean {
-  return path.split("/").some((segment, i, all) => i < all.length - 1 && segment.startsWith("."));
+  const directory = path.slice(0, path.lastIndexOf("/") + 1);
+  return directory.startsWith(".") || directory.includes("/.");
 }
 
 /** Analyses a file's bytes: parse, then validate each document against its kind's schema. */
@@ -101,12 +102,14 @@ export async function loadRepo(
   const used = new Set<string>();
 
   const analyze = async (file: RepoFile): Promise<FileAnalysis> => {
-    used.add(file.id ?? "");
-    const hit = file.id ? cache?.get(file.id) : undefined;
-    if (hit) return hit;
     const analysis = analyzeFile(await source.read(file));
     if (file.id && cache) cache.set(file.id, analysis);
     return analysis;
+  };
+  // A cache hit stays synchronous: a warm sync of a large fleet is mostly hits.
+  const cached = (file: RepoFile): FileAnalysis | undefined => {
+    used.add(file.id ?? "");
+    return file.id ? cache?.get(file.id) : undefined;
   };
 
   // steward.yaml first: it says which files to ignore.
@@ -114,7 +117,7 @@ export async function loadRepo(
   let ignore: string[] = [];
   const analyses = new Map<string, FileAnalysis>();
   if (fleetFile) {
-    const analysis = await analyze(fleetFile);
+    const analysis = cached(fleetFile) ?? (await analyze(fleetFile));
     analyses.set(FLEET_FILE, analysis);
     const fleetDoc = analysis.documents.find((d) => d.kind === "Fleet" && d.findings.length === 0);
     ignore = (fleetDoc?.value as Fleet | undefined)?.spec?.ignore ?? [];
@@ -128,7 +131,7 @@ export async function loadRepo(
       !f.path.startsWith(".") &&
       !ignored(f.path),
   );
-  for (const file of candidates) analyses.set(file.path, await analyze(file));
+  for (const file of candidates) analyses.set(file.path, cached(file) ?? (await analyze(file)));
 
   // Files referenced by `source:` are content, not documents, even when they are YAML.
   const sourcePaths = new Set<string>();
@@ -139,9 +142,8 @@ export async function loadRepo(
           if ("source" in resource && resource.source) sourcePaths.add(resource.source);
 
   const documents: AnyDocument[] = [];
-  const locatable = new Map<SourcedDocument<unknown>, string>();
   const push = (document: SourcedDocument<unknown>, finding: Finding) => {
-    const text = locatable.get(document);
+    const text = analyses.get(document.file)?.parsed.text;
     const pos =
       text !== undefined ? locate(text, document.index, finding.path, finding.key) : { line: 0, column: 0 };
     if (text !== undefined) texts.set(document.file, text);
@@ -162,18 +164,10 @@ export async function loadRepo(
       diagnostics.push({ ...problem, file: path });
       if (analysis.parsed.text !== undefined) texts.set(path, analysis.parsed.text);
     }
-    for (const doc of analysis.documents) {
-      const document: AnyDocument = {
-        file: path,
-        index: doc.index,
-        value: doc.value,
-        valid: doc.findings.length === 0,
-      };
-      if (doc.kind) document.kind = doc.kind;
-      if (doc.name) document.name = doc.name;
-      if (analysis.parsed.text !== undefined) locatable.set(document, analysis.parsed.text);
+    const fileDocuments = documentsOf(analysis, path);
+    for (const [i, document] of fileDocuments.entries()) {
       documents.push(document);
-      for (const finding of doc.findings) push(document, finding);
+      for (const finding of analysis.documents[i]!.findings) push(document, finding);
     }
   }
 
@@ -193,10 +187,12 @@ export async function loadRepo(
     else if (doc.kind === "Fleet" && doc.file === FLEET_FILE && !fleetDocument)
       fleetDocument = doc as FleetDocument;
   }
+  const sortedNodes = sortedByName(nodes);
+  const sortedAssignments = sortedByName(assignments);
   for (const { document, finding } of semanticFindings({
     documents,
-    nodes: sortedByName(nodes),
-    assignments: sortedByName(assignments),
+    nodes: sortedNodes,
+    assignments: sortedAssignments,
     invalidNames,
     exists: (path) => byPath.has(path),
   }))
@@ -223,8 +219,6 @@ export async function loadRepo(
     const bytes = await source.read(file);
     sources.set(path, { id: file.id ?? bytesHash(bytes), bytes });
   }
-  const sortedNodes = sortedByName(nodes);
-  const sortedAssignments = sortedByName(assignments);
   const missing: MissingVariable[] = [];
   const instances = renderInstances(fleet, sortedNodes, sortedAssignments, sources, missing);
   if (missing.length > 0) {
@@ -250,7 +244,39 @@ export async function loadRepo(
 }
 
 function sortedByName<T>(map: Map<string, T>): Map<string, T> {
+  let previous: string | undefined;
+  let sorted = true;
+  for (const key of map.keys()) {
+    if (previous !== undefined && previous > key) {
+      sorted = false;
+      break;
+    }
+    previous = key;
+  }
+  // Files are listed in path order, so names usually arrive sorted already.
+  if (sorted) return map;
   return new Map([...map.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+}
+
+/** The documents of a file at a path; kept with the analysis so their identity survives a sync. */
+const fileDocuments = new WeakMap<FileAnalysis, { path: string; documents: AnyDocument[] }>();
+
+function documentsOf(analysis: FileAnalysis, path: string): AnyDocument[] {
+  const known = fileDocuments.get(analysis);
+  if (known?.path === path) return known.documents;
+  const documents = analysis.documents.map((doc) => {
+    const document: AnyDocument = {
+      file: path,
+      index: doc.index,
+      value: doc.value,
+      valid: doc.findings.length === 0,
+    };
+    if (doc.kind) document.kind = doc.kind;
+    if (doc.name) document.name = doc.name;
+    return document;
+  });
+  fileDocuments.set(analysis, { path, documents });
+  return documents;
 }
 
 /** A RepoSource over a directory: every file below it, skipping dot-directories like .git. */

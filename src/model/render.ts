@@ -4,7 +4,7 @@
  * applies, not where the YAML lives, so renaming a file changes nothing while any change of content
  * (including back to older content) changes the hash.
  */
-import { canonicalJson, contentHash } from "./canonical.js";
+import { contentHash } from "./canonical.js";
 import type { AssignmentDocument, NodeDocument } from "./documents.js";
 import { type EffectiveBudget, effectiveBudget, type FleetSettings } from "./fleet.js";
 import type { Assignment, Bundle, InstanceSpec, Node, Resource, Rollout } from "./generated.js";
@@ -74,12 +74,13 @@ function renderResource(resource: Resource, sources: ReadonlyMap<string, SourceC
   return rendered;
 }
 
-const renderCache = new WeakMap<Assignment, Map<string, Instance>>();
+/** Rendered instances by assignment value, then node value: both keep their identity while their file is unchanged. */
+const renderCache = new WeakMap<Assignment, WeakMap<Node, { key: string; instance: Instance }>>();
 
 /**
- * Renders one assignment for one node. Memoised on the assignment value's identity (unchanged files
- * keep their parsed values between syncs), the node's roots and the content ids of `source:` files,
- * so a sync re-renders only what changed.
+ * Renders one assignment for one node. Memoised on the identity of the assignment and node values
+ * (unchanged files keep their parsed values between syncs), the content ids of `source:` files and
+ * the fleet settings, so a sync re-renders only what changed.
  */
 export function renderInstance(
   assignment: AssignmentDocument,
@@ -89,13 +90,13 @@ export function renderInstance(
   missing: MissingVariable[] = [],
 ): Instance {
   const spec = assignment.value.spec;
-  const sourceIds = spec.resources
-    .map((r) => ("source" in r && r.source ? (sources.get(r.source)?.id ?? "missing") : ""))
-    .join(",");
-  const memoKey = `${canonicalJson(node)}\0${sourceIds}\0${fleet.budget.attempts}/${fleet.budget.withinMs}/${fleet.mode}\0${assignment.file}`;
+  let sourceIds = "";
+  for (const r of spec.resources)
+    if ("source" in r && r.source) sourceIds += `${sources.get(r.source)?.id ?? "missing"},`;
+  const memoKey = `${sourceIds}\0${fleet.budget.attempts}/${fleet.budget.withinMs}/${fleet.mode}\0${assignment.file}`;
   let memo = renderCache.get(assignment.value);
-  const cached = memo?.get(memoKey);
-  if (cached) return cached;
+  const cached = memo?.get(node);
+  if (cached?.key === memoKey) return cached.instance;
   const name = assignment.value.metadata.name;
   const context = { node, assignment: assignment.value };
   const before = missing.length;
@@ -125,10 +126,10 @@ export function renderInstance(
   };
   if (missing.length > before) return instance;
   if (!memo) {
-    memo = new Map();
+    memo = new WeakMap();
     renderCache.set(assignment.value, memo);
   }
-  memo.set(memoKey, instance);
+  memo.set(node, { key: memoKey, instance });
   return instance;
 }
 
@@ -143,7 +144,16 @@ export interface MissingVariable {
 /** The nodes an assignment lands on, sorted by name. */
 export function placement(assignment: Assignment, nodes: ReadonlyMap<string, NodeDocument>): Node[] {
   const placed: Node[] = [];
-  for (const node of nodes.values()) if (selects(assignment, node.value)) placed.push(node.value);
+  if (assignment.spec.selector?.matchLabels) {
+    for (const node of nodes.values()) if (selects(assignment, node.value)) placed.push(node.value);
+  } else {
+    // Placed by name only: look the names up instead of scanning every node (a fleet has thousands
+    // of assignments, and this runs for each of them on every sync).
+    for (const name of new Set(assignment.spec.nodes ?? [])) {
+      const node = nodes.get(name);
+      if (node) placed.push(node.value);
+    }
+  }
   return placed.sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : 1));
 }
 
