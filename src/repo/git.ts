@@ -222,6 +222,16 @@ export class FleetRepository {
       throw remoteError(url, error, credentials !== undefined);
     }
     if (!fetchHead) throw new SourceError(`branch "${branch}" does not exist on ${url}: fix the branch name`);
+    // The mirror's own branch follows the remote (force: the remote may have been rewritten). With a
+    // single-branch fetch, isomorphic-git offers this ref's commit as "have", so the next fetch
+    // transfers only new objects.
+    await git.writeRef({
+      fs,
+      gitdir: this.gitdir,
+      ref: `refs/heads/${branch}`,
+      value: fetchHead,
+      force: true,
+    });
     return fetchHead;
   }
 
@@ -322,14 +332,26 @@ export class FleetRepository {
     return { fs, gitdir: this.gitdir };
   }
 
+  /** Reads the branch's ref directly (loose, then packed-refs): this runs on every poll. */
   private async branchHead(branch: string): Promise<string> {
+    const ref = `refs/heads/${branch}`;
     try {
-      return await git.resolveRef({ fs, gitdir: this.gitdir, ref: `refs/heads/${branch}` });
+      const loose = readFileSync(join(this.gitdir, ref), "utf8").trim();
+      if (/^[0-9a-f]{40}$/.test(loose)) return loose;
     } catch {
-      throw new SourceError(`branch "${branch}" does not exist in ${this.describe()}: fix the branch name`, {
-        branch,
-      });
+      // Not a loose ref: look in packed-refs.
     }
+    try {
+      for (const line of readFileSync(join(this.gitdir, "packed-refs"), "utf8").split("\n")) {
+        const [oid, name] = line.split(" ");
+        if (name === ref && oid && /^[0-9a-f]{40}$/.test(oid)) return oid;
+      }
+    } catch {
+      // No packed-refs either.
+    }
+    throw new SourceError(`branch "${branch}" does not exist in ${this.describe()}: fix the branch name`, {
+      branch,
+    });
   }
 
   private async resolveBase(base: string, revision: string): Promise<string> {

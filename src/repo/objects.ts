@@ -3,10 +3,10 @@
  * syncer's hot path: listing trees and reading blobs. isomorphic-git does everything else (clone,
  * fetch, push, refs, commits, writing); its object reads stat the git directory, list the pack
  * directory and inflate with a JavaScript zlib on every call, which costs ~0.25 ms per object — too
- * slow for a 10,000-file fleet. This reader keeps pack indexes in memory, reads pack entries with
- * positioned reads (never a whole pack in memory) and inflates with node:zlib.
+ * slow for a 10,000-file fleet. This reader keeps pack indexes (and packs up to 64 MiB) in memory,
+ * reads entries of larger packs with positioned reads, and inflates with node:zlib.
  */
-import { closeSync, openSync, readdirSync, readFileSync, readSync } from "node:fs";
+import { closeSync, fstatSync, openSync, readdirSync, readFileSync, readSync } from "node:fs";
 import { join } from "node:path";
 import { inflateSync } from "node:zlib";
 import { GitObjectMissingError } from "./errors.js";
@@ -35,12 +35,17 @@ const REF_DELTA = 7;
 interface PackIndex {
   path: string;
   fd: number;
+  /** The whole pack when it is small enough to keep in memory; otherwise entries are read from `fd`. */
+  data?: Buffer;
   count: number;
   fanout: Uint32Array;
   oids: Buffer;
   offsets: Buffer;
   largeOffsets: Buffer;
 }
+
+/** Packs up to this size are read into memory once; larger ones are read entry by entry. */
+const IN_MEMORY_PACK_BYTES = 64 * 1024 * 1024;
 
 /** Objects read from packs are cached by pack and offset up to this many bytes: delta chains share bases. */
 const BASE_CACHE_BYTES = 32 * 1024 * 1024;
@@ -137,8 +142,7 @@ export class ObjectReader {
     const cached = this.bases.get(cacheKey);
     if (cached) return cached;
     // Header: type and size in a varint, then for deltas the base's offset or id.
-    const head = Buffer.alloc(32);
-    readSync(pack.fd, head, 0, 32, offset);
+    const head = readPack(pack, offset, 32);
     let byte = head[0]!;
     const kind = (byte >> 4) & 7;
     let size = byte & 15;
@@ -163,7 +167,7 @@ export class ObjectReader {
       pos += 20;
       base = this.read(baseOid);
     }
-    const data = inflateAt(pack.fd, offset + pos, size);
+    const data = inflateAt(pack, offset + pos, size);
     let object: GitObject;
     if (base) object = { type: base.type, data: applyDelta(data, base.data) };
     else {
@@ -197,8 +201,9 @@ function openPackIndex(path: string): PackIndex {
   const oidsStart = 8 + 256 * 4;
   const offsetsStart = oidsStart + count * 20 + count * 4;
   const largeStart = offsetsStart + count * 4;
-  const fd = openSync(path.replace(/\.idx$/, ".pack"), "r");
-  return {
+  const packPath = path.replace(/\.idx$/, ".pack");
+  const fd = openSync(packPath, "r");
+  const index: PackIndex = {
     path,
     fd,
     count,
@@ -207,6 +212,16 @@ function openPackIndex(path: string): PackIndex {
     offsets: idx.subarray(offsetsStart, largeStart),
     largeOffsets: idx.subarray(largeStart, idx.length - 40),
   };
+  if (fstatSync(fd).size <= IN_MEMORY_PACK_BYTES) index.data = readFileSync(packPath);
+  return index;
+}
+
+/** Up to `length` bytes of the pack at `position` (fewer at its end). */
+function readPack(pack: PackIndex, position: number, length: number): Buffer {
+  if (pack.data) return pack.data.subarray(position, position + length);
+  const buffer = Buffer.alloc(length);
+  const read = readSync(pack.fd, buffer, 0, length, position);
+  return buffer.subarray(0, read);
 }
 
 function findInIndex(pack: PackIndex, key: Buffer): number {
@@ -230,12 +245,10 @@ function offsetOf(pack: PackIndex, index: number): number {
 }
 
 /** Inflates the zlib stream at `position` whose inflated size is `size`. */
-function inflateAt(fd: number, position: number, size: number): Buffer {
+function inflateAt(pack: PackIndex, position: number, size: number): Buffer {
   // Deflate never grows data by more than 5 bytes per 16 KiB block plus its 6-byte frame.
   const bound = size + 5 * Math.ceil((size + 1) / 16_383) + 64;
-  const compressed = Buffer.alloc(bound);
-  const read = readSync(fd, compressed, 0, bound, position);
-  return inflateSync(compressed.subarray(0, read));
+  return inflateSync(readPack(pack, position, bound));
 }
 
 function readVarint(data: Buffer, start: number): [number, number] {

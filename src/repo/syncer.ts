@@ -151,26 +151,40 @@ export class Syncer {
   }
 
   private async syncOnce(options: SyncOptions): Promise<SyncOutcome> {
-    const branch = this.branch;
-    const head = await this.fetch();
-    const state = this.store.syncState(branch);
-    if (state?.head === head) return { kind: "up-to-date", branch, head, ...lastGoodOf(state.lastGood) };
     try {
-      return await this.syncHead(head, state?.head, state?.lastGood, options);
+      return await this.attempt(options);
     } catch (error) {
-      if (error instanceof GitObjectMissingError && this.repository.isMirror) {
+      if (!this.repository.isMirror || !isCacheCorruption(error)) throw error;
+      // The mirror is only a cache: drop it and fetch everything again, once.
+      this.log.warn(
+        { branch: this.branch, source: this.source, error: String(error) },
+        "the git cache is corrupt; fetching it again",
+      );
+      this.repository.discard();
+      try {
+        return await this.attempt(options);
+      } catch (again) {
+        if (!isCacheCorruption(again)) throw again;
         this.repository.discard();
         throw new RepoError(
           "E_CACHE_CORRUPT",
-          `the git cache of ${this.source} is corrupt (${error.message}); it was removed and is fetched again on the next sync`,
-          {
-            transient: true,
-            cause: error,
-          },
+          `the git cache of ${this.source} is unreadable even after fetching it again (${(again as Error).message}); it was removed`,
+          { transient: true, cause: again },
         );
       }
-      throw error;
     }
+  }
+
+  private async attempt(options: SyncOptions): Promise<SyncOutcome> {
+    const branch = this.branch;
+    const head = await this.fetch();
+    const state = this.store.syncState(branch);
+    // A refused rewrite is the recorded head; accepting it means syncing that head after all.
+    const adopting =
+      options.acceptRewrite === true && state?.lastGood !== undefined && head !== state.lastGood;
+    if (state?.head === head && !adopting)
+      return { kind: "up-to-date", branch, head, ...lastGoodOf(state.lastGood) };
+    return this.syncHead(head, state?.head, state?.lastGood, options);
   }
 
   private async fetch(): Promise<string> {
@@ -384,6 +398,13 @@ export class Syncer {
     this.policyOf = { sha, policy };
     return policy;
   }
+}
+
+/** Errors that mean the local copy of the repository is damaged, not the remote or the content. */
+function isCacheCorruption(error: unknown): boolean {
+  if (error instanceof GitObjectMissingError) return true;
+  const code = (error as { code?: string }).code ?? "";
+  return code === "E_GIT" || code.startsWith("Z_");
 }
 
 function lastGoodOf(lastGood: string | undefined): { lastGood?: string } {

@@ -37,6 +37,8 @@ export interface CommitOptions {
   sign?: boolean;
   /** Allow a commit that changes nothing. */
   allowEmpty?: boolean;
+  /** Extra environment for this commit (e.g. GNUPGHOME). */
+  env?: Record<string, string>;
 }
 
 /** A repository with a working tree (or a bare one, without the file helpers). */
@@ -46,6 +48,8 @@ export interface TempRepo {
   env: NodeJS.ProcessEnv;
   /** Runs `git ARGS` in the repository and returns its trimmed stdout. Throws with stderr on failure. */
   git(...args: string[]): string;
+  /** Like `git`, with `input` on stdin. */
+  gitWithInput(input: string, ...args: string[]): string;
   /** Writes and deletes files in the working tree. */
   write(files: FileChanges): void;
   /** Applies `files`, stages everything and commits; returns the new commit id. */
@@ -95,6 +99,7 @@ function wrap(dir: string, env: NodeJS.ProcessEnv, branch: string): TempRepo {
     dir,
     env,
     git,
+    gitWithInput: (input, ...args) => runGit(dir, env, args, input),
     write(files) {
       for (const [path, content] of Object.entries(files)) {
         const full = join(dir, path);
@@ -114,7 +119,12 @@ function wrap(dir: string, env: NodeJS.ProcessEnv, branch: string): TempRepo {
       args.push("commit", "-q", "-m", message);
       if (options.sign) args.push("-S");
       if (options.allowEmpty) args.push("--allow-empty");
-      const commitEnv: NodeJS.ProcessEnv = { ...env, GIT_AUTHOR_DATE: date, GIT_COMMITTER_DATE: date };
+      const commitEnv: NodeJS.ProcessEnv = {
+        ...env,
+        ...options.env,
+        GIT_AUTHOR_DATE: date,
+        GIT_COMMITTER_DATE: date,
+      };
       if (options.author) {
         commitEnv.GIT_AUTHOR_NAME = options.author.name;
         commitEnv.GIT_AUTHOR_EMAIL = options.author.email;
