@@ -39,7 +39,10 @@ describe("remote", () => {
       "assignments/db.yaml": assignmentYaml("db", { nodes: ["db-1"], content: "db v2\n" }),
     });
     const wrong = h.restart({ credentials: { username: AUTH.username, password: "wrong-password" } });
-    const error = await wrong.sync().catch((e: unknown) => e as Error & { code: string });
+    const error = (await wrong.sync().then(
+      () => new Error("the sync should have failed"),
+      (e: unknown) => e,
+    )) as Error & { code: string };
     expect(error).toMatchObject({ code: "E_REMOTE_AUTH" });
     expect(error.message).toContain("refused the credentials");
     expect(error.message).toContain("STEWARD_GIT_TOKEN");
