@@ -8,6 +8,7 @@ import { createHash } from "node:crypto";
 import fs, { existsSync, readFileSync, renameSync, rmSync, statSync } from "node:fs";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import git, { type GitAuth, type HttpClient } from "isomorphic-git";
+import { type AnalysisCache, type LoadResult, loadRepo } from "../model/load.js";
 import { type ParsedCommit, parseCommit } from "./commits.js";
 import {
   RemoteAuthError,
@@ -18,7 +19,7 @@ import {
 } from "./errors.js";
 import { nodeHttpClient } from "./http.js";
 import { ObjectReader } from "./objects.js";
-import { TreeIndex } from "./tree.js";
+import { TreeIndex, treeSource } from "./tree.js";
 
 /** Where the fleet repository lives: a local path or an HTTP(S) URL. */
 export type SourceLocation = { kind: "path"; path: string } | { kind: "url"; url: string };
@@ -315,6 +316,12 @@ export class FleetRepository {
     return found.sort(
       (a, b) => a.committer.timestamp - b.committer.timestamp || order.get(b.oid)! - order.get(a.oid)!,
     );
+  }
+
+  /** Loads, validates and renders the fleet at commit `oid` (file analyses cached in `cache`). */
+  load(oid: string, cache?: AnalysisCache): Promise<LoadResult> {
+    const source = treeSource(this.reader, this.trees, this.commit(oid).tree);
+    return loadRepo(source, cache ? { cache } : {});
   }
 
   /** Releases file descriptors. */

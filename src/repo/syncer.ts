@@ -20,14 +20,13 @@ import type { HttpClient } from "isomorphic-git";
 import type { Diagnostic } from "../model/diagnostics.js";
 import { fleetSettings } from "../model/fleet.js";
 import type { FleetSpec, SigningPolicy } from "../model/generated.js";
-import { type AnalysisCache, analyzeFile, FLEET_FILE, loadRepo } from "../model/load.js";
+import { type AnalysisCache, analyzeFile, FLEET_FILE } from "../model/load.js";
 import { generationChanges } from "./changes.js";
 import { type ParsedCommit, revisionInfo } from "./commits.js";
 import { GitObjectMissingError, RepoError } from "./errors.js";
 import { describeLocation, FleetRepository, type GitCredentials, type SourceLocation } from "./git.js";
 import { signingDiagnostic, verifyCommit } from "./signing.js";
 import type { CurrentInstance, GenerationStore, RevisionInfo, SyncEvent } from "./store.js";
-import { treeSource } from "./tree.js";
 
 /** The time source; tests pass a fixed or stepping clock. */
 export interface Clock {
@@ -249,12 +248,7 @@ export class Syncer {
     const superseded = commits.filter((c) => c.oid !== head).map(revisionInfo);
     const revision = revisionInfo(headCommit);
 
-    const loaded = await loadRepo(
-      treeSource(this.repository.reader, this.repository.trees, headCommit.tree),
-      {
-        cache: this.analyses,
-      },
-    );
+    const loaded = await this.repository.load(head, this.analyses);
     const diagnostics = [...loaded.diagnostics];
     let signer: string | undefined;
     if (loaded.ok && loaded.desired) {

@@ -11,6 +11,9 @@ export interface TreeChange {
   path: string;
   before?: string;
   after?: string;
+  /** File modes (`100644`, `100755`) on each side. */
+  beforeMode?: string;
+  afterMode?: string;
 }
 
 interface Listing {
@@ -43,17 +46,23 @@ export class TreeIndex {
     for (const name of new Set([...left.keys(), ...right.keys()])) {
       const a = usable(left.get(name));
       const b = usable(right.get(name));
-      if (a?.oid === b?.oid && a?.type === b?.type) continue;
+      if (a?.oid === b?.oid && a?.type === b?.type && a?.mode === b?.mode) continue;
       const path = prefix ? `${prefix}/${name}` : name;
       const aTree = a?.type === "tree" ? a.oid : undefined;
       const bTree = b?.type === "tree" ? b.oid : undefined;
       if (aTree || bTree) changes.push(...this.diff(aTree, bTree, path));
       const aBlob = a?.type === "blob" ? a.oid : undefined;
       const bBlob = b?.type === "blob" ? b.oid : undefined;
-      if (aBlob !== bBlob) {
+      if (aBlob !== bBlob || (aBlob && a?.mode !== b?.mode)) {
         const change: TreeChange = { path };
-        if (aBlob) change.before = aBlob;
-        if (bBlob) change.after = bBlob;
+        if (aBlob) {
+          change.before = aBlob;
+          change.beforeMode = a!.mode;
+        }
+        if (bBlob) {
+          change.after = bBlob;
+          change.afterMode = b!.mode;
+        }
         changes.push(change);
       }
     }

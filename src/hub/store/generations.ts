@@ -4,8 +4,10 @@
  * `recordRevision` is one transaction, and it refuses a generation that is not exactly one above the
  * instance's last, so generations stay monotonic and unique even if two syncers raced.
  */
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import type { Diagnostic } from "../../model/diagnostics.js";
-import { StewardError } from "../../model/errors.js";
+import { EnvironmentError, StewardError } from "../../model/errors.js";
 import type {
   CurrentInstance,
   GenerationRecord,
@@ -18,7 +20,7 @@ import type {
   SyncEventKind,
   SyncState,
 } from "../../repo/store.js";
-import type { Db } from "./database.js";
+import { type Db, openDatabase } from "./database.js";
 
 /** A write that would break the generation rules (a lowered or reused generation): nothing was written. */
 export class GenerationConflictError extends StewardError {
@@ -394,4 +396,24 @@ export class SqliteGenerationStore implements GenerationStore {
       createdAt: row.created_at,
     };
   }
+}
+
+/** The hub database of a state directory: `<state>/hub.db`. */
+export function hubDatabasePath(stateDir: string): string {
+  return join(stateDir, "hub.db");
+}
+
+/**
+ * Opens the GenerationStore of a state directory. With `mustExist`, a missing database is an
+ * EnvironmentError telling the user to sync first (rather than an empty store created by accident).
+ */
+export function openGenerationStore(
+  stateDir: string,
+  options: { mustExist?: boolean } = {},
+): { store: SqliteGenerationStore; close(): void } {
+  const path = hubDatabasePath(stateDir);
+  if (options.mustExist && !existsSync(path))
+    throw new EnvironmentError(`no hub state at ${path}: run \`steward sync\` first (or pass --state DIR)`);
+  const db = openDatabase(path);
+  return { store: new SqliteGenerationStore(db), close: () => db.close() };
 }
