@@ -5,8 +5,11 @@
  *
  *   const server = await serveGit({ root: dirname(remote.dir), auth: { username: "u", password: "p" } });
  *   const url = server.url("fleet.git");
- *   ...
+ *   await repo.gitAsync("push", url, "HEAD:main");   // not repo.git(): see below
  *   await server.close();
+ *
+ * The server runs in the test's own process, so a git CLI call against it must not block the event
+ * loop: use `gitAsync` (or any async child process), never execFileSync, or the two deadlock.
  */
 import { spawn } from "node:child_process";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";

@@ -7,7 +7,7 @@
  *   const sha = repo.commit("add web", { "assignments/web.yaml": "..." });
  *   const remote = repo.bareClone();        // serve it with serveGit() from git-http.ts
  */
-import { execFileSync } from "node:child_process";
+import { execFile, execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, unlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -50,6 +50,11 @@ export interface TempRepo {
   git(...args: string[]): string;
   /** Like `git`, with `input` on stdin. */
   gitWithInput(input: string, ...args: string[]): string;
+  /**
+   * Like `git`, without blocking the event loop: use it for git commands that talk to a server
+   * running in the test process (serveGit), which a synchronous call would deadlock.
+   */
+  gitAsync(...args: string[]): Promise<string>;
   /** Writes and deletes files in the working tree. */
   write(files: FileChanges): void;
   /** Applies `files`, stages everything and commits; returns the new commit id. */
@@ -79,6 +84,8 @@ function gitEnv(home: string): NodeJS.ProcessEnv {
     GIT_COMMITTER_NAME: "Test Author",
     GIT_COMMITTER_EMAIL: "author@example.test",
     LANG: "C",
+    // Never prompt for credentials: a test that needs them passes them.
+    GIT_TERMINAL_PROMPT: "0",
   };
 }
 
@@ -100,6 +107,14 @@ function wrap(dir: string, env: NodeJS.ProcessEnv, branch: string): TempRepo {
     env,
     git,
     gitWithInput: (input, ...args) => runGit(dir, env, args, input),
+    gitAsync: (...args) =>
+      new Promise((resolve, reject) =>
+        execFile("git", args, { cwd: dir, env }, (error, stdout, stderr) =>
+          error
+            ? reject(new Error(`git ${args.join(" ")} failed in ${dir}: ${stderr || error.message}`))
+            : resolve(stdout.trim()),
+        ),
+      ),
     write(files) {
       for (const [path, content] of Object.entries(files)) {
         const full = join(dir, path);

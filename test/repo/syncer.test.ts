@@ -189,3 +189,31 @@ describe.each(MODES)("syncer over %s", (mode) => {
     expect(generationsOf(await h.syncer.sync())).toEqual({ "db@db-1": 3 });
   });
 });
+
+describe("syncer on a large commit", () => {
+  afterAll(removeTempDirs);
+
+  it("syncer - a commit adding 2000 assignments is synced in one pass, and only the one changed later moves", {
+    timeout: 90_000,
+  }, async () => {
+    const h = await harness("path", smallFleet());
+    try {
+      await h.syncer.sync();
+      const files: Record<string, string> = {};
+      for (let i = 0; i < 2000; i++)
+        files[`assignments/bulk/app-${String(i).padStart(4, "0")}.yaml`] = assignmentYaml(`app-${i}`, {
+          nodes: ["db-1"],
+        });
+      h.commit("2000 assignments", files);
+      const bulk = applied(await h.syncer.sync());
+      expect(bulk.generations).toHaveLength(2000);
+      expect(bulk.unchanged).toBe(3);
+      h.commit("one of them changes", {
+        "assignments/bulk/app-1234.yaml": assignmentYaml("app-1234", { nodes: ["db-1"], content: "v2\n" }),
+      });
+      expect(generationsOf(await h.syncer.sync())).toEqual({ "app-1234@db-1": 2 });
+    } finally {
+      await h.close();
+    }
+  });
+});
