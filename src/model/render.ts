@@ -74,8 +74,18 @@ function renderResource(resource: Resource, sources: ReadonlyMap<string, SourceC
   return rendered;
 }
 
+/** What a rendered instance depends on besides the assignment and node values it is keyed by. */
+interface RenderMemo {
+  sourceIds: string;
+  attempts: number;
+  withinMs: number;
+  mode: string;
+  file: string;
+  instance: Instance;
+}
+
 /** Rendered instances by assignment value, then node value: both keep their identity while their file is unchanged. */
-const renderCache = new WeakMap<Assignment, WeakMap<Node, { key: string; instance: Instance }>>();
+const renderCache = new WeakMap<Assignment, WeakMap<Node, RenderMemo>>();
 
 /**
  * Renders one assignment for one node. Memoised on the identity of the assignment and node values
@@ -93,10 +103,17 @@ export function renderInstance(
   let sourceIds = "";
   for (const r of spec.resources)
     if ("source" in r && r.source) sourceIds += `${sources.get(r.source)?.id ?? "missing"},`;
-  const memoKey = `${sourceIds}\0${fleet.budget.attempts}/${fleet.budget.withinMs}/${fleet.mode}\0${assignment.file}`;
   let memo = renderCache.get(assignment.value);
   const cached = memo?.get(node);
-  if (cached?.key === memoKey) return cached.instance;
+  if (
+    cached &&
+    cached.sourceIds === sourceIds &&
+    cached.attempts === fleet.budget.attempts &&
+    cached.withinMs === fleet.budget.withinMs &&
+    cached.mode === fleet.mode &&
+    cached.file === assignment.file
+  )
+    return cached.instance;
   const name = assignment.value.metadata.name;
   const context = { node, assignment: assignment.value };
   const before = missing.length;
@@ -129,7 +146,14 @@ export function renderInstance(
     memo = new WeakMap();
     renderCache.set(assignment.value, memo);
   }
-  memo.set(node, { key: memoKey, instance });
+  memo.set(node, {
+    sourceIds,
+    attempts: fleet.budget.attempts,
+    withinMs: fleet.budget.withinMs,
+    mode: fleet.mode,
+    file: assignment.file,
+    instance,
+  });
   return instance;
 }
 
@@ -149,12 +173,15 @@ export function placement(assignment: Assignment, nodes: ReadonlyMap<string, Nod
   } else {
     // Placed by name only: look the names up instead of scanning every node (a fleet has thousands
     // of assignments, and this runs for each of them on every sync).
-    for (const name of new Set(assignment.spec.nodes ?? [])) {
-      const node = nodes.get(name);
-      if (node) placed.push(node.value);
+    const names = assignment.spec.nodes ?? [];
+    const unique = names.length > 16 ? new Set(names) : names;
+    for (const name of unique) {
+      const node = nodes.get(name)?.value;
+      if (node && (unique !== names || !placed.includes(node))) placed.push(node);
     }
   }
-  return placed.sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : 1));
+  if (placed.length > 1) placed.sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : 1));
+  return placed;
 }
 
 /** Every instance of the repository, keyed and sorted by instance key. */

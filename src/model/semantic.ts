@@ -91,7 +91,8 @@ function findCycle(edges: ReadonlyMap<string, readonly string[]>): string[] | un
 }
 
 function checkDuplicateNames(input: SemanticInput, push: Push): void {
-  const seen = new Map<string, AnyDocument>();
+  // Per kind, so no `kind/name` key is built for each of thousands of documents.
+  const seen = new Map<string, Map<string, AnyDocument>>();
   let fleet: AnyDocument | undefined;
   for (const doc of input.documents) {
     if (doc.kind === "Fleet") {
@@ -115,8 +116,12 @@ function checkDuplicateNames(input: SemanticInput, push: Push): void {
       continue;
     }
     if (!doc.kind || !doc.name) continue;
-    const id = `${doc.kind}/${doc.name}`;
-    const first = seen.get(id);
+    let ofKind = seen.get(doc.kind);
+    if (!ofKind) {
+      ofKind = new Map();
+      seen.set(doc.kind, ofKind);
+    }
+    const first = ofKind.get(doc.name);
     if (first)
       push(doc, {
         severity: "error",
@@ -125,7 +130,7 @@ function checkDuplicateNames(input: SemanticInput, push: Push): void {
         message: `${doc.kind} "${doc.name}" is declared twice (also in ${first.file})`,
         fix: "rename one of them or delete the duplicate",
       });
-    else seen.set(id, doc);
+    else ofKind.set(doc.name, doc);
   }
 }
 
@@ -395,8 +400,10 @@ export function semanticFindings(input: SemanticInput): LocatedFinding[] {
   checkNodes(input, push);
   const owners = new Map<string, Map<string, { doc: AssignmentDocument; index: number }>>();
   for (const doc of input.assignments.values()) checkAssignment(doc, input, push, owners);
+  // Only assignments with dependencies can be on a cycle; most have none.
   const assignmentEdges = new Map<string, string[]>();
-  for (const [name, doc] of input.assignments) assignmentEdges.set(name, doc.value.spec.dependsOn ?? []);
+  for (const [name, doc] of input.assignments)
+    if (doc.value.spec.dependsOn?.length) assignmentEdges.set(name, doc.value.spec.dependsOn);
   const cycle = findCycle(assignmentEdges);
   if (cycle) {
     const doc = input.assignments.get(cycle[0]!)!;

@@ -198,15 +198,28 @@ export class FleetRepository {
   async fetch(branch: string): Promise<string> {
     if (this.location.kind === "path") return this.branchHead(branch);
     const url = this.location.url;
-    const credentials = this.remote.credentials;
     if (!existsSync(join(this.gitdir, "config"))) await this.createMirror(url);
+    const head = await this.fetchFrom("origin", url, branch);
+    // The mirror's own branch follows the remote (force: the remote may have been rewritten). With a
+    // single-branch fetch, isomorphic-git offers this ref's commit as "have", so the next fetch
+    // transfers only new objects.
+    await git.writeRef({ fs, gitdir: this.gitdir, ref: `refs/heads/${branch}`, value: head, force: true });
+    return head;
+  }
+
+  /**
+   * Fetches `branch` from the configured remote `remote` (whose URL is `url`, for messages) over
+   * HTTP(S) with this repository's credentials, and returns the remote head.
+   */
+  async fetchFrom(remote: string, url: string, branch: string): Promise<string> {
+    const credentials = this.remote.credentials;
     let fetchHead: string | null;
     try {
       const result = await git.fetch({
         fs,
         http: this.remote.http ?? nodeHttpClient(),
         gitdir: this.gitdir,
-        remote: "origin",
+        remote,
         ref: branch,
         singleBranch: true,
         tags: false,
@@ -214,26 +227,46 @@ export class FleetRepository {
       });
       fetchHead = result.fetchHead;
     } catch (error) {
-      const code = (error as { code?: string }).code;
-      if (code === "NotFoundError")
-        throw new SourceError(`branch "${branch}" does not exist on ${url}: fix the branch name`, {
-          url,
-          branch,
-        });
+      if ((error as { code?: string }).code !== "NotFoundError")
+        throw remoteError(url, error, credentials !== undefined);
+      fetchHead = null;
+    }
+    if (!fetchHead)
+      throw new SourceError(`branch "${branch}" does not exist on ${url}: fix the branch name`, {
+        url,
+        branch,
+      });
+    return fetchHead;
+  }
+
+  /**
+   * Pushes the local `branch` to `url` (fast-forward only). Throws RepoError `E_PUSH_REJECTED` when
+   * the remote branch moved, or the mapped remote error.
+   */
+  async pushTo(url: string, branch: string): Promise<void> {
+    const credentials = this.remote.credentials;
+    try {
+      const result = await git.push({
+        fs,
+        http: this.remote.http ?? nodeHttpClient(),
+        gitdir: this.gitdir,
+        url,
+        ref: branch,
+        remoteRef: branch,
+        ...authCallbacks(credentials),
+      });
+      if (!result.ok) throw new Error(result.error ?? "the remote refused the push");
+    } catch (error) {
+      if ((error as { code?: string }).code === "PushRejectedError")
+        throw new RepoError(
+          "E_PUSH_REJECTED",
+          `${url} rejected the push of ${branch}: the remote branch moved`,
+          {
+            cause: error,
+          },
+        );
       throw remoteError(url, error, credentials !== undefined);
     }
-    if (!fetchHead) throw new SourceError(`branch "${branch}" does not exist on ${url}: fix the branch name`);
-    // The mirror's own branch follows the remote (force: the remote may have been rewritten). With a
-    // single-branch fetch, isomorphic-git offers this ref's commit as "have", so the next fetch
-    // transfers only new objects.
-    await git.writeRef({
-      fs,
-      gitdir: this.gitdir,
-      ref: `refs/heads/${branch}`,
-      value: fetchHead,
-      force: true,
-    });
-    return fetchHead;
   }
 
   /** Deletes a mirror so the next fetch starts from scratch (after it was found corrupt). */

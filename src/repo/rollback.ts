@@ -10,16 +10,8 @@ import fs, { readFileSync } from "node:fs";
 import { join } from "node:path";
 import git, { type HttpClient, type TreeEntry as IsoTreeEntry } from "isomorphic-git";
 import { type ParsedCommit, subject } from "./commits.js";
-import { RepoError, RollbackRefusedError, SourceError } from "./errors.js";
-import {
-  authCallbacks,
-  credentialsFromEnv,
-  describeLocation,
-  FleetRepository,
-  remoteError,
-  type SourceLocation,
-} from "./git.js";
-import { nodeHttpClient } from "./http.js";
+import { type RepoError, RollbackRefusedError, SourceError } from "./errors.js";
+import { credentialsFromEnv, describeLocation, FleetRepository, type SourceLocation } from "./git.js";
 import type { Clock } from "./syncer.js";
 
 export interface RollbackRequest {
@@ -89,7 +81,7 @@ export async function rollback(request: RollbackRequest): Promise<RollbackResult
       if (workdir) await refuseDirty(workdir, repo.gitdir);
       if (request.push) {
         pushUrl = await originUrl(repo);
-        const remoteHead = await fetchOrigin(repo, branch, pushUrl, request, credentials);
+        const remoteHead = await repo.fetchFrom("origin", pushUrl, branch);
         if (remoteHead !== base)
           throw new RollbackRefusedError(
             "moved",
@@ -140,7 +132,16 @@ export async function rollback(request: RollbackRequest): Promise<RollbackResult
 
     let pushed = false;
     if (request.push && pushUrl) {
-      await pushBranch(repo, branch, pushUrl, request, credentials, where);
+      try {
+        await repo.pushTo(pushUrl, branch);
+      } catch (error) {
+        if ((error as RepoError).code === "E_PUSH_REJECTED")
+          throw new RollbackRefusedError(
+            "moved",
+            `the remote branch ${branch} moved while rolling back; the commit is on ${where} but not pushed: pull, then push`,
+          );
+        throw error;
+      }
       pushed = true;
     }
     return { commit, branch, parent: base, target: target.oid, message, paths, pushed };
@@ -302,61 +303,6 @@ async function originUrl(repo: FleetRepository): Promise<string> {
       `remote "origin" of ${repo.describe()} is ${url}; steward pushes over HTTP(S) only: push the rollback commit with git push`,
     );
   return url;
-}
-
-async function fetchOrigin(
-  repo: FleetRepository,
-  branch: string,
-  url: string,
-  request: RollbackRequest,
-  credentials: ReturnType<typeof credentialsFromEnv>,
-): Promise<string> {
-  try {
-    const result = await git.fetch({
-      fs,
-      http: request.http ?? nodeHttpClient(),
-      gitdir: repo.gitdir,
-      remote: "origin",
-      ref: branch,
-      singleBranch: true,
-      tags: false,
-      ...authCallbacks(credentials),
-    });
-    if (!result.fetchHead) throw new SourceError(`branch ${branch} does not exist on ${url}`);
-    return result.fetchHead;
-  } catch (error) {
-    if (error instanceof RepoError) throw error;
-    throw remoteError(url, error, credentials !== undefined);
-  }
-}
-
-async function pushBranch(
-  repo: FleetRepository,
-  branch: string,
-  url: string,
-  request: RollbackRequest,
-  credentials: ReturnType<typeof credentialsFromEnv>,
-  where: string,
-): Promise<void> {
-  try {
-    const result = await git.push({
-      fs,
-      http: request.http ?? nodeHttpClient(),
-      gitdir: repo.gitdir,
-      url,
-      ref: branch,
-      remoteRef: branch,
-      ...authCallbacks(credentials),
-    });
-    if (!result.ok) throw new Error(result.error ?? "the remote refused the push");
-  } catch (error) {
-    if ((error as { code?: string }).code === "PushRejectedError")
-      throw new RollbackRefusedError(
-        "moved",
-        `the remote branch ${branch} moved while rolling back; the commit is on ${where} but not pushed: pull, then push`,
-      );
-    throw remoteError(url, error, credentials !== undefined);
-  }
 }
 
 /** The author: STEWARD_GIT_AUTHOR_NAME/EMAIL, else user.name/email from the repository's or the user's git config. */
