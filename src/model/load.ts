@@ -96,7 +96,15 @@ export async function loadRepo(
 ): Promise<LoadResult> {
   const cache = options.cache;
   const files = await source.files();
-  const byPath = new Map(files.map((f) => [f.path, f]));
+  // Built on first use: a fleet without `source:` files never needs it.
+  let byPathIndex: Map<string, RepoFile> | undefined;
+  const byPath = () => {
+    if (!byPathIndex) {
+      byPathIndex = new Map();
+      for (const file of files) byPathIndex.set(file.path, file);
+    }
+    return byPathIndex;
+  };
   const texts = new Map<string, string>();
   const diagnostics: Diagnostic[] = [];
   const used = new Set<string>();
@@ -113,12 +121,13 @@ export async function loadRepo(
   };
 
   // steward.yaml first: it says which files to ignore.
-  const fleetFile = byPath.get(FLEET_FILE);
+  const fleetFile = files.find((f) => f.path === FLEET_FILE);
   let ignore: string[] = [];
-  const analyses = new Map<string, FileAnalysis>();
+  // A list (not a map) in file order: a lookup by path is needed only for a file with a diagnostic.
+  const analyses: { path: string; analysis: FileAnalysis }[] = [];
   if (fleetFile) {
     const analysis = cached(fleetFile) ?? (await analyze(fleetFile));
-    analyses.set(FLEET_FILE, analysis);
+    analyses.push({ path: FLEET_FILE, analysis });
     const fleetDoc = analysis.documents.find((d) => d.kind === "Fleet" && d.findings.length === 0);
     ignore = (fleetDoc?.value as Fleet | undefined)?.spec?.ignore ?? [];
   }
@@ -131,19 +140,22 @@ export async function loadRepo(
       !f.path.startsWith(".") &&
       !ignored(f.path),
   );
-  for (const file of candidates) analyses.set(file.path, cached(file) ?? (await analyze(file)));
+  for (const file of candidates)
+    analyses.push({ path: file.path, analysis: cached(file) ?? (await analyze(file)) });
 
   // Files referenced by `source:` are content, not documents, even when they are YAML.
   const sourcePaths = new Set<string>();
-  for (const analysis of analyses.values())
+  for (const { analysis } of analyses)
     for (const doc of analysis.documents)
       if (doc.kind === "Assignment" && doc.findings.length === 0)
         for (const resource of (doc.value as Assignment).spec.resources)
           if ("source" in resource && resource.source) sourcePaths.add(resource.source);
 
   const documents: AnyDocument[] = [];
+  let analysisByPath: Map<string, FileAnalysis> | undefined;
   const push = (document: SourcedDocument<unknown>, finding: Finding) => {
-    const text = analyses.get(document.file)?.parsed.text;
+    analysisByPath ??= new Map(analyses.map((a) => [a.path, a.analysis]));
+    const text = analysisByPath.get(document.file)?.parsed.text;
     const pos =
       text !== undefined ? locate(text, document.index, finding.path, finding.key) : { line: 0, column: 0 };
     if (text !== undefined) texts.set(document.file, text);
@@ -158,14 +170,15 @@ export async function loadRepo(
     if (finding.fix) diagnostic.fix = finding.fix;
     diagnostics.push(diagnostic);
   };
-  for (const [path, analysis] of analyses) {
+  for (const { path, analysis } of analyses) {
     if (sourcePaths.has(path) && path !== FLEET_FILE) continue;
     for (const problem of analysis.parsed.problems) {
       diagnostics.push({ ...problem, file: path });
       if (analysis.parsed.text !== undefined) texts.set(path, analysis.parsed.text);
     }
     const fileDocuments = documentsOf(analysis, path);
-    for (const [i, document] of fileDocuments.entries()) {
+    for (let i = 0; i < fileDocuments.length; i++) {
+      const document = fileDocuments[i]!;
       documents.push(document);
       for (const finding of analysis.documents[i]!.findings) push(document, finding);
     }
@@ -194,7 +207,7 @@ export async function loadRepo(
     nodes: sortedNodes,
     assignments: sortedAssignments,
     invalidNames,
-    exists: (path) => byPath.has(path),
+    exists: (path) => byPath().has(path),
   }))
     push(document, finding);
 
@@ -206,7 +219,7 @@ export async function loadRepo(
   const result: LoadResult = {
     ok: !hasErrors(sorted),
     diagnostics: sorted,
-    filesRead: analyses.size,
+    filesRead: analyses.length,
     lineOf,
   };
   if (!result.ok) return result;
@@ -214,7 +227,7 @@ export async function loadRepo(
   const fleet = fleetSettings((fleetDocument?.value as Fleet | undefined)?.spec);
   const sources = new Map<string, SourceContent>();
   for (const path of sourcePaths) {
-    const file = byPath.get(path);
+    const file = byPath().get(path);
     if (!file) continue;
     const bytes = await source.read(file);
     sources.set(path, { id: file.id ?? bytesHash(bytes), bytes });
@@ -264,17 +277,18 @@ const fileDocuments = new WeakMap<FileAnalysis, { path: string; documents: AnyDo
 function documentsOf(analysis: FileAnalysis, path: string): AnyDocument[] {
   const known = fileDocuments.get(analysis);
   if (known?.path === path) return known.documents;
-  const documents = analysis.documents.map((doc) => {
-    const document: AnyDocument = {
+  // Every document gets the same shape (kind and name present, maybe undefined): the checks read
+  // these fields on thousands of documents, and one shape keeps those reads fast.
+  const documents = analysis.documents.map(
+    (doc): AnyDocument => ({
       file: path,
       index: doc.index,
       value: doc.value,
       valid: doc.findings.length === 0,
-    };
-    if (doc.kind) document.kind = doc.kind;
-    if (doc.name) document.name = doc.name;
-    return document;
-  });
+      kind: doc.kind || undefined,
+      name: doc.name || undefined,
+    }),
+  );
   fileDocuments.set(analysis, { path, documents });
   return documents;
 }

@@ -198,7 +198,9 @@ export function renderInstances(
       list.push(renderInstance(assignment, node, fleet, sources, missing));
   }
   list.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-  return new Map(list.map((instance) => [instance.key, instance]));
+  const instances = new Map<string, Instance>();
+  for (const instance of list) instances.set(instance.key, instance);
+  return instances;
 }
 
 /** The message an attempt carries: the instance's whole desired spec at a generation. */
