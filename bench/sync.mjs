@@ -14,7 +14,7 @@ import { Syncer } from "../dist/repo/syncer.js";
 
 const ASSIGNMENTS = Number(process.env.BENCH_ASSIGNMENTS ?? 10_000);
 const NODES = 100;
-const CHANGES = 5;
+const CHANGES = Number(process.env.BENCH_CHANGES ?? 5);
 
 const root = mkdtempSync(join(tmpdir(), "steward-bench-sync-"));
 const repo = join(root, "fleet.git");

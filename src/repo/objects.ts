@@ -73,10 +73,15 @@ export class ObjectReader {
 
   /** The entries of tree `oid`, in git's order. */
   readTree(oid: string): TreeEntry[] {
+    return parseTree(this.readTreeData(oid));
+  }
+
+  /** The raw content of tree `oid` (entries as git stores them). */
+  readTreeData(oid: string): Buffer {
     const object = this.read(oid);
     if (object.type !== "tree")
       throw new GitObjectMissingError(oid, this.gitdir, `expected a tree, found a ${object.type}`);
-    return parseTree(object.data);
+    return object.data;
   }
 
   /** The bytes of blob `oid`. */
@@ -290,19 +295,28 @@ function applyDelta(delta: Buffer, base: Buffer): Buffer {
   return out;
 }
 
-/** Parses a tree object's entries (`mode SP name NUL oid20`). */
+/** Where the tree entry starting at `pos` ends (`mode SP name NUL oid20`). */
+export function treeEntryEnd(data: Buffer, pos: number): number {
+  return data.indexOf(0, data.indexOf(0x20, pos)) + 21;
+}
+
+/** Parses the tree entry in `data` from `pos` to `end`. */
+export function parseTreeEntry(data: Buffer, pos: number, end: number): TreeEntry {
+  const space = data.indexOf(0x20, pos);
+  const mode = data.toString("latin1", pos, space);
+  const name = data.toString("utf8", space + 1, end - 21);
+  const oid = data.toString("hex", end - 20, end);
+  const type = mode === "40000" ? "tree" : mode === "160000" ? "commit" : "blob";
+  return { name, mode, type, oid };
+}
+
+/** Parses a tree object's entries. */
 export function parseTree(data: Buffer): TreeEntry[] {
   const entries: TreeEntry[] = [];
-  let pos = 0;
-  while (pos < data.length) {
-    const space = data.indexOf(0x20, pos);
-    const nul = data.indexOf(0, space);
-    const mode = data.toString("latin1", pos, space);
-    const name = data.toString("utf8", space + 1, nul);
-    const oid = data.toString("hex", nul + 1, nul + 21);
-    const type = mode === "40000" ? "tree" : mode === "160000" ? "commit" : "blob";
-    entries.push({ name, mode, type, oid });
-    pos = nul + 21;
+  for (let pos = 0; pos < data.length; ) {
+    const end = treeEntryEnd(data, pos);
+    entries.push(parseTreeEntry(data, pos, end));
+    pos = end;
   }
   return entries;
 }

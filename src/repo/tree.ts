@@ -4,7 +4,7 @@
  * has the same id and its listing is reused whole. The same walk compares two trees.
  */
 import type { RepoFile, RepoSource } from "../model/load.js";
-import type { ObjectReader, TreeEntry } from "./objects.js";
+import { type ObjectReader, parseTreeEntry, type TreeEntry, treeEntryEnd } from "./objects.js";
 
 /** A path whose blob differs between two trees; `before`/`after` are blob ids, absent when added/removed. */
 export interface TreeChange {
@@ -22,9 +22,29 @@ interface Listing {
   subtrees: string[];
 }
 
+/**
+ * The last tree parsed at a path, kept with its bytes so the next version of that directory is
+ * parsed by difference: an entry whose bytes are unchanged keeps its parsed object and RepoFile
+ * (no new strings, so later map lookups reuse their cached hashes). One file changed in a directory
+ * of 10,000 costs a byte comparison per entry, not a parse.
+ */
+interface ParsedTree {
+  oid: string;
+  data: Buffer;
+  /** Offset of each entry's start, then the end of the last. */
+  bounds: number[];
+  entries: TreeEntry[];
+  /** The RepoFile of each blob entry (undefined for subtrees, symlinks, submodules). */
+  files: (RepoFile | undefined)[];
+}
+
+/** How far ahead an unchanged entry is looked for after a mismatch (entries deleted in a row). */
+const REALIGN_WINDOW = 64;
+
 /** Lists and compares the trees of one repository, remembering the listing of every subtree it saw. */
 export class TreeIndex {
   private listings = new Map<string, Listing>();
+  private parsedAt = new Map<string, ParsedTree>();
 
   constructor(private readonly reader: ObjectReader) {}
 
@@ -34,6 +54,8 @@ export class TreeIndex {
     const files = this.list(oid, "", touched);
     // Forget subtrees the newest listing no longer has, so the cache tracks the repo, not its history.
     for (const key of this.listings.keys()) if (!touched.has(key)) this.listings.delete(key);
+    for (const [prefix, tree] of this.parsedAt)
+      if (!touched.has(`${prefix}\0${tree.oid}`)) this.parsedAt.delete(prefix);
     return files;
   }
 
@@ -83,16 +105,76 @@ export class TreeIndex {
       return cached.files;
     }
     const listing: Listing = { files: [], subtrees: [] };
-    for (const entry of this.reader.readTree(oid)) {
-      const path = prefix ? `${prefix}/${entry.name}` : entry.name;
+    const tree = this.parse(oid, prefix);
+    for (let i = 0; i < tree.entries.length; i++) {
+      const entry = tree.entries[i]!;
       if (entry.type === "tree") {
+        const path = prefix ? `${prefix}/${entry.name}` : entry.name;
         listing.subtrees.push(`${path}\0${entry.oid}`);
         for (const file of this.list(entry.oid, path, touched)) listing.files.push(file);
-      } else if (usable(entry)) listing.files.push({ path, id: entry.oid });
+      } else {
+        const file = tree.files[i];
+        if (file) listing.files.push(file);
+      }
     }
     this.listings.set(key, listing);
     return listing.files;
   }
+
+  /** Parses tree `oid` found at `prefix`, by difference with the last tree parsed there. */
+  private parse(oid: string, prefix: string): ParsedTree {
+    const old = this.parsedAt.get(prefix);
+    if (old?.oid === oid) return old;
+    const data = this.reader.readTreeData(oid);
+    const tree: ParsedTree = { oid, data, bounds: [0], entries: [], files: [] };
+    const sameBytes = (j: number, pos: number, end: number) => {
+      const start = old!.bounds[j]!;
+      const stop = old!.bounds[j + 1]!;
+      return stop - start === end - pos && data.compare(old!.data, start, stop, pos, end) === 0;
+    };
+    let byName: Map<string, number> | undefined;
+    let next = 0;
+    for (let pos = 0; pos < data.length; ) {
+      const end = treeEntryEnd(data, pos);
+      let same = -1;
+      let entry: TreeEntry | undefined;
+      if (old) {
+        // Unchanged entries are usually next in line, or a few deletions further on.
+        for (let j = next; j < Math.min(old.entries.length, next + REALIGN_WINDOW) && same < 0; j++)
+          if (sameBytes(j, pos, end)) same = j;
+        if (same < 0) {
+          // Changed in place (same name), or realign by name after many deletions.
+          entry = parseTreeEntry(data, pos, end);
+          const at =
+            old.entries[next]?.name === entry.name ? next : (byName ??= nameIndex(old)).get(entry.name);
+          if (at !== undefined && at >= next) {
+            if (sameBytes(at, pos, end)) same = at;
+            next = at + 1;
+          }
+        }
+      }
+      if (same >= 0) {
+        tree.entries.push(old!.entries[same]!);
+        tree.files.push(old!.files[same]);
+        next = same + 1;
+      } else {
+        entry ??= parseTreeEntry(data, pos, end);
+        tree.entries.push(entry);
+        const path = prefix ? `${prefix}/${entry.name}` : entry.name;
+        tree.files.push(entry.type === "blob" && usable(entry) ? { path, id: entry.oid } : undefined);
+      }
+      tree.bounds.push(end);
+      pos = end;
+    }
+    this.parsedAt.set(prefix, tree);
+    return tree;
+  }
+}
+
+function nameIndex(tree: ParsedTree): Map<string, number> {
+  const index = new Map<string, number>();
+  for (let i = 0; i < tree.entries.length; i++) index.set(tree.entries[i]!.name, i);
+  return index;
 }
 
 /** Symlinks (mode 120000) and submodules are not files of the fleet repo. */
