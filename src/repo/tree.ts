@@ -145,8 +145,11 @@ export class TreeIndex {
         if (same < 0) {
           // Changed in place (same name), or realign by name after many deletions.
           entry = parseTreeEntry(data, pos, end);
-          const at =
-            old.entries[next]?.name === entry.name ? next : (byName ??= nameIndex(old)).get(entry.name);
+          let at: number | undefined = next;
+          if (old.entries[next]?.name !== entry.name) {
+            byName ??= nameIndex(old);
+            at = byName.get(entry.name);
+          }
           if (at !== undefined && at >= next) {
             if (sameBytes(at, pos, end)) same = at;
             next = at + 1;
