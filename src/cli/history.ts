@@ -8,6 +8,7 @@ function positive(value: string): number {
   return n;
 }
 
+/** `steward history`: an assignment's generations from `<state>/hub.db`; exit 1 when there are none. */
 export function historyCommand(
   io: CliIo,
   globals: () => GlobalOptions,

@@ -3,6 +3,7 @@ import { type CliIo, EXIT, type GlobalOptions } from "./io.js";
 
 type PlanFormat = "text" | "markdown" | "json";
 
+/** `steward plan`: the plan between two revisions of a local clone; exit 1 when a revision is invalid. */
 export function planCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: number) => void): Command {
   return new Command("plan")
     .description(

@@ -9,6 +9,7 @@ interface RollbackOptions {
   branch?: string;
 }
 
+/** `steward rollback`: a revert (or --to restore) commit, optionally pushed; refusals exit 1. */
 export function rollbackCommand(
   io: CliIo,
   globals: () => GlobalOptions,

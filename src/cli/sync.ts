@@ -42,6 +42,7 @@ export async function renderSyncOutcome(outcome: SyncOutcome): Promise<string> {
   }
 }
 
+/** `steward sync`: one sync into `<state>/hub.db`; exit 0 when applied or up to date, 1 when invalid or refused. */
 export function syncCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: number) => void): Command {
   return new Command("sync")
     .description("fetch the fleet repository's tracked branch and turn new commits into generations")

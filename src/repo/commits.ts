@@ -4,6 +4,7 @@
  */
 import type { RevisionInfo } from "./store.js";
 
+/** A commit's author or committer. */
 export interface Person {
   name: string;
   email: string;
@@ -13,6 +14,7 @@ export interface Person {
   timezone: string;
 }
 
+/** A commit object, parsed. */
 export interface ParsedCommit {
   oid: string;
   tree: string;

@@ -18,6 +18,7 @@ export interface AttemptSummary {
 /** The seam for the hub: the latest attempt at an instance's generation, if any. */
 export type AttemptLookup = (instanceKey: string, generation: number) => AttemptSummary | undefined;
 
+/** A generation with what the hub knows of its attempts (null until the hub supplies a lookup). */
 export interface HistoryRow extends HistoryEntry {
   attempt: AttemptSummary | null;
 }

@@ -13,6 +13,7 @@ export interface LoopTimers {
   clearTimeout(handle: unknown): void;
 }
 
+/** How retries after failed syncs are spaced. */
 export interface BackoffPolicy {
   /** First retry delay. Default 1 s. */
   initialMs?: number;
@@ -24,6 +25,7 @@ export interface BackoffPolicy {
   jitter?: number;
 }
 
+/** What the loop runs, how often, and whom it tells. */
 export interface SyncLoopOptions {
   syncer: { sync(): Promise<SyncOutcome> };
   /** Delay between successful syncs. */
@@ -36,6 +38,7 @@ export interface SyncLoopOptions {
   onError?(error: unknown, failures: number, retryInMs: number): void;
 }
 
+/** A running loop. */
 export interface SyncLoop {
   /** Syncs as soon as possible (now if idle, right after the running sync otherwise). */
   trigger(): void;

@@ -11,8 +11,10 @@ import { join } from "node:path";
 import { inflateSync } from "node:zlib";
 import { GitObjectMissingError } from "./errors.js";
 
+/** The four kinds of git object. */
 export type GitObjectType = "commit" | "tree" | "blob" | "tag";
 
+/** An object's kind and inflated content (without the `type size\0` header). */
 export interface GitObject {
   type: GitObjectType;
   data: Buffer;

@@ -9,11 +9,13 @@ import { subject } from "./commits.js";
 import type { FleetRepository } from "./git.js";
 import { type Plan, planChange } from "./plan.js";
 
+/** A commit as a plan names it. */
 export interface RevisionRef {
   sha: string;
   subject: string;
 }
 
+/** The plan between two commits, or why there is none. */
 export interface RevisionPlan {
   /** Absent when `to` has no parent and no `from` was given: the plan starts from an empty fleet. */
   from?: RevisionRef;

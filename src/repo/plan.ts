@@ -28,6 +28,7 @@ export interface ResourceChange {
   diff?: string;
 }
 
+/** What happens to one instance. */
 export interface InstancePlan {
   key: string;
   assignment: string;
@@ -42,6 +43,7 @@ export interface InstancePlan {
   probes: ResourceChange[];
 }
 
+/** The instances of one node that change. */
 export interface NodePlan {
   node: string;
   instances: InstancePlan[];
@@ -52,6 +54,7 @@ export type RolloutStep =
   | { kind: "canary"; nodes: string[]; soak?: string }
   | { kind: "batch"; nodes: string[] };
 
+/** How an assignment's new generations are staged across its nodes. */
 export interface RolloutPlan {
   assignment: string;
   /** `observe`: reports are compared, nothing is dispatched. */
@@ -64,6 +67,7 @@ export interface RolloutPlan {
   maxFailures: number;
 }
 
+/** Everything a change does, JSON-serialisable. */
 export interface Plan {
   summary: { added: number; retired: number; changed: number; unchanged: number; nodes: number };
   /** Nodes with at least one change, by name; instances by key. */

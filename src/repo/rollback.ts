@@ -14,6 +14,7 @@ import { type RepoError, RollbackRefusedError, SourceError } from "./errors.js";
 import { credentialsFromEnv, describeLocation, FleetRepository, type SourceLocation } from "./git.js";
 import type { Clock } from "./syncer.js";
 
+/** What to roll back, where, and how. */
 export interface RollbackRequest {
   location: SourceLocation;
   /** The commit to revert, or (mode `restore`) the commit whose tree to restore. Any commit-ish. */
@@ -30,6 +31,7 @@ export interface RollbackRequest {
   http?: HttpClient;
 }
 
+/** The commit written, and whether it was pushed. */
 export interface RollbackResult {
   commit: string;
   branch: string;

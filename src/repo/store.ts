@@ -18,6 +18,7 @@ export interface RevisionInfo {
   committedAt: string;
 }
 
+/** What became of a revision: applied (generations recorded), invalid (nothing advanced), superseded (a later commit of the same fetch won). */
 export type RevisionOutcome = "applied" | "invalid" | "superseded";
 
 /** A revision as stored, with what became of it. */
@@ -92,6 +93,7 @@ export interface SyncEvent {
   resolvedAt?: string;
 }
 
+/** Kinds of sync event; the hub maps them to conditions. */
 export type SyncEventKind = "force-push" | "fetch-failed";
 
 /** One instance's new generation, as the syncer computed it. */
@@ -130,6 +132,11 @@ export interface HistoryEntry {
   retiredBy?: string;
 }
 
+/**
+ * Durable revisions, generations and sync state. Contract: `recordRevision` is atomic; a generation
+ * is always exactly one above the instance's last (never lowered, never reused); nothing is ever
+ * deleted (retired instances keep their rows); `version()` changes with every recorded revision.
+ */
 export interface GenerationStore {
   /** The branch's sync state, if it was ever synced. */
   syncState(branch: string): SyncState | undefined;

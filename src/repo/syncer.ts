@@ -33,6 +33,7 @@ export interface Clock {
   now(): Date;
 }
 
+/** The real clock. */
 export const systemClock: Clock = { now: () => new Date() };
 
 /** The subset of a pino logger the syncer writes to. Nothing logged carries a credential. */
@@ -44,6 +45,7 @@ export interface SyncLog {
 
 const silentLog: SyncLog = { info() {}, warn() {}, error() {} };
 
+/** What a Syncer needs: the store, the source, and injectable I/O. */
 export interface SyncerOptions {
   store: GenerationStore;
   source: SourceLocation;
@@ -60,6 +62,7 @@ export interface SyncerOptions {
   maxSuperseded?: number;
 }
 
+/** Options of one sync. */
 export interface SyncOptions {
   /**
    * Adopt a rewritten branch (force-push) instead of refusing it. Generations still only grow:

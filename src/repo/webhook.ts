@@ -8,6 +8,7 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 
+/** The forges whose webhooks are understood. */
 export type Forge = "github" | "gitlab" | "gitea";
 
 /** A verified push notification. */
@@ -19,6 +20,7 @@ export interface PushNotice {
   after?: string;
 }
 
+/** The webhook's secret, what to call on a verified push, and limits. */
 export interface WebhookOptions {
   /** The shared secret configured on the forge's webhook. */
   secret: string;

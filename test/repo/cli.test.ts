@@ -1,7 +1,9 @@
+import { dirname } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import type { CliIo } from "../../src/cli/io.js";
 import { main } from "../../src/cli/main.js";
 import { makeRepo, removeTempDirs, tempDir } from "../helpers/git.js";
+import { serveGit } from "../helpers/git-http.js";
 import { assignmentYaml, smallFleet } from "./fleet.js";
 
 afterAll(removeTempDirs);
@@ -86,6 +88,33 @@ describe("cli", () => {
     const unknown = await run(["--state", state, "history", "nope"], "/");
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toBe('no generations of assignment "nope": check the name, or run steward sync\n');
+  });
+
+  it("cli - sync from an HTTP remote with STEWARD_GIT_TOKEN from the environment", async () => {
+    const repo = makeRepo({ files: smallFleet() });
+    const remote = repo.bareClone();
+    const token = "tok-3f9a1c";
+    const server = await serveGit({
+      root: dirname(remote.dir),
+      auth: { username: "x-access-token", password: token },
+    });
+    try {
+      const state = tempDir("steward-state-");
+      const url = server.url("fleet.git");
+      const refused = await run(["--state", state, "sync", "--repo", url], "/");
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toBe(
+        `steward: ${url} requires authentication: set STEWARD_GIT_TOKEN (or STEWARD_GIT_USERNAME and STEWARD_GIT_PASSWORD) in the environment\n`,
+      );
+      const synced = await run(["--state", state, "sync", "--repo", url], "/", { STEWARD_GIT_TOKEN: token });
+      expect(synced.code).toBe(0);
+      expect(synced.stdout).toMatch(/^applied [0-9a-f]{12} "initial": 3 new generations/);
+      expect(synced.stdout + synced.stderr).not.toContain(token);
+      const history = await run(["--state", state, "history", "web"], "/");
+      expect(history.stdout.trimEnd().split("\n")).toHaveLength(3);
+    } finally {
+      await server.close();
+    }
   });
 
   it("cli - history without a hub database says to sync first", async () => {
