@@ -1,8 +1,10 @@
 // Benchmark of the syncer on a large fleet (`npm run bench:sync`, which builds dist/ first).
 //
 // Builds a repository of 10,000 assignment files and 100 nodes with `git fast-import`, syncs it into
-// a fresh SQLite store, then commits one-file changes and times the sync that turns each into a new
-// generation. Prints `figure NAME VALUE UNIT` lines; the one-file figure is the median of 5 runs.
+// a fresh SQLite store, then commits a one-file change and times the sync that turns it into a new
+// generation (`sync_one_file_change_ms`: the first such sync after the initial one, the slowest,
+// since its code paths are not yet optimised by the JIT). Then times further one-file changes and
+// prints their median as `sync_one_file_change_steady_ms`. Prints `figure NAME VALUE UNIT` lines.
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -14,7 +16,7 @@ import { Syncer } from "../dist/repo/syncer.js";
 
 const ASSIGNMENTS = Number(process.env.BENCH_ASSIGNMENTS ?? 10_000);
 const NODES = 100;
-const CHANGES = Number(process.env.BENCH_CHANGES ?? 5);
+const CHANGES = Number(process.env.BENCH_CHANGES ?? 6);
 
 const root = mkdtempSync(join(tmpdir(), "steward-bench-sync-"));
 const repo = join(root, "fleet.git");
@@ -121,14 +123,17 @@ for (let run = 0; run < CHANGES; run++) {
       `one-file change: expected one generation 2, got ${JSON.stringify(outcome).slice(0, 300)}`,
     );
 }
-changeMs.sort((a, b) => a - b);
+const [firstChangeMs, ...steady] = changeMs;
+steady.sort((a, b) => a - b);
 
 syncer.close();
 db.close();
 rmSync(root, { recursive: true, force: true });
 
 console.log(
-  `# ${ASSIGNMENTS} assignments on ${NODES} nodes; one-file change runs (ms): ${changeMs.map((v) => v.toFixed(1)).join(", ")}`,
+  `# ${ASSIGNMENTS} assignments on ${NODES} nodes; one-file change syncs in order (ms): ${changeMs.map((v) => v.toFixed(1)).join(", ")}`,
 );
 console.log(`figure sync_initial_10k_ms ${initialMs.toFixed(0)} ms`);
-console.log(`figure sync_one_file_change_ms ${changeMs[Math.floor(changeMs.length / 2)].toFixed(1)} ms`);
+console.log(`figure sync_one_file_change_ms ${firstChangeMs.toFixed(1)} ms`);
+if (steady.length > 0)
+  console.log(`figure sync_one_file_change_steady_ms ${steady[Math.floor(steady.length / 2)].toFixed(1)} ms`);
