@@ -36,6 +36,19 @@ const generation = (key: string, n: number, hash = `sha256:${key}-${n}`): NewGen
 
 const at = new Date("2026-02-01T00:00:00Z");
 
+/** A store where revision "a" is applied with generation 1 of web@n1. */
+function openWithFirstRevision() {
+  const opened = open();
+  opened.store.recordRevision({
+    branch: "main",
+    revision: revision("a"),
+    outcome: "applied",
+    generations: [generation("web@n1", 1)],
+    at,
+  });
+  return opened;
+}
+
 describe("store", () => {
   it("store - the 101 contract tables keep their columns; 102 adds sync_events and sync_state.source", () => {
     const { db } = open();
@@ -93,14 +106,7 @@ describe("store", () => {
   });
 
   it("store - a generation that is not one above the last refuses the whole revision, writing nothing", () => {
-    const { db, store } = open();
-    store.recordRevision({
-      branch: "main",
-      revision: revision("a"),
-      outcome: "applied",
-      generations: [generation("web@n1", 1)],
-      at,
-    });
+    const { db, store } = openWithFirstRevision();
     const version = store.version();
     let error: unknown;
     try {
@@ -126,14 +132,7 @@ describe("store", () => {
   });
 
   it("store - an invalid revision moves the head but not the last good revision", () => {
-    const { db, store } = open();
-    store.recordRevision({
-      branch: "main",
-      revision: revision("a"),
-      outcome: "applied",
-      generations: [generation("web@n1", 1)],
-      at,
-    });
+    const { db, store } = openWithFirstRevision();
     const diagnostics = [
       { severity: "error" as const, code: "yaml/syntax", file: "a.yaml", line: 1, column: 2, message: "bad" },
     ];
