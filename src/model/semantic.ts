@@ -311,7 +311,7 @@ function checkAssignment(
   doc: AssignmentDocument,
   input: SemanticInput,
   push: Push,
-  owners: Map<string, Map<string, { doc: AssignmentDocument; index: number }>>,
+  owners: Map<string, Map<string, AssignmentDocument>>,
 ): void {
   const spec = doc.value.spec;
   const name = doc.value.metadata.name;
@@ -379,15 +379,15 @@ function checkAssignment(
     }
     for (const { index, thing } of onNode.owned) {
       const other = perNode.get(thing);
-      if (other && other.doc.value.metadata.name !== name)
+      if (other && other.value.metadata.name !== name)
         push(doc, {
           severity: "error",
           code: "resource/conflict",
           path: ["spec", "resources", index],
-          message: `${thing.replace(":", " ")} on node "${node.metadata.name}" is also managed by assignment "${other.doc.value.metadata.name}" (${other.doc.file})`,
+          message: `${thing.replace(":", " ")} on node "${node.metadata.name}" is also managed by assignment "${other.value.metadata.name}" (${other.file})`,
           fix: "manage it from one assignment only; steward never picks a winner between two",
         });
-      else if (!other) perNode.set(thing, { doc, index });
+      else if (!other) perNode.set(thing, doc);
     }
   }
 }
@@ -398,7 +398,8 @@ export function semanticFindings(input: SemanticInput): LocatedFinding[] {
   const push: Push = (document, finding) => out.push({ document, finding });
   checkDuplicateNames(input, push);
   checkNodes(input, push);
-  const owners = new Map<string, Map<string, { doc: AssignmentDocument; index: number }>>();
+  // Per node: what each owned thing (`path:/etc/x`, `service:web`) is managed by, first come.
+  const owners = new Map<string, Map<string, AssignmentDocument>>();
   for (const doc of input.assignments.values()) checkAssignment(doc, input, push, owners);
   // Only assignments with dependencies can be on a cycle; most have none.
   const assignmentEdges = new Map<string, string[]>();
