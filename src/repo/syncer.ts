@@ -12,9 +12,11 @@
  * Failures to fetch are recorded as an open `fetch-failed` event and thrown; the last good revision
  * stays what the hub serves.
  *
- * Work grows with the change: trees are compared by id (unchanged subtrees are not read), file
- * analyses are cached by blob id, rendering is memoised on parsed values, and the store's current
- * instances are kept in memory between syncs.
+ * Work grows with the change: unchanged subtrees are not read (a changed directory is parsed by
+ * difference with its last version), file analyses are cached by blob id, per-document checks and
+ * rendering are memoised on parsed values, and the store's current instances are kept in memory.
+ * What still visits every document is the loader's cross-document pass (names, placement,
+ * conflicts), which is lookups only.
  */
 import type { HttpClient } from "isomorphic-git";
 import type { Diagnostic } from "../model/diagnostics.js";
