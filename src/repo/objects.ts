@@ -7,7 +7,7 @@
  * reads entries of larger packs with positioned reads, and inflates with node:zlib.
  */
 import { closeSync, fstatSync, openSync, readdirSync, readFileSync, readSync } from "node:fs";
-import { join } from "node:path";
+import { isAbsolute, join, resolve } from "node:path";
 import { inflateSync } from "node:zlib";
 import { GitObjectMissingError } from "./errors.js";
 
@@ -52,13 +52,19 @@ const IN_MEMORY_PACK_BYTES = 64 * 1024 * 1024;
 /** Objects read from packs are cached by pack and offset up to this many bytes: delta chains share bases. */
 const BASE_CACHE_BYTES = 32 * 1024 * 1024;
 
-/** Reads objects of the git directory `gitdir`. Call `close()` to release pack file descriptors. */
+/**
+ * Reads objects of the git directory `gitdir` (and of the object directories its
+ * `objects/info/alternates` names, as `git clone --shared` or `--reference` makes). Call `close()`
+ * to release pack file descriptors.
+ */
 export class ObjectReader {
   private packs: PackIndex[] = [];
   private readonly bases = new Map<string, GitObject>();
   private baseBytes = 0;
+  private readonly objectDirs: string[];
 
   constructor(readonly gitdir: string) {
+    this.objectDirs = objectDirectories(join(gitdir, "objects"));
     this.scanPacks();
   }
 
@@ -102,32 +108,38 @@ export class ObjectReader {
   }
 
   private scanPacks(): void {
-    const dir = join(this.gitdir, "objects", "pack");
-    let names: string[];
-    try {
-      names = readdirSync(dir).filter((name) => name.endsWith(".idx"));
-    } catch {
-      names = [];
-    }
     const known = new Set(this.packs.map((p) => p.path));
-    for (const name of names) {
-      const path = join(dir, name);
-      if (known.has(path)) continue;
+    for (const objects of this.objectDirs) {
+      const dir = join(objects, "pack");
+      let names: string[];
       try {
-        this.packs.push(openPackIndex(path));
+        names = readdirSync(dir).filter((name) => name.endsWith(".idx"));
       } catch {
-        // A pack being written (idx before pack) is picked up by the next scan.
+        continue;
+      }
+      for (const name of names) {
+        const path = join(dir, name);
+        if (known.has(path)) continue;
+        try {
+          this.packs.push(openPackIndex(path));
+        } catch {
+          // A pack being written (idx before pack) is picked up by the next scan.
+        }
       }
     }
   }
 
   private readLoose(oid: string): GitObject | undefined {
-    let raw: Buffer;
-    try {
-      raw = readFileSync(join(this.gitdir, "objects", oid.slice(0, 2), oid.slice(2)));
-    } catch {
-      return undefined;
+    let raw: Buffer | undefined;
+    for (const objects of this.objectDirs) {
+      try {
+        raw = readFileSync(join(objects, oid.slice(0, 2), oid.slice(2)));
+        break;
+      } catch {
+        // Not in this object directory.
+      }
     }
+    if (!raw) return undefined;
     const data = inflateSync(raw);
     const space = data.indexOf(0x20);
     const nul = data.indexOf(0, space);
@@ -196,6 +208,25 @@ export class ObjectReader {
       this.baseBytes -= value.data.length;
     }
   }
+}
+
+/** `objects` and, recursively, the object directories its `info/alternates` lists. */
+function objectDirectories(objects: string, seen = new Set<string>()): string[] {
+  if (seen.has(objects)) return [];
+  seen.add(objects);
+  const dirs = [objects];
+  let alternates: string[] = [];
+  try {
+    alternates = readFileSync(join(objects, "info", "alternates"), "utf8").split("\n");
+  } catch {
+    return dirs;
+  }
+  for (const line of alternates) {
+    const entry = line.trim();
+    if (!entry || entry.startsWith("#")) continue;
+    dirs.push(...objectDirectories(isAbsolute(entry) ? entry : resolve(objects, entry), seen));
+  }
+  return dirs;
 }
 
 function openPackIndex(path: string): PackIndex {

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { ObjectReader } from "../../src/repo/objects.js";
 import { TreeIndex } from "../../src/repo/tree.js";
-import { type FileChanges, makeRepo, removeTempDirs } from "../helpers/git.js";
+import { type FileChanges, makeRepo, removeTempDirs, tempDir } from "../helpers/git.js";
 
 afterAll(removeTempDirs);
 
@@ -54,6 +54,18 @@ describe("tree index", () => {
     expect(reused.length).toBe(300 - 1 - 3 - 80 - 1 + 2);
     // Back to the first tree: the same listing again.
     expect(index.files(tree(first))).toEqual(before);
+    reader.close();
+  });
+
+  it("tree - a clone made with --shared reads the objects it borrows through alternates", () => {
+    const repo = makeRepo({ files: { "assignments/web.yaml": "web\n", "nodes/a.yaml": "a\n" } });
+    const clone = join(tempDir("steward-shared-"), "fleet");
+    repo.git("clone", "-q", "--shared", repo.dir, clone);
+    const reader = new ObjectReader(join(clone, ".git"));
+    const index = new TreeIndex(reader);
+    const files = index.files(repo.git("rev-parse", "HEAD^{tree}"));
+    expect(files).toEqual(gitListing(repo, "HEAD"));
+    expect(reader.readBlob(files[0]!.id!).toString()).toBe("web\n");
     reader.close();
   });
 
