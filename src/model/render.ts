@@ -8,6 +8,7 @@ import { contentHash } from "./canonical.js";
 import type { AssignmentDocument, NodeDocument } from "./documents.js";
 import { type EffectiveBudget, effectiveBudget, type FleetSettings } from "./fleet.js";
 import type { Assignment, Bundle, InstanceSpec, Node, Resource, Rollout } from "./generated.js";
+import { PerNodeMemo } from "./memo.js";
 import { substitute } from "./template.js";
 
 /** One assignment on one node: the unit of convergence. */
@@ -85,7 +86,7 @@ interface RenderMemo {
 }
 
 /** Rendered instances by assignment value, then node value: both keep their identity while their file is unchanged. */
-const renderCache = new WeakMap<Assignment, WeakMap<Node, RenderMemo>>();
+const renderCache = new PerNodeMemo<Assignment, RenderMemo>();
 
 /**
  * Renders one assignment for one node. Memoised on the identity of the assignment and node values
@@ -103,8 +104,7 @@ export function renderInstance(
   let sourceIds = "";
   for (const r of spec.resources)
     if ("source" in r && r.source) sourceIds += `${sources.get(r.source)?.id ?? "missing"},`;
-  let memo = renderCache.get(assignment.value);
-  const cached = memo?.get(node);
+  const cached = renderCache.get(assignment.value, node);
   if (
     cached &&
     cached.sourceIds === sourceIds &&
@@ -142,11 +142,7 @@ export function renderInstance(
     file: assignment.file,
   };
   if (missing.length > before) return instance;
-  if (!memo) {
-    memo = new WeakMap();
-    renderCache.set(assignment.value, memo);
-  }
-  memo.set(node, {
+  renderCache.set(assignment.value, node, {
     sourceIds,
     attempts: fleet.budget.attempts,
     withinMs: fleet.budget.withinMs,

@@ -6,6 +6,7 @@ import { posix } from "node:path";
 import type { AnyDocument, AssignmentDocument, NodeDocument, SourcedDocument } from "./documents.js";
 import type { Finding } from "./findings.js";
 import type { Assignment, Node, Resource } from "./generated.js";
+import { PerNodeMemo } from "./memo.js";
 import { containingRoot, hasDotSegments } from "./paths.js";
 import { placement, resourceName } from "./render.js";
 import { didYouMean } from "./suggest.js";
@@ -195,7 +196,7 @@ interface PlacementFacts {
 // so a sync of a large fleet re-checks only the documents that changed (the cross-document checks
 // below still run over every document, but they are lookups).
 const assignmentFacts = new WeakMap<Assignment, AssignmentFacts>();
-const placementFacts = new WeakMap<Assignment, WeakMap<Node, PlacementFacts>>();
+const placementFacts = new PerNodeMemo<Assignment, PlacementFacts>();
 
 function factsOf(assignment: Assignment): AssignmentFacts {
   const cached = assignmentFacts.get(assignment);
@@ -281,8 +282,7 @@ function factsOf(assignment: Assignment): AssignmentFacts {
 }
 
 function placementFactsOf(assignment: Assignment, node: Node): PlacementFacts {
-  let perNode = placementFacts.get(assignment);
-  const cached = perNode?.get(node);
+  const cached = placementFacts.get(assignment, node);
   if (cached) return cached;
   const facts: PlacementFacts = { findings: [], owned: [] };
   const context = { node, assignment };
@@ -299,11 +299,7 @@ function placementFactsOf(assignment: Assignment, node: Node): PlacementFacts {
   }
   for (const { index, template } of factsOf(assignment).owned)
     facts.owned.push({ index, thing: substituteString(template, context, () => {}) });
-  if (!perNode) {
-    perNode = new WeakMap();
-    placementFacts.set(assignment, perNode);
-  }
-  perNode.set(node, facts);
+  placementFacts.set(assignment, node, facts);
   return facts;
 }
 

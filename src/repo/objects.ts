@@ -49,7 +49,7 @@ interface PackIndex {
 /** Packs up to this size are read into memory once; larger ones are read entry by entry. */
 const IN_MEMORY_PACK_BYTES = 64 * 1024 * 1024;
 
-/** Objects read from packs are cached by pack and offset up to this many bytes: delta chains share bases. */
+/** Delta bases and trees read from packs are cached by pack and offset up to this many bytes. */
 const BASE_CACHE_BYTES = 32 * 1024 * 1024;
 
 /**
@@ -156,7 +156,8 @@ export class ObjectReader {
     return undefined;
   }
 
-  private readAt(pack: PackIndex, offset: number): GitObject {
+  /** The object at `offset`; kept in the cache when it is a delta base or a tree (read again on the next sync). */
+  private readAt(pack: PackIndex, offset: number, asBase = false): GitObject {
     const cacheKey = `${pack.path}:${offset}`;
     const cached = this.bases.get(cacheKey);
     if (cached) return cached;
@@ -180,7 +181,7 @@ export class ObjectReader {
         byte = head[pos++]!;
         distance = (distance + 1) * 128 + (byte & 0x7f);
       }
-      base = this.readAt(pack, offset - distance);
+      base = this.readAt(pack, offset - distance, true);
     } else if (kind === REF_DELTA) {
       const baseOid = head.toString("hex", pos, pos + 20);
       pos += 20;
@@ -195,7 +196,8 @@ export class ObjectReader {
         throw new GitObjectMissingError(`offset ${offset}`, pack.path, `unknown pack entry type ${kind}`);
       object = { type, data };
     }
-    this.remember(cacheKey, object);
+    // Blobs are read once (their analysis is cached by id): keeping them would only grow the heap.
+    if (asBase || object.type === "tree") this.remember(cacheKey, object);
     return object;
   }
 
