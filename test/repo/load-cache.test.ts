@@ -54,8 +54,8 @@ describe("loading through the sync caches", () => {
     }
     const broken = summary(await repository.load(revisions[1]!, cache));
     expect(broken.diagnostics.map((d) => d.code)).toEqual([
-      "resource/conflict",
       "node/undeclared",
+      "resource/conflict",
       "path/outside-roots",
     ]);
     repository.close();
