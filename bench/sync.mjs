@@ -7,7 +7,7 @@
 // prints their median as `sync_one_file_change_steady_ms`. Prints `figure NAME VALUE UNIT` lines.
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { openDatabase } from "../dist/hub/store/database.js";
@@ -91,15 +91,24 @@ const syncer = new Syncer({
   cacheDir: join(root, "state", "git"),
 });
 
+// CPU time (all threads, GC included) is printed next to wall time: on a shared machine it shows
+// what the sync costs apart from waiting for a CPU.
+const cpuMs = (since) => {
+  const used = process.cpuUsage(since);
+  return (used.user + used.system) / 1000;
+};
 let started = performance.now();
+let cpu = process.cpuUsage();
 const initial = await syncer.sync();
 const initialMs = performance.now() - started;
+const initialCpuMs = cpuMs(cpu);
 if (initial.kind !== "applied" || initial.generations.length !== ASSIGNMENTS)
   throw new Error(
     `initial sync: expected ${ASSIGNMENTS} generations, got ${JSON.stringify(initial).slice(0, 300)}`,
   );
 
 const changeMs = [];
+const changeCpuMs = [];
 for (let run = 0; run < CHANGES; run++) {
   const index = (run * 2_003) % ASSIGNMENTS;
   const parent = git(["rev-parse", "refs/heads/main"]).toString().trim();
@@ -112,8 +121,10 @@ for (let run = 0; run < CHANGES; run++) {
     ),
   );
   started = performance.now();
+  cpu = process.cpuUsage();
   const outcome = await syncer.sync();
   changeMs.push(performance.now() - started);
+  changeCpuMs.push(cpuMs(cpu));
   if (
     outcome.kind !== "applied" ||
     outcome.generations.length !== 1 ||
@@ -131,8 +142,13 @@ db.close();
 rmSync(root, { recursive: true, force: true });
 
 console.log(
-  `# ${ASSIGNMENTS} assignments on ${NODES} nodes; one-file change syncs in order (ms): ${changeMs.map((v) => v.toFixed(1)).join(", ")}`,
+  `# ${ASSIGNMENTS} assignments on ${NODES} nodes; load average ${loadavg()
+    .map((l) => l.toFixed(2))
+    .join(" ")}`,
 );
+console.log(`# initial sync: ${initialMs.toFixed(0)} ms wall, ${initialCpuMs.toFixed(0)} ms cpu`);
+console.log(`# one-file change syncs in order, wall (ms): ${changeMs.map((v) => v.toFixed(1)).join(", ")}`);
+console.log(`# one-file change syncs in order, cpu (ms): ${changeCpuMs.map((v) => v.toFixed(1)).join(", ")}`);
 console.log(`figure sync_initial_10k_ms ${initialMs.toFixed(0)} ms`);
 console.log(`figure sync_one_file_change_ms ${firstChangeMs.toFixed(1)} ms`);
 if (steady.length > 0)
