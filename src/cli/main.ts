@@ -8,6 +8,10 @@ import { VERSION } from "./version.js";
 
 const COMMANDS: CommandRegistry = {
   validate: async () => (await import("./validate.js")).validateCommand,
+  sync: async () => (await import("./sync.js")).syncCommand,
+  plan: async () => (await import("./plan.js")).planCommand,
+  rollback: async () => (await import("./rollback.js")).rollbackCommand,
+  history: async () => (await import("./history.js")).historyCommand,
   agent: async () => (await import("./agent.js")).agentCommand,
 };
 
