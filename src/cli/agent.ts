@@ -11,6 +11,7 @@ import { Command } from "commander";
 import { EnvironmentError, isStewardError } from "../model/errors.js";
 import type { AgentReply, AttemptResult, Report } from "../model/generated.js";
 import { type CliIo, EXIT, type GlobalOptions } from "./io.js";
+import { addNatsAgent } from "./nats-agent.js";
 import { runProgram } from "./program.js";
 
 /** CliIo, plus standard input for `--bundle -` (tests pass their own). */
@@ -116,7 +117,8 @@ export function agentCommand(
     .requiredOption("--bundle <file>", "the bundle (JSON), or - to read it from standard input")
     .option("--root <dir>", "map every absolute path P of a resource to DIR+P")
     .option("--node <name>", "this node's name (default: the node the bundle is for)")
-    .action(async (options: AgentCommandOptions & { bundle: string }, command: Command) => {
+    .action(async (_local: AgentCommandOptions & { bundle: string }, command: Command) => {
+      const options = command.optsWithGlobals<AgentCommandOptions & { bundle: string }>();
       const source = options.bundle === "-" ? "standard input" : options.bundle;
       let text: string;
       if (options.bundle === "-") text = await (io.stdin ?? readStdin)();
@@ -159,7 +161,8 @@ export function agentCommand(
     )
     .option("--root <dir>", "map every absolute path P of a resource to DIR+P")
     .option("--node <name>", "this node's name (default: the one this state directory applied for)")
-    .action(async (options: AgentCommandOptions, command: Command) => {
+    .action(async (_local: AgentCommandOptions, command: Command) => {
+      const options = command.optsWithGlobals<AgentCommandOptions>();
       const [{ Agent }, { AgentStore }, { hostname }] = await Promise.all([
         import("../agent/agent.js"),
         import("../agent/store.js"),
@@ -175,7 +178,7 @@ export function agentCommand(
       exit(EXIT.ok);
     });
 
-  return agent;
+  return addNatsAgent(agent, io, (command) => stateDir(command, io));
 }
 
 /**

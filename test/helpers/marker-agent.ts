@@ -122,12 +122,17 @@ export class MarkerAgent implements AgentRuntime {
   }
 }
 
-/** A bundle for `assignment` on `node` at `generation`, with content that differs per generation. */
+/**
+ * A bundle for `assignment` on `node` at `generation`, with content that differs per generation.
+ * `countRuns` adds a command (run once per generation by the real Agent) that appends the attempt id
+ * to `<root>/srv/runs/<assignment>.log`, so a test can count what really ran.
+ */
 export function testBundle(
   node: string,
   assignment: string,
   generation: number,
   state: InstanceSpec["state"] = "running",
+  options: { countRuns?: boolean } = {},
 ): Bundle {
   const spec: InstanceSpec = {
     assignment,
@@ -135,7 +140,22 @@ export function testBundle(
     state,
     dependsOn: [],
     roots: ["/srv"],
-    resources: [{ kind: "file", path: `/srv/${assignment}.conf`, content: `generation ${generation}\n` }],
+    resources: [
+      { kind: "file", path: `/srv/${assignment}.conf`, content: `generation ${generation}\n` },
+      ...(options.countRuns
+        ? [
+            {
+              kind: "command" as const,
+              name: "count-runs",
+              run: [
+                "sh",
+                "-c",
+                `mkdir -p "$STEWARD_ROOT/srv/runs" && echo "$STEWARD_GENERATION $STEWARD_ATTEMPT" >> "$STEWARD_ROOT/srv/runs/${assignment}.log"`,
+              ],
+            },
+          ]
+        : []),
+    ],
     probes: [],
   };
   return {
@@ -147,6 +167,12 @@ export function testBundle(
     spec,
     issuedAt: new Date().toISOString(),
   };
+}
+
+/** The runs the counting command of `testBundle(..., { countRuns: true })` recorded: "generation attemptId". */
+export function countedRuns(root: string, assignment: string): string[] {
+  const file = join(root, "srv", "runs", `${assignment}.log`);
+  return existsSync(file) ? readFileSync(file, "utf8").trim().split("\n") : [];
 }
 
 /** A node declared with the nats transport. */

@@ -1,10 +1,12 @@
 /**
  * One real nats-server, a hub transport on it and agents started and stopped by name: the setup
- * most NATS transport tests share. Each agent runs a MarkerAgent under `<dir>/<node>`.
+ * most NATS transport tests share. An agent is the real Agent, or a MarkerAgent where a test needs
+ * to make it crash or to list what it applied.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Agent } from "../../src/agent/agent.js";
 import { type NatsAgent, type NatsAgentOptions, runNatsAgent } from "../../src/transport/nats/agent.js";
 import {
   createNatsTransport,
@@ -27,6 +29,8 @@ export interface NatsTestBed {
     marker?: MarkerAgentOptions,
     loop?: Partial<Omit<NatsAgentOptions, "node" | "agent">>,
   ): Promise<MarkerAgent>;
+  /** Starts (or restarts) `node`'s real Agent under `<dir>/<node>/{root,state}`; returns its root. */
+  startRealAgent(node: string, loop?: Partial<Omit<NatsAgentOptions, "node" | "agent">>): Promise<string>;
   stopAgent(node: string): Promise<void>;
   dispose(): Promise<void>;
 }
@@ -55,6 +59,13 @@ export async function startNatsTestBed(
       const runs = new MarkerAgent(node, join(dir, node), marker);
       agents.set(node, await runNatsAgent({ servers: server.url, ...loop, node, agent: runs }));
       return runs;
+    },
+    startRealAgent: async (node, loop = {}) => {
+      await stopAgent(node);
+      const root = join(dir, node, "root");
+      const agent = new Agent({ node, root, stateDir: join(dir, node, "state"), probeSettleMs: 0 });
+      agents.set(node, await runNatsAgent({ servers: server.url, ...loop, node, agent }));
+      return root;
     },
     stopAgent,
     dispose: async () => {

@@ -4,10 +4,11 @@ import { join } from "node:path";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Agent } from "../../../src/agent/agent.js";
 import { type NatsAgent, runNatsAgent } from "../../../src/transport/nats/agent.js";
 import { createNatsTransport, type NatsTransport } from "../../../src/transport/nats/hub.js";
 import { REPORTS_STREAM } from "../../../src/transport/nats/subjects.js";
-import { MarkerAgent, natsNode, testBundle } from "../../helpers/marker-agent.js";
+import { countedRuns, natsNode, testBundle } from "../../helpers/marker-agent.js";
 import { startNatsServer, type TestNatsServer } from "../../helpers/nats-server.js";
 import { recordEvents } from "../../helpers/transport-events.js";
 
@@ -24,7 +25,14 @@ describe("nats hub restart - nothing is run twice and nothing is lost", () => {
   let dir: string;
   let agent: NatsAgent | undefined;
   const hubs: NatsTransport[] = [];
-  const marker = () => new MarkerAgent("web-1", dir);
+  const root = () => join(dir, "root");
+  /** (Re)starts the node's real Agent on its one root and state directory. */
+  async function restartAgent(): Promise<void> {
+    await agent?.stop();
+    const real = new Agent({ node: "web-1", root: root(), stateDir: join(dir, "state"), probeSettleMs: 0 });
+    agent = await runNatsAgent({ servers: server.url, node: "web-1", agent: real });
+  }
+  const runsOf = (attemptId: string) => countedRuns(root(), "web").filter((line) => line.endsWith(attemptId));
 
   async function startHub(recorded: ReturnType<typeof recordEvents>): Promise<NatsTransport> {
     const hub = createNatsTransport({ servers: server.url, nodes: ["web-1"] });
@@ -48,7 +56,7 @@ describe("nats hub restart - nothing is run twice and nothing is lost", () => {
   it("nats hub restart - a hub killed after publishing re-publishes the same attempt and it runs once", async () => {
     const first = recordEvents();
     const hub1 = await startHub(first);
-    const bundle = testBundle("web-1", "web", 1);
+    const bundle = testBundle("web-1", "web", 1, "running", { countRuns: true });
     await hub1.dispatch(bundle, natsNode("web-1"));
     await kill(hub1);
 
@@ -57,20 +65,19 @@ describe("nats hub restart - nothing is run twice and nothing is lost", () => {
     const hub2 = await startHub(second);
     await hub2.dispatch(bundle, natsNode("web-1"));
 
-    const runs = marker();
-    agent = await runNatsAgent({ servers: server.url, node: "web-1", agent: runs });
+    await restartAgent();
     await second.until(() => second.results.some((r) => r.attemptId === bundle.attemptId), "the result");
 
     // Once more after it ran (the outbox relay raced the crash): still de-duplicated by the stream.
     await hub2.dispatch(bundle, natsNode("web-1"));
-    const fence = testBundle("web-1", "fence", 1);
+    const fence = testBundle("web-1", "fence", 1, "running", { countRuns: true });
     await hub2.dispatch(fence, natsNode("web-1"));
     await second.until(
       () => second.results.some((r) => r.attemptId === fence.attemptId),
       "the fence's result",
     );
 
-    expect(runs.applied.filter((a) => a.attemptId === bundle.attemptId)).toHaveLength(1);
+    expect(runsOf(bundle.attemptId)).toHaveLength(1);
     expect(second.results.filter((r) => r.attemptId === bundle.attemptId)).toHaveLength(1);
     await hub2.stop();
   });
@@ -83,12 +90,10 @@ describe("nats hub restart - nothing is run twice and nothing is lost", () => {
     });
     const hub3 = await startHub(third);
     stall = true;
-    const runs = marker();
-    await agent?.stop();
-    agent = await runNatsAgent({ servers: server.url, node: "web-1", agent: runs });
-    const bundle = testBundle("web-1", "web", 2);
+    await restartAgent();
+    const bundle = testBundle("web-1", "web", 2, "running", { countRuns: true });
     await hub3.dispatch(bundle, natsNode("web-1"));
-    await third.until(() => runs.applied.some((a) => a.attemptId === bundle.attemptId), "the apply");
+    await third.until(() => runsOf(bundle.attemptId).length === 1, "the apply");
     await kill(hub3);
     stall = false;
 
@@ -102,7 +107,7 @@ describe("nats hub restart - nothing is run twice and nothing is lost", () => {
       () => fourth.reports.some((r) => r.instances.some((i) => i.assignment === "web" && i.generation === 2)),
       "the redelivered report",
     );
-    expect(runs.applied.filter((a) => a.attemptId === bundle.attemptId)).toHaveLength(1);
+    expect(runsOf(bundle.attemptId)).toHaveLength(1);
     await hub4.stop();
   });
 
@@ -110,15 +115,14 @@ describe("nats hub restart - nothing is run twice and nothing is lost", () => {
     await agent?.stop();
     const fifth = recordEvents();
     const hub5 = await startHub(fifth);
-    const bundle = testBundle("web-1", "web", 3);
+    const bundle = testBundle("web-1", "web", 3, "running", { countRuns: true });
     await hub5.dispatch(bundle, natsNode("web-1"));
     await hub5.stop();
-    const runs = marker();
-    agent = await runNatsAgent({ servers: server.url, node: "web-1", agent: runs });
+    await restartAgent();
     // Wait until the result and report are on the stream, with no hub to take them.
     const watcher = await connect({ servers: server.url });
     const jsm = await jetstreamManager(watcher);
-    await fifth.until(() => runs.applied.length === 1, "the apply");
+    await fifth.until(() => runsOf(bundle.attemptId).length === 1, "the apply");
     await fifth.until(
       async () => (await jsm.streams.info(REPORTS_STREAM)).state.messages >= 2,
       "result and report stored",

@@ -1,9 +1,12 @@
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { natsNode, testBundle } from "../../helpers/marker-agent.js";
+import { countedRuns, natsNode, testBundle } from "../../helpers/marker-agent.js";
 import { type NatsTestBed, startNatsTestBed } from "../../helpers/nats-testbed.js";
 
 describe("nats offline node - converges the current generation, not every intermediate one", () => {
   let bed: NatsTestBed;
+  const counting = { countRuns: true };
 
   beforeAll(async () => {
     bed = await startNatsTestBed({ nodes: ["edge-2"] });
@@ -15,9 +18,9 @@ describe("nats offline node - converges the current generation, not every interm
 
   it("nats offline node - an agent offline during two commits applies only the latest when it returns", async () => {
     const { hub, recorded } = bed;
-    const web2 = testBundle("edge-2", "web", 2);
-    const web3 = testBundle("edge-2", "web", 3);
-    const proxy1 = testBundle("edge-2", "proxy", 1);
+    const web2 = testBundle("edge-2", "web", 2, "running", counting);
+    const web3 = testBundle("edge-2", "web", 3, "running", counting);
+    const proxy1 = testBundle("edge-2", "proxy", 1, "running", counting);
     await hub.dispatch(web2, natsNode("edge-2"));
     await hub.dispatch(proxy1, natsNode("edge-2"));
     await hub.dispatch(web3, natsNode("edge-2"));
@@ -26,7 +29,7 @@ describe("nats offline node - converges the current generation, not every interm
       { node: "edge-2", waiting: 2, inProgress: 0, redelivered: 0 },
     ]);
 
-    const runs = await bed.startAgent("edge-2");
+    const root = await bed.startRealAgent("edge-2");
     await recorded.until(
       () => [web3, proxy1].every((b) => recorded.results.some((r) => r.attemptId === b.attemptId)),
       "results for web@3 and proxy@1",
@@ -35,18 +38,20 @@ describe("nats offline node - converges the current generation, not every interm
       () =>
         recorded.reports.some(
           (r) =>
-            r.instances.find((i) => i.assignment === "web")?.generation === 3 && r.instances.length === 2,
+            r.instances.find((i) => i.assignment === "web")?.generation === 3 &&
+            r.instances.every((i) => i.converged),
         ),
-      "a report with web at generation 3",
+      "a converged report with web at generation 3",
     );
-    expect(runs.applied.map((a) => `${a.assignment}@${a.generation}`).sort()).toEqual(["proxy@1", "web@3"]);
+    expect(countedRuns(root, "web")).toEqual([`3 ${web3.attemptId}`]);
+    expect(countedRuns(root, "proxy")).toEqual([`1 ${proxy1.attemptId}`]);
     expect(recorded.results.some((r) => r.attemptId === web2.attemptId)).toBe(false);
   });
 
   it("nats offline node - an attempt older than the generation already applied is answered Superseded, not applied", async () => {
     const { hub, recorded } = bed;
-    const runs = await bed.startAgent("edge-2");
-    const late = testBundle("edge-2", "web", 2);
+    const root = await bed.startRealAgent("edge-2");
+    const late = testBundle("edge-2", "web", 2, "running", counting);
     await hub.dispatch(late, natsNode("edge-2"));
     await recorded.until(
       () => recorded.results.some((r) => r.attemptId === late.attemptId),
@@ -58,15 +63,20 @@ describe("nats offline node - converges the current generation, not every interm
       reason: "Superseded",
       generation: 2,
     });
-    expect(runs.applied).toEqual([]);
+    expect(countedRuns(root, "web")).toHaveLength(1);
+    expect(readFileSync(join(root, "srv/web.conf"), "utf8")).toBe("generation 3\n");
   });
 
-  it("nats offline node - the same generation again is applied (healing is the ordinary path run again)", async () => {
+  it("nats offline node - the same generation again repairs drift (healing is the ordinary path run again)", async () => {
     const { hub, recorded } = bed;
-    const runs = await bed.startAgent("edge-2");
-    const again = testBundle("edge-2", "web", 3);
+    const root = await bed.startRealAgent("edge-2");
+    writeFileSync(join(root, "srv/web.conf"), "changed behind steward's back\n");
+    const again = testBundle("edge-2", "web", 3, "running", counting);
     await hub.dispatch(again, natsNode("edge-2"));
     await recorded.until(() => recorded.results.some((r) => r.attemptId === again.attemptId), "the result");
-    expect(runs.applied.map((a) => a.attemptId)).toEqual([again.attemptId]);
+    expect(recorded.results.find((r) => r.attemptId === again.attemptId)?.outcome).toBe("succeeded");
+    expect(readFileSync(join(root, "srv/web.conf"), "utf8")).toBe("generation 3\n");
+    // The run-once command of generation 3 does not run a second time.
+    expect(countedRuns(root, "web")).toHaveLength(1);
   });
 });
