@@ -24,6 +24,8 @@ const INGEST_REPORTS = Number(process.env.BENCH_REPORTS ?? 20_000);
 
 execFileSync("npm", ["run", "build"], { cwd: root, stdio: ["ignore", "ignore", "inherit"] });
 const { contentHash } = await import("../dist/model/canonical.js");
+const { DEFAULT_BUDGET } = await import("../dist/model/fleet.js");
+const { bundleFor } = await import("../dist/model/render.js");
 const { newUserSeed, planNatsConfig, writeNatsConfig } = await import("../dist/transport/nats/config.js");
 const { NatsServerProcess, stopChild } = await import("../dist/transport/nats/server.js");
 const { createNatsTransport } = await import("../dist/transport/nats/hub.js");
@@ -77,15 +79,7 @@ function bundle(node, assignment, generation) {
     })),
     probes: [],
   };
-  return {
-    apiVersion: "steward.dev/v1",
-    kind: "Bundle",
-    attemptId: ulid(),
-    generation,
-    hash: contentHash(spec),
-    spec,
-    issuedAt: new Date().toISOString(),
-  };
+  return bundleFor({ spec, hash: contentHash(spec), budget: DEFAULT_BUDGET }, generation, ulid(), new Date());
 }
 
 try {

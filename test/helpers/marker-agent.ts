@@ -8,6 +8,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import { join } from "node:path";
 import { ulid } from "ulid";
 import { contentHash } from "../../src/model/canonical.js";
+import { DEFAULT_BUDGET } from "../../src/model/fleet.js";
 import type {
   AgentReply,
   AttemptResult,
@@ -17,6 +18,7 @@ import type {
   Node,
   Report,
 } from "../../src/model/generated.js";
+import { bundleFor, type Instance, instanceKey } from "../../src/model/render.js";
 import type { AgentRuntime } from "../../src/transport/nats/agent.js";
 
 interface Marker {
@@ -158,15 +160,17 @@ export function testBundle(
     ],
     probes: [],
   };
-  return {
-    apiVersion: "steward.dev/v1",
-    kind: "Bundle",
-    attemptId: ulid(),
-    generation,
-    hash: contentHash(spec),
+  const instance: Instance = {
+    key: instanceKey(assignment, node),
+    assignment,
+    node,
     spec,
-    issuedAt: new Date().toISOString(),
+    hash: contentHash(spec),
+    rollout: {},
+    budget: DEFAULT_BUDGET,
+    file: `assignments/${assignment}.yaml`,
   };
+  return bundleFor(instance, generation, ulid(), new Date());
 }
 
 /** The runs the counting command of `testBundle(..., { countRuns: true })` recorded: "generation attemptId". */
