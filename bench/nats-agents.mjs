@@ -3,19 +3,60 @@
 // given, each node with its own credentials, connection, root and state directory, so one process
 // stands in for many hosts. Prints "ready" once every loop runs; stops on SIGTERM.
 // Usage: node bench/nats-agents.mjs '{"url":..., "dir":..., "credsDir":..., "nodes":[...]}'
+// BENCH_AGENT=echo replaces the Agent by one that applies nothing and answers at once: what is left
+// is the transport alone (the loop, the client, the server, the hub).
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { Agent } from "../dist/agent/agent.js";
 import { runNatsAgent } from "../dist/transport/nats/agent.js";
 
 const { url, dir, credsDir, nodes, heartbeatIntervalMs } = JSON.parse(process.argv[2]);
+/** Remembers generations and reports them converged; touches nothing. */
+function echoAgent(node) {
+  const generations = new Map();
+  const report = () => ({
+    apiVersion: "steward.dev/v1",
+    kind: "Report",
+    node,
+    takenAt: new Date().toISOString(),
+    agent: { version: "echo" },
+    instances: [...generations].map(([assignment, generation]) => ({
+      assignment,
+      generation,
+      state: "running",
+      converged: true,
+      resources: [],
+      probes: [],
+    })),
+  });
+  return {
+    async apply(bundle) {
+      generations.set(bundle.spec.assignment, bundle.generation);
+      const now = new Date().toISOString();
+      const { attemptId, generation } = bundle;
+      const result = {
+        attemptId,
+        node,
+        assignment: bundle.spec.assignment,
+        generation,
+        outcome: "succeeded",
+      };
+      return { result: { ...result, resources: [], startedAt: now, finishedAt: now }, report: report() };
+    },
+    observe: async () => report(),
+  };
+}
+
 const loops = [];
 for (const node of nodes) {
   const root = join(dir, node, "root");
   const stateDir = join(dir, node, "state");
   mkdirSync(root, { recursive: true });
   mkdirSync(stateDir, { recursive: true });
-  const agent = new Agent({ node, stateDir, root, probeSettleMs: 0 });
+  const agent =
+    process.env.BENCH_AGENT === "echo"
+      ? echoAgent(node)
+      : new Agent({ node, stateDir, root, probeSettleMs: 0 });
   loops.push(
     await runNatsAgent({
       servers: url,

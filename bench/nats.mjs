@@ -5,7 +5,8 @@
 // Measured: commit → instance converged (a report showing the new generation, converged), p50 and
 // p99 over instances; then how fast the hub's transport ingests reports from the stream.
 // Until the hub itself is on main this is the transport path: dispatch → agent apply → result and
-// report back, with the hub's handlers only recording.
+// report back, with the hub's handlers only recording. BENCH_AGENT=echo swaps the Agent for one that
+// applies nothing, leaving the transport alone.
 // Prints `figure nats_converged_p50_ms`, `figure nats_converged_p99_ms`, `figure nats_reports_per_s`.
 import { execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -100,7 +101,7 @@ try {
             heartbeatIntervalMs: 5_000,
           }),
         ],
-        { stdio: ["ignore", "pipe", "inherit"] },
+        { stdio: ["ignore", "pipe", "inherit"], env: process.env },
       );
       children.push(child);
       return new Promise((resolve, reject) => {
@@ -207,7 +208,7 @@ try {
   const perSecond = ingested / ((last - first) / 1000);
 
   console.log(
-    `# ${NODES} agents in ${PROCESSES} processes, ${instances.length} instances, agents' files in ${agentsBase}; transport path (hub handlers only record)`,
+    `# ${NODES} ${process.env.BENCH_AGENT === "echo" ? "echo agents (nothing applied)" : "agents"} in ${PROCESSES} processes, ${instances.length} instances, agents' files in ${agentsBase}; transport path (hub handlers only record)`,
   );
   if (cpuBefore && cpuAfter) {
     const used = (key) => cpuAfter[key] - cpuBefore[key];
