@@ -42,7 +42,7 @@ export interface LocalFleet {
   readonly hubCreds: string;
   readonly server: NatsServerProcess;
   readonly agents: ReadonlyMap<string, LocalAgent>;
-  /** Options for `createNatsTransport` that reach this fleet as the hub. */
+  /** Options for `createNatsTransport` that reach this fleet as the hub (every node over the bus). */
   hubOptions(): NatsTransportOptions;
   /** Stops every agent (SIGTERM, then SIGKILL after 5 s), then the server. */
   stop(): Promise<void>;
@@ -112,6 +112,7 @@ export async function startLocalFleet(options: LocalFleetOptions): Promise<Local
       servers: server.url,
       creds: join(busDir, "credentials", "hub.nk"),
       nodes: options.nodes,
+      anyDeclaredTransport: true,
       ...(options.heartbeatIntervalMs ? { heartbeat: { intervalMs: options.heartbeatIntervalMs } } : {}),
     }),
     stop: async () => {

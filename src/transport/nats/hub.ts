@@ -76,6 +76,12 @@ export interface NatsTransportOptions {
   connection?: NatsConnection;
   /** Nodes expected on the bus: their consumers are created and their heartbeats watched from start. */
   nodes?: string[];
+  /**
+   * Reach every node dispatched to, whatever transport it declares (`steward up --transport nats`
+   * runs the whole example fleet over the bus). Default false: a node declaring another transport
+   * is refused as `WrongTransport`.
+   */
+  anyDeclaredTransport?: boolean;
   heartbeat?: {
     /** Interval assumed for a node that has not beaten yet; default 5,000 ms (the agents' default). */
     intervalMs?: number;
@@ -257,7 +263,7 @@ class NatsHubTransport implements NatsTransport {
 
   async dispatch(bundle: Bundle, node: Node): Promise<void> {
     const name = node.metadata.name;
-    if (node.spec.transport !== "nats")
+    if (node.spec.transport !== "nats" && !this.options.anyDeclaredTransport)
       throw new DispatchError(
         `node ${name} is reached over ${node.spec.transport}, not nats`,
         "permanent",

@@ -76,10 +76,8 @@ describe("nats fleet - agent processes on one machine converge the example repo 
       for (const instance of instances.filter((i) => i.assignment === assignment)) {
         const node = desired.nodes.get(instance.node)?.value;
         if (!node) throw new Error(`no node ${instance.node}`);
-        await hub?.dispatch(bundleFor(instance, 1, ulid(), new Date()), {
-          ...node,
-          spec: { ...node.spec, transport: "nats" },
-        });
+        // The example declares these nodes `local`; the local fleet reaches every node over NATS.
+        await hub?.dispatch(bundleFor(instance, 1, ulid(), new Date()), node);
       }
     };
     // The hub orders by dependsOn; here the test does: base first, then what depends on it.
