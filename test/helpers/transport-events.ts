@@ -37,7 +37,7 @@ export function recordEvents(
       recorded.healthEvents.push(event);
     },
   };
-  const until = async (check: () => boolean | Promise<boolean>, what: string, timeoutMs = 15_000) => {
+  const until = async (check: () => boolean | Promise<boolean>, what: string, timeoutMs = 25_000) => {
     const deadline = Date.now() + timeoutMs;
     while (!(await check())) {
       if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);

@@ -9,7 +9,7 @@ import { startNatsServer, type TestNatsServer } from "../../helpers/nats-server.
 import { type NatsTestBed, startNatsTestBed } from "../../helpers/nats-testbed.js";
 import { recordEvents } from "../../helpers/transport-events.js";
 
-describe("nats advisories - the bus itself is observed", () => {
+describe("nats advisories - the bus itself is observed", { timeout: 60_000 }, () => {
   let bed: NatsTestBed;
 
   beforeAll(async () => {

@@ -20,7 +20,7 @@ async function kill(hub: NatsTransport): Promise<void> {
 
 const killed = new Set<NatsTransport>();
 
-describe("nats hub restart - nothing is run twice and nothing is lost", () => {
+describe("nats hub restart - nothing is run twice and nothing is lost", { timeout: 60_000 }, () => {
   let server: TestNatsServer;
   let dir: string;
   let agent: NatsAgent | undefined;

@@ -4,7 +4,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { countedRuns, natsNode, testBundle } from "../../helpers/marker-agent.js";
 import { type NatsTestBed, startNatsTestBed } from "../../helpers/nats-testbed.js";
 
-describe("nats offline node - converges the current generation, not every intermediate one", () => {
+describe("nats offline node - converges the current generation, not every intermediate one", {
+  timeout: 60_000,
+}, () => {
   let bed: NatsTestBed;
   const counting = { countRuns: true };
 

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type MarkerAgent, natsNode, testBundle } from "../../helpers/marker-agent.js";
 import { type NatsTestBed, startNatsTestBed } from "../../helpers/nats-testbed.js";
 
-describe("nats server restart - a rollout resumes after the server comes back", () => {
+describe("nats server restart - a rollout resumes after the server comes back", { timeout: 60_000 }, () => {
   let bed: NatsTestBed;
   const runs: MarkerAgent[] = [];
   const nodes = ["node-1", "node-2"];
