@@ -3,6 +3,8 @@
  * Each area owns its migrations: 1xx revisions and generations (the syncer), 2xx hub (intents,
  * attempts, outbox, reports, conditions, tasks, nodes), 3xx commit statuses.
  */
+import { HUB_MIGRATIONS } from "./hub-migrations.js";
+
 export interface Migration {
   version: number;
   name: string;
@@ -72,4 +74,5 @@ export const MIGRATIONS: readonly Migration[] = [
       );
     `,
   },
+  ...HUB_MIGRATIONS,
 ];

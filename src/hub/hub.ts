@@ -1,0 +1,711 @@
+/**
+ * The hub: reconciles what should be (generations from the syncer) with what is (reports from
+ * nodes), durably. It owns the work queue and its timers, runs reconciles in batches (each batch one
+ * transaction), relays outbox rows to the transports, and turns transport events into records:
+ * results settle attempts, reports become observations, lost results make attempts ambiguous,
+ * silence becomes `NodeSilent`, transport health becomes `TransportDegraded`.
+ *
+ * Work grows with the change, not the fleet: a sync queues only the instances whose generation
+ * changed, a report only its node's instances, a timer only its own key. A restart queues the
+ * instances that are not converged, re-hands the outbox and lets decide() treat expired leases as
+ * ambiguous — never replaying an attempt blindly.
+ */
+import pino, { type Logger } from "pino";
+import { fleetSettings } from "../model/fleet.js";
+import type { AttemptResult, Bundle, Report } from "../model/generated.js";
+import { type Clock, systemClock } from "./clock.js";
+import { markOpen, markResolved } from "./conditions.js";
+import { DEFAULT_TIMING, type Timing } from "./decide.js";
+import { idFactory } from "./ids.js";
+import { HubMetrics } from "./metrics.js";
+import { WorkQueue } from "./queue.js";
+import { type ReconcileContext, type ReconcileOutcome, reconcileInstance } from "./reconcile.js";
+import type { NodeRecord, RevisionRecord } from "./records.js";
+import { redact } from "./redact.js";
+import type { Store } from "./store/store.js";
+import { DispatchError, type Transport, type TransportEvents, type TransportHealth } from "./transport.js";
+
+export interface HubOptions {
+  store: Store;
+  /** The transports this hub runs; nodes on any other transport are listed but never dispatched to. */
+  transports?: Transport[];
+  clock?: Clock;
+  logger?: Logger;
+  timing?: Partial<Timing>;
+  /** Random source for backoff jitter, in [0, 1). */
+  random?: () => number;
+  /** Reconciles per transaction. */
+  batchSize?: number;
+  /** Safety resync of every unconverged instance, at a slow cadence (0: never). */
+  resyncIntervalMs?: number;
+}
+
+/** What `steward up` and tests see of a hub's progress. */
+export interface HubActivity {
+  queued: number;
+  delayed: number;
+  relaying: number;
+  handling: number;
+}
+
+const SECOND = 1000;
+const REVISION_CURSOR = "revision_seq";
+
+export class Hub {
+  readonly store: Store;
+  readonly clock: Clock;
+  readonly log: Logger;
+  readonly metrics: HubMetrics;
+  readonly timing: Timing;
+  private readonly transports = new Map<string, Transport>();
+  private readonly queue: WorkQueue;
+  private readonly newId: () => string;
+  private readonly random: () => number;
+  private readonly batchSize: number;
+  private readonly resyncIntervalMs: number;
+  private readonly context: ReconcileContext;
+  private scheduled = false;
+  private processing = false;
+  private started = false;
+  private stopped = false;
+  private relaying = 0;
+  private handling = 0;
+  private readonly idleWaiters: (() => void)[] = [];
+  private readonly silenceTimers = new Map<string, () => void>();
+  private readonly unreachable = new Set<string>();
+  private cancelResync: (() => void) | undefined;
+  private readonly listeners = new Set<(outcome: ReconcileOutcome) => void>();
+
+  constructor(options: HubOptions) {
+    this.store = options.store;
+    this.clock = options.clock ?? systemClock;
+    this.log = options.logger ?? pino({ level: "silent" });
+    this.timing = {
+      ...DEFAULT_TIMING,
+      ...options.timing,
+      backoff: { ...DEFAULT_TIMING.backoff, ...options.timing?.backoff },
+    };
+    this.random = options.random ?? Math.random;
+    this.batchSize = options.batchSize ?? 256;
+    this.resyncIntervalMs = options.resyncIntervalMs ?? 10 * 60 * SECOND;
+    this.newId = idFactory(this.clock);
+    this.metrics = new HubMetrics(this.store);
+    for (const transport of options.transports ?? []) this.transports.set(transport.name, transport);
+    this.queue = new WorkQueue(this.clock, () => this.schedule());
+    this.context = {
+      store: this.store,
+      clock: this.clock,
+      newId: this.newId,
+      timing: this.timing,
+      random: this.random,
+      transportEnabled: (node) => this.transports.has(node.transport),
+      log: this.log,
+    };
+  }
+
+  /** Names of the transports this hub runs. */
+  get transportNames(): string[] {
+    return [...this.transports.keys()];
+  }
+
+  /** Whether this hub can reach `node` at all. */
+  reaches(node: NodeRecord): boolean {
+    return this.transports.has(node.transport);
+  }
+
+  /** Recovers durable work and starts the transports. */
+  async start(): Promise<void> {
+    if (this.started) return;
+    this.started = true;
+    this.takeInRevisions();
+    const recovered = this.store.recoveryKeys();
+    const outbox = this.store.outbox();
+    this.log.info(
+      { instances: recovered.length, outbox: outbox.length, transports: this.transportNames },
+      "hub starting: recovering %d instances and %d outbox rows",
+      recovered.length,
+      outbox.length,
+    );
+    for (const [name, transport] of this.transports) await transport.start(this.eventsFor(name));
+    for (const row of outbox) this.relay(row.attemptId);
+    const asked = new Set<string>();
+    for (const node of this.store.nodes()) {
+      if (!this.reaches(node) || node.removedAt) continue;
+      this.watchSilence(node.name);
+      if (this.store.openAttemptsOfNode(node.name).length > 0 && !asked.has(node.name)) {
+        asked.add(node.name);
+        this.askForReport(node.name);
+      }
+    }
+    this.queue.addAll(recovered);
+    this.scheduleResync();
+  }
+
+  /** Stops the transports and every timer; durable state stays as it is. */
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.queue.clear();
+    this.cancelResync?.();
+    for (const cancel of this.silenceTimers.values()) cancel();
+    this.silenceTimers.clear();
+    for (const transport of this.transports.values()) await transport.stop();
+    this.wakeIdle();
+  }
+
+  /** Calls `listener` after every reconcile (for progress displays). Returns an unsubscribe function. */
+  onReconcile(listener: (outcome: ReconcileOutcome) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Queues instances for a reconcile now. */
+  enqueue(keys: Iterable<string>): void {
+    if (!this.stopped) this.queue.addAll(keys);
+  }
+
+  /** Takes in what the syncer recorded since the last call: invalid revisions and changed instances. */
+  takeInRevisions(): RevisionRecord[] {
+    const cursor = Number(this.store.meta(REVISION_CURSOR) ?? "0");
+    const revisions = this.store.revisionsAfter(cursor);
+    if (revisions.length === 0) return [];
+    const now = this.nowIso();
+    const changed = new Set<string>();
+    this.store.transaction(() => {
+      for (const revision of revisions) {
+        if (revision.outcome === "invalid") this.openInvalidRevision(revision, now);
+        else if (revision.outcome === "applied") {
+          for (const condition of this.store.conditions({ status: "open", type: "InvalidRevision" }))
+            markResolved(
+              this.store,
+              "InvalidRevision",
+              condition.subjectKind,
+              condition.subject,
+              now,
+              `revision ${revision.sha.slice(0, 12)} on ${revision.branch} is valid and applied`,
+            );
+          for (const key of this.store.instanceKeysChangedBy(revision.sha)) changed.add(key);
+        }
+      }
+      this.store.setMeta(REVISION_CURSOR, String(revisions.at(-1)!.seq));
+    });
+    this.log.info(
+      { revisions: revisions.map((r) => r.sha.slice(0, 12)), instances: changed.size },
+      "took in %d revisions; %d instances changed",
+      revisions.length,
+      changed.size,
+    );
+    this.enqueue(changed);
+    return revisions;
+  }
+
+  private openInvalidRevision(revision: RevisionRecord, now: string): void {
+    const diagnostics = revision.diagnostics ?? [];
+    const where = diagnostics
+      .slice(0, 3)
+      .map((d) => `${d.file}:${d.line}:${d.column}: ${d.message}`)
+      .join("; ");
+    markOpen(
+      this.store,
+      {
+        type: "InvalidRevision",
+        subjectKind: "revision",
+        subject: revision.sha,
+        reason: "ValidationFailed",
+        message: `revision ${revision.sha.slice(0, 12)} is invalid (${diagnostics.length} problems), nothing changed: ${where}`,
+        evidence: {
+          diagnostics: diagnostics.slice(0, 20),
+          author: revision.authorName,
+          message: revision.message,
+        },
+        resolver: "operator",
+        revision: revision.sha,
+      },
+      now,
+      this.newId,
+    );
+  }
+
+  /** Re-reads operator changes (drain, undrain, new revisions) after a CLI wrote them. */
+  nudge(scope: { node?: string } = {}): void {
+    this.takeInRevisions();
+    if (scope.node) {
+      this.enqueue(this.store.activeInstanceKeysOfNode(scope.node));
+      const node = this.store.node(scope.node);
+      if (node && !node.draining) this.nodeReturned(scope.node);
+    }
+  }
+
+  /** Nodes whose declaration changed: reconcile their instances. */
+  nodesChanged(names: readonly string[]): void {
+    for (const name of names) {
+      this.enqueue(this.store.activeInstanceKeysOfNode(name));
+      const node = this.store.node(name);
+      if (node && this.reaches(node) && !node.removedAt) this.watchSilence(name);
+    }
+  }
+
+  /** Resolves when nothing is queued, being reconciled, relayed or handled (timers may be pending). */
+  idle(): Promise<void> {
+    if (this.isIdle()) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  get activity(): HubActivity {
+    return {
+      queued: this.queue.size,
+      delayed: this.queue.delayed,
+      relaying: this.relaying,
+      handling: this.handling,
+    };
+  }
+
+  private isIdle(): boolean {
+    return (
+      this.stopped ||
+      (this.queue.size === 0 &&
+        !this.scheduled &&
+        !this.processing &&
+        this.relaying === 0 &&
+        this.handling === 0)
+    );
+  }
+
+  private wakeIdle(): void {
+    if (!this.isIdle()) return;
+    for (const resolve of this.idleWaiters.splice(0)) resolve();
+  }
+
+  private nowIso(): string {
+    return this.clock.now().toISOString();
+  }
+
+  private schedule(): void {
+    if (this.scheduled || this.stopped) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      this.process();
+    });
+  }
+
+  /** Reconciles one batch of ready keys in one transaction, then acts on the outcomes. */
+  private process(): void {
+    if (this.stopped || this.processing) return;
+    this.processing = true;
+    try {
+      const keys = this.queue.take(this.batchSize);
+      if (keys.length === 0) return;
+      const outcomes: ReconcileOutcome[] = [];
+      this.store.transaction(() => {
+        for (const key of keys) {
+          const started = performance.now();
+          try {
+            outcomes.push(this.store.transaction(() => reconcileInstance(this.context, key)));
+            this.metrics.reconcileSeconds.observe(
+              { outcome: outcomes.at(-1)!.outcome.split(":")[0]! },
+              (performance.now() - started) / 1000,
+            );
+          } catch (error) {
+            // A failed reconcile rolls back alone and is retried later; it never stops the others.
+            this.metrics.reconcileSeconds.observe({ outcome: "error" }, (performance.now() - started) / 1000);
+            this.log.error({ instance: key, err: error }, "reconcile failed; retrying in 5s");
+            this.queue.addAt(key, this.clock.now().getTime() + 5 * SECOND);
+          }
+        }
+      });
+      const reportsWanted = new Set<string>();
+      for (const outcome of outcomes) {
+        if (outcome.requeueAt !== undefined) this.queue.addAt(outcome.key, outcome.requeueAt);
+        if (outcome.requestReport) reportsWanted.add(outcome.requestReport);
+        for (const id of outcome.dispatched) this.relay(id);
+        if (outcome.follow.length > 0) this.queue.addAll(outcome.follow);
+        for (const listener of this.listeners) listener(outcome);
+      }
+      for (const node of reportsWanted) this.askForReport(node);
+    } finally {
+      this.processing = false;
+      if (this.queue.size > 0) this.schedule();
+      else this.wakeIdle();
+    }
+  }
+
+  /** Hands one outbox row to its node's transport; the attempt's lease starts at the hand-over. */
+  private relay(attemptId: string): void {
+    const row = this.store.outboxRow(attemptId);
+    if (!row) return;
+    const attempt = this.store.attempt(attemptId);
+    const node = this.store.node(row.node);
+    const transport = node ? this.transports.get(node.transport) : undefined;
+    if (!attempt || !node || !transport) {
+      // The node left this hub's reach after the attempt was written: it never left the hub.
+      this.settleDispatch(
+        attemptId,
+        new DispatchError("no transport for the node", "transient", "NoTransport"),
+      );
+      return;
+    }
+    const bundle = JSON.parse(row.bundle) as Bundle;
+    const handedAt = this.clock.now();
+    const log = this.log.child({ attemptId, instance: attempt.instanceKey, generation: attempt.generation });
+    this.relaying++;
+    transport
+      .dispatch(bundle, node.spec)
+      .then(
+        () => {
+          this.metrics.dispatchesTotal.inc({ transport: transport.name, result: "accepted" });
+          this.store.transaction(() => {
+            const current = this.store.attempt(attemptId);
+            this.store.deleteOutbox(attemptId);
+            if (!current) return;
+            const updated = { ...current };
+            // A fast agent may have answered already: never move a settled attempt back to dispatched.
+            if (updated.status === "queued") updated.status = "dispatched";
+            updated.dispatchedAt ??= handedAt.toISOString();
+            updated.leaseExpiresAt ??= new Date(handedAt.getTime() + this.timing.leaseMs).toISOString();
+            this.store.saveAttempt(updated);
+          });
+          log.info(
+            { node: node.name, transport: transport.name },
+            "attempt handed to transport %s",
+            transport.name,
+          );
+        },
+        (error: unknown) => {
+          const failure =
+            error instanceof DispatchError
+              ? error
+              : new DispatchError(
+                  `dispatch failed unexpectedly: ${(error as Error)?.message ?? error}`,
+                  "ambiguous",
+                  "DispatchFailed",
+                );
+          this.metrics.dispatchesTotal.inc({ transport: transport.name, result: failure.failureClass });
+          log.warn(
+            { node: node.name, failureClass: failure.failureClass, reason: failure.reason },
+            "dispatch failed: %s",
+            redact(failure.message),
+          );
+          if (failure.failureClass === "transient") this.unreachable.add(node.name);
+          this.settleDispatch(attemptId, failure, handedAt);
+        },
+      )
+      .finally(() => {
+        this.relaying--;
+        this.queue.add(attempt.instanceKey);
+        this.wakeIdle();
+      });
+  }
+
+  private settleDispatch(attemptId: string, failure: DispatchError, handedAt?: Date): void {
+    const now = this.nowIso();
+    this.store.transaction(() => {
+      const attempt = this.store.attempt(attemptId);
+      this.store.deleteOutbox(attemptId);
+      if (attempt?.status !== "queued") return;
+      if (failure.failureClass === "ambiguous")
+        this.store.saveAttempt({
+          ...attempt,
+          status: "ambiguous",
+          reason: failure.reason,
+          message: redact(failure.message),
+          dispatchedAt: (handedAt ?? this.clock.now()).toISOString(),
+        });
+      else
+        this.store.saveAttempt({
+          ...attempt,
+          status: "failed",
+          failureClass: failure.failureClass,
+          reason: failure.reason,
+          message: redact(failure.message),
+          finishedAt: now,
+          settledBy: "dispatch",
+        });
+    });
+    const attempt = this.store.attempt(attemptId);
+    if (attempt) this.queue.add(attempt.instanceKey);
+  }
+
+  private askForReport(name: string): void {
+    const node = this.store.node(name);
+    const transport = node ? this.transports.get(node.transport) : undefined;
+    if (!node || !transport) return;
+    this.track(
+      transport.requestReport(node.spec).catch((error: unknown) => {
+        this.log.warn({ node: name, err: error }, "could not ask node %s for a report", name);
+      }),
+    );
+  }
+
+  private track(work: Promise<unknown>): void {
+    this.handling++;
+    work.finally(() => {
+      this.handling--;
+      this.wakeIdle();
+    });
+  }
+
+  /** The handlers a transport calls; `transport` names it in conditions. */
+  eventsFor(transport: string): TransportEvents {
+    const guard =
+      <A extends unknown[]>(name: string, handler: (...args: A) => void) =>
+      (...args: A) => {
+        if (this.stopped) return;
+        this.handling++;
+        try {
+          handler(...args);
+        } catch (error) {
+          this.log.error({ err: error, transport, event: name }, "handling a %s event failed", name);
+        } finally {
+          this.handling--;
+          this.wakeIdle();
+        }
+      };
+    return {
+      report: guard("report", (report: Report) => this.ingestReport(report)),
+      result: guard("result", (result: AttemptResult) => this.ingestResult(result)),
+      heartbeat: guard("heartbeat", (node: string, at: Date) => this.ingestHeartbeat(node, at)),
+      lost: guard("lost", (attemptId: string, node: string, reason: string) =>
+        this.ingestLost(attemptId, node, reason),
+      ),
+      health: guard("health", (event: TransportHealth) => this.ingestHealth(transport, event)),
+    };
+  }
+
+  /** A full report: the node's latest observation. It never changes a desired target. */
+  ingestReport(report: Report): void {
+    const received = this.nowIso();
+    const stored = this.store.transaction(() => {
+      if (!this.store.saveReport(report, received)) return false;
+      this.store.touchNode(report.node, { heartbeatAt: received, reportAt: report.takenAt });
+      this.resolveSilence(report.node, received);
+      return true;
+    });
+    this.metrics.reportsTotal.inc();
+    if (!stored) {
+      this.log.debug(
+        { node: report.node, takenAt: report.takenAt },
+        "report older than the stored one ignored",
+      );
+      return;
+    }
+    this.watchSilence(report.node);
+    this.nodeReturned(report.node);
+    this.queue.addAll(this.store.activeInstanceKeysOfNode(report.node));
+  }
+
+  /** An attempt's outcome as the agent saw it; the next reconcile decides what it means. */
+  ingestResult(result: AttemptResult): void {
+    const log = this.log.child({
+      attemptId: result.attemptId,
+      instance: `${result.assignment}@${result.node}`,
+    });
+    const attempt = this.store.attempt(result.attemptId);
+    if (!attempt) {
+      log.warn("result for an attempt this hub does not know; ignored");
+      return;
+    }
+    if (!["queued", "dispatched", "ambiguous", "lost"].includes(attempt.status)) {
+      log.debug({ status: attempt.status }, "result for an attempt already settled; ignored");
+      return;
+    }
+    const failed = result.resources.filter((r) => r.action === "failed" || r.action === "blocked");
+    const updated = {
+      ...attempt,
+      status: result.outcome,
+      finishedAt: result.finishedAt,
+      settledBy: "result" as const,
+    };
+    if (result.failureClass) updated.failureClass = result.failureClass;
+    if (result.reason) updated.reason = result.reason;
+    if (result.message) updated.message = redact(result.message);
+    if (failed.length > 0)
+      updated.evidence = failed.slice(0, 20).map((r) => ({
+        name: r.name,
+        kind: r.kind,
+        action: r.action,
+        failureClass: r.failureClass,
+        message: r.message && redact(r.message),
+        blockedBy: r.blockedBy,
+        evidence: r.evidence && redact(r.evidence),
+      }));
+    updated.dispatchedAt ??= attempt.createdAt;
+    this.store.saveAttempt(updated);
+    log.info(
+      {
+        outcome: result.outcome,
+        failureClass: result.failureClass,
+        reason: result.reason,
+        duplicate: result.duplicate,
+      },
+      "attempt result: %s",
+      result.outcome,
+    );
+    this.queue.add(attempt.instanceKey);
+  }
+
+  /** The result of an attempt is lost (session dropped, agent died): ambiguous, never replayed blindly. */
+  ingestLost(attemptId: string, node: string, reason: string): void {
+    const attempt = this.store.attempt(attemptId);
+    if (!attempt || (attempt.status !== "queued" && attempt.status !== "dispatched")) return;
+    this.store.saveAttempt({
+      ...attempt,
+      status: "ambiguous",
+      reason: "ResultLost",
+      message: redact(reason),
+      dispatchedAt: attempt.dispatchedAt ?? attempt.createdAt,
+    });
+    this.store.deleteOutbox(attemptId);
+    this.log.warn(
+      { attemptId, instance: attempt.instanceKey, node },
+      "attempt result lost: %s",
+      redact(reason),
+    );
+    this.queue.add(attempt.instanceKey);
+  }
+
+  ingestHeartbeat(node: string, at: Date): void {
+    const iso = at.toISOString();
+    this.store.transaction(() => {
+      this.store.touchNode(node, { heartbeatAt: iso });
+      this.resolveSilence(node, iso);
+    });
+    this.watchSilence(node);
+    this.nodeReturned(node);
+  }
+
+  ingestHealth(transport: string, event: TransportHealth): void {
+    const subjectKind = event.node ? "node" : "transport";
+    const subject = event.node ?? transport;
+    const now = this.nowIso();
+    if (event.status === "degraded") {
+      const { change } = markOpen(
+        this.store,
+        {
+          type: "TransportDegraded",
+          subjectKind,
+          subject,
+          reason: event.reason,
+          message: `${transport}: ${event.message}`,
+          evidence: { transport },
+          resolver: "steward",
+          ...(event.node ? { node: event.node } : {}),
+        },
+        now,
+        this.newId,
+      );
+      if (change === "opened")
+        this.log.warn({ transport, node: event.node, reason: event.reason }, event.message);
+    } else
+      markResolved(
+        this.store,
+        "TransportDegraded",
+        subjectKind,
+        subject,
+        now,
+        `${transport}: ${event.message}`,
+      );
+  }
+
+  private heartbeatWindowMs(): number {
+    const settings = this.store.fleetSettings() ?? fleetSettings(undefined);
+    return settings.heartbeat.intervalMs * settings.heartbeat.missed;
+  }
+
+  /** (Re)arms the silence check of a node: no heartbeat or report within the window is `NodeSilent`. */
+  private watchSilence(name: string): void {
+    if (this.stopped) return;
+    this.silenceTimers.get(name)?.();
+    const node = this.store.node(name);
+    if (!node || node.removedAt || !this.reaches(node)) return;
+    const window = this.heartbeatWindowMs();
+    const last = node.lastHeartbeatAt ? Date.parse(node.lastHeartbeatAt) : this.clock.now().getTime();
+    const due = Math.max(0, last + window - this.clock.now().getTime());
+    this.silenceTimers.set(
+      name,
+      this.clock.schedule(due, () => this.checkSilence(name)),
+    );
+  }
+
+  private checkSilence(name: string): void {
+    this.silenceTimers.delete(name);
+    const node = this.store.node(name);
+    if (!node || node.removedAt || !this.reaches(node)) return;
+    const now = this.clock.now();
+    const window = this.heartbeatWindowMs();
+    const last = node.lastHeartbeatAt ? Date.parse(node.lastHeartbeatAt) : undefined;
+    if (last !== undefined && now.getTime() - last < window) {
+      this.watchSilence(name);
+      return;
+    }
+    const { change } = markOpen(
+      this.store,
+      {
+        type: "NodeSilent",
+        subjectKind: "node",
+        subject: name,
+        reason: last === undefined ? "NeverHeard" : "HeartbeatMissed",
+        message:
+          last === undefined
+            ? `node ${name} has not been heard from since the hub started`
+            : `node ${name} silent since ${node.lastHeartbeatAt} (window ${Math.round(window / SECOND)}s)`,
+        evidence: {
+          lastHeartbeatAt: node.lastHeartbeatAt,
+          lastReportAt: node.lastReportAt,
+          transport: node.transport,
+        },
+        resolver: "operator",
+        node: name,
+      },
+      now.toISOString(),
+      this.newId,
+    );
+    if (change === "opened") this.log.warn({ node: name }, "node %s is silent", name);
+    // Look again later: the condition's lastObserved stays fresh while the node is silent.
+    this.silenceTimers.set(
+      name,
+      this.clock.schedule(window, () => this.checkSilence(name)),
+    );
+  }
+
+  private resolveSilence(name: string, at: string): void {
+    const resolved = markResolved(
+      this.store,
+      "NodeSilent",
+      "node",
+      name,
+      at,
+      `heard from node ${name} at ${at}`,
+    );
+    if (resolved) this.log.info({ node: name }, "node %s is heard again", name);
+  }
+
+  /** A node that failed dispatches answers again: its retries waiting on the transport go now. */
+  private nodeReturned(name: string): void {
+    if (!this.unreachable.delete(name)) return;
+    const now = this.nowIso();
+    const keys: string[] = [];
+    this.store.transaction(() => {
+      for (const key of this.store.intentKeysOfNode(name, ["backoff", "stuck"])) {
+        const desired = this.store.desired(key);
+        const intent = desired ? this.store.intent(key, desired.generation) : undefined;
+        const last = intent?.lastAttemptId ? this.store.attempt(intent.lastAttemptId) : undefined;
+        if (!intent || last?.settledBy !== "dispatch") continue;
+        this.store.saveIntent({ ...intent, nextAttemptAt: now, updatedAt: now });
+        keys.push(key);
+      }
+    });
+    if (keys.length > 0)
+      this.log.info({ node: name, instances: keys.length }, "node %s is reachable again", name);
+    this.enqueue(keys);
+  }
+
+  private scheduleResync(): void {
+    if (this.resyncIntervalMs <= 0 || this.stopped) return;
+    this.cancelResync = this.clock.schedule(this.resyncIntervalMs, () => {
+      this.takeInRevisions();
+      this.enqueue(this.store.recoveryKeys());
+      this.scheduleResync();
+    });
+  }
+}

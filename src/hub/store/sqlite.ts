@@ -1,0 +1,891 @@
+/**
+ * The Store port on SQLite (better-sqlite3): the embedded default. Statements are prepared once;
+ * parsed generation specs are cached (a generation never changes once written); a report rewrites
+ * only the observations that changed, so ingesting the same converged state again costs one row.
+ */
+import type Database from "better-sqlite3";
+import type { FleetSettings } from "../../model/fleet.js";
+import type { InstanceReport, Report } from "../../model/generated.js";
+import { instanceKey } from "../../model/render.js";
+import type {
+  AttemptRecord,
+  ConditionEvent,
+  ConditionRecord,
+  ConditionType,
+  DesiredInstance,
+  IntentRecord,
+  IntentStatus,
+  NodeRecord,
+  Observation,
+  OutboxRow,
+  RevisionRecord,
+  SubjectKind,
+  TaskRecord,
+  TaskStatus,
+} from "../records.js";
+import { type Db, openDatabase } from "./database.js";
+import type { ConditionFilter, RolloutCounts, Store } from "./store.js";
+
+type Row = Record<string, unknown>;
+
+/** Copies the defined members of `values` onto `target` (SQL NULL becomes an absent member). */
+function defined<T extends object>(target: T, values: Record<string, unknown>): T {
+  for (const [key, value] of Object.entries(values))
+    if (value !== null && value !== undefined) (target as Record<string, unknown>)[key] = value;
+  return target;
+}
+
+const nul = (value: unknown) => (value === undefined ? null : value);
+
+const IN_PROGRESS: readonly IntentStatus[] = ["dispatched", "verifying", "ambiguous", "backoff"];
+const FAILED: readonly IntentStatus[] = ["blocked", "stuck"];
+
+function intentFrom(row: Row): IntentRecord {
+  return defined(
+    {
+      instanceKey: row.instance_key as string,
+      generation: row.generation as number,
+      assignment: row.assignment as string,
+      node: row.node as string,
+      revision: row.revision as string,
+      hash: row.hash as string,
+      state: row.state as IntentRecord["state"],
+      status: row.status as IntentStatus,
+      failures: row.failures as number,
+      everConverged: row.ever_converged === 1,
+      createdAt: row.created_at as string,
+      updatedAt: row.updated_at as string,
+    } as IntentRecord,
+    {
+      version: row.version,
+      holdReason: row.hold_reason,
+      outcome: row.outcome,
+      failureClass: row.failure_class,
+      reason: row.reason,
+      message: row.message,
+      firstFailureAt: row.first_failure_at,
+      nextAttemptAt: row.next_attempt_at,
+      deadlineAt: row.deadline_at,
+      lastAttemptId: row.last_attempt_id,
+      accountedAttemptId: row.accounted_attempt_id,
+      convergedAt: row.converged_at,
+      supersededBy: row.superseded_by,
+    },
+  );
+}
+
+function intentRow(i: IntentRecord): Row {
+  return {
+    instance_key: i.instanceKey,
+    generation: i.generation,
+    assignment: i.assignment,
+    node: i.node,
+    revision: i.revision,
+    hash: i.hash,
+    state: i.state,
+    version: nul(i.version),
+    status: i.status,
+    hold_reason: nul(i.holdReason),
+    outcome: nul(i.outcome),
+    failure_class: nul(i.failureClass),
+    reason: nul(i.reason),
+    message: nul(i.message),
+    failures: i.failures,
+    first_failure_at: nul(i.firstFailureAt),
+    next_attempt_at: nul(i.nextAttemptAt),
+    deadline_at: nul(i.deadlineAt),
+    last_attempt_id: nul(i.lastAttemptId),
+    accounted_attempt_id: nul(i.accountedAttemptId),
+    ever_converged: i.everConverged ? 1 : 0,
+    converged_at: nul(i.convergedAt),
+    superseded_by: nul(i.supersededBy),
+    created_at: i.createdAt,
+    updated_at: i.updatedAt,
+  };
+}
+
+function attemptFrom(row: Row): AttemptRecord {
+  return defined(
+    {
+      id: row.id as string,
+      instanceKey: row.instance_key as string,
+      generation: row.generation as number,
+      assignment: row.assignment as string,
+      node: row.node as string,
+      status: row.status as AttemptRecord["status"],
+      createdAt: row.created_at as string,
+    } as AttemptRecord,
+    {
+      failureClass: row.failure_class,
+      reason: row.reason,
+      message: row.message,
+      evidence: typeof row.evidence === "string" ? JSON.parse(row.evidence) : undefined,
+      dispatchedAt: row.dispatched_at,
+      leaseExpiresAt: row.lease_expires_at,
+      finishedAt: row.finished_at,
+      settledBy: row.settled_by,
+    },
+  );
+}
+
+function attemptRow(a: AttemptRecord): Row {
+  return {
+    id: a.id,
+    instance_key: a.instanceKey,
+    generation: a.generation,
+    assignment: a.assignment,
+    node: a.node,
+    status: a.status,
+    failure_class: nul(a.failureClass),
+    reason: nul(a.reason),
+    message: nul(a.message),
+    evidence: a.evidence === undefined ? null : JSON.stringify(a.evidence),
+    created_at: a.createdAt,
+    dispatched_at: nul(a.dispatchedAt),
+    lease_expires_at: nul(a.leaseExpiresAt),
+    finished_at: nul(a.finishedAt),
+    settled_by: nul(a.settledBy),
+  };
+}
+
+function conditionFrom(row: Row): ConditionRecord {
+  return defined(
+    {
+      id: row.id as string,
+      type: row.type as ConditionType,
+      subjectKind: row.subject_kind as SubjectKind,
+      subject: row.subject as string,
+      status: row.status as ConditionRecord["status"],
+      since: row.since as string,
+      lastObserved: row.last_observed as string,
+      reason: row.reason as string,
+      message: row.message as string,
+      evidence: JSON.parse(row.evidence as string),
+      tried: JSON.parse(row.tried as string),
+      resolver: row.resolver as ConditionRecord["resolver"],
+      openedAt: row.opened_at as string,
+    } as ConditionRecord,
+    {
+      procedure: row.procedure,
+      assignment: row.assignment,
+      node: row.node,
+      revision: row.revision,
+      generation: row.generation,
+      attemptId: row.attempt_id,
+      resolvedAt: row.resolved_at,
+      resolution: row.resolution,
+    },
+  );
+}
+
+function conditionRow(c: ConditionRecord): Row {
+  return {
+    id: c.id,
+    type: c.type,
+    subject_kind: c.subjectKind,
+    subject: c.subject,
+    status: c.status,
+    since: c.since,
+    last_observed: c.lastObserved,
+    reason: c.reason,
+    message: c.message,
+    evidence: JSON.stringify(c.evidence),
+    tried: JSON.stringify(c.tried),
+    resolver: c.resolver,
+    procedure: nul(c.procedure),
+    assignment: nul(c.assignment),
+    node: nul(c.node),
+    revision: nul(c.revision),
+    generation: nul(c.generation),
+    attempt_id: nul(c.attemptId),
+    opened_at: c.openedAt,
+    resolved_at: nul(c.resolvedAt),
+    resolution: nul(c.resolution),
+  };
+}
+
+function taskFrom(row: Row): TaskRecord {
+  return defined(
+    {
+      id: row.id as string,
+      conditionId: row.condition_id as string,
+      type: row.type as ConditionType,
+      subjectKind: row.subject_kind as SubjectKind,
+      subject: row.subject as string,
+      status: row.status as TaskStatus,
+      createdAt: row.created_at as string,
+    } as TaskRecord,
+    {
+      claimedBy: row.claimed_by,
+      claimedAt: row.claimed_at,
+      resolvedBy: row.resolved_by,
+      resolvedAt: row.resolved_at,
+      action: row.action,
+      closedReason: row.closed_reason,
+    },
+  );
+}
+
+function taskRow(t: TaskRecord): Row {
+  return {
+    id: t.id,
+    condition_id: t.conditionId,
+    type: t.type,
+    subject_kind: t.subjectKind,
+    subject: t.subject,
+    status: t.status,
+    created_at: t.createdAt,
+    claimed_by: nul(t.claimedBy),
+    claimed_at: nul(t.claimedAt),
+    resolved_by: nul(t.resolvedBy),
+    resolved_at: nul(t.resolvedAt),
+    action: nul(t.action),
+    closed_reason: nul(t.closedReason),
+  };
+}
+
+function nodeFrom(row: Row): NodeRecord {
+  return defined(
+    {
+      name: row.name as string,
+      transport: row.transport as NodeRecord["transport"],
+      spec: JSON.parse(row.spec as string),
+      draining: row.draining === 1,
+    } as NodeRecord,
+    {
+      revision: row.revision,
+      removedAt: row.removed_at,
+      drainReason: row.drain_reason,
+      drainedAt: row.drained_at,
+      drainedBy: row.drained_by,
+      lastHeartbeatAt: row.last_heartbeat_at,
+      lastReportAt: row.last_report_at,
+    },
+  );
+}
+
+function revisionFrom(row: Row): RevisionRecord {
+  return defined(
+    {
+      sha: row.sha as string,
+      seq: row.seq as number,
+      branch: row.branch as string,
+      authorName: row.author_name as string,
+      message: row.message as string,
+      committedAt: row.committed_at as string,
+      syncedAt: row.synced_at as string,
+      outcome: row.outcome as RevisionRecord["outcome"],
+      changedAssignments: JSON.parse((row.changed_assignments as string) ?? "[]"),
+    } as RevisionRecord,
+    {
+      diagnostics: typeof row.diagnostics === "string" ? JSON.parse(row.diagnostics) : undefined,
+      supersededBy: row.superseded_by,
+    },
+  );
+}
+
+function observationFrom(row: Row): Observation {
+  return defined(
+    {
+      instanceKey: row.instance_key as string,
+      node: row.node as string,
+      assignment: row.assignment as string,
+      generation: row.generation as number,
+      state: row.state as Observation["state"],
+      converged: row.converged === 1,
+      takenAt: row.taken_at as string,
+      report: JSON.parse(row.body as string) as InstanceReport,
+    } as Observation,
+    { hash: row.hash, version: row.version },
+  );
+}
+
+const INTENT_COLUMNS = Object.keys(intentRow({} as IntentRecord));
+const ATTEMPT_COLUMNS = Object.keys(attemptRow({} as AttemptRecord));
+const CONDITION_COLUMNS = Object.keys(
+  conditionRow({ evidence: {}, tried: [] } as unknown as ConditionRecord),
+);
+const TASK_COLUMNS = Object.keys(taskRow({} as TaskRecord));
+
+function upsertSql(table: string, columns: string[], key: string[]): string {
+  const names = columns.join(", ");
+  const values = columns.map((c) => `@${c}`).join(", ");
+  const updates = columns
+    .filter((c) => !key.includes(c))
+    .map((c) => `${c} = excluded.${c}`)
+    .join(", ");
+  return `INSERT INTO ${table} (${names}) VALUES (${values}) ON CONFLICT (${key.join(", ")}) DO UPDATE SET ${updates}`;
+}
+
+/** The Store port over one SQLite database file (or an already open database). */
+export class SqliteStore implements Store {
+  readonly db: Db;
+  private readonly specs = new Map<string, Pick<DesiredInstance, "spec" | "rollout" | "budget">>();
+  /** Last stored body of each observation, to skip rewriting what a report repeats. */
+  private readonly observed = new Map<string, string>();
+  private readonly statements = new Map<string, Database.Statement<unknown[]>>();
+
+  constructor(database: Db | string) {
+    this.db = typeof database === "string" ? openDatabase(database) : database;
+  }
+
+  private sql(text: string) {
+    let statement = this.statements.get(text);
+    if (!statement) {
+      statement = this.db.prepare<unknown[]>(text);
+      this.statements.set(text, statement);
+    }
+    return statement;
+  }
+
+  private get(text: string, ...params: unknown[]): Row | undefined {
+    return this.sql(text).get(...params) as Row | undefined;
+  }
+
+  private all(text: string, ...params: unknown[]): Row[] {
+    return this.sql(text).all(...params) as Row[];
+  }
+
+  private run(text: string, ...params: unknown[]) {
+    return this.sql(text).run(...params);
+  }
+
+  transaction<T>(fn: () => T): T {
+    try {
+      // Nested calls become savepoints: a failing inner step rolls back alone.
+      return this.db.transaction(fn)();
+    } catch (error) {
+      // Rolled back: the cache of stored observations may now be ahead of the database.
+      this.observed.clear();
+      throw error;
+    }
+  }
+
+  meta(key: string): string | undefined {
+    return this.get("SELECT value FROM hub_meta WHERE key = ?", key)?.value as string | undefined;
+  }
+
+  setMeta(key: string, value: string): void {
+    this.run(
+      "INSERT INTO hub_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+      key,
+      value,
+    );
+  }
+
+  private desiredFrom(row: Row | undefined): DesiredInstance | undefined {
+    if (!row) return undefined;
+    const key = row.instance_key as string;
+    const generation = row.generation as number;
+    const cacheKey = `${key}#${generation}`;
+    let parsed = this.specs.get(cacheKey);
+    if (!parsed) {
+      parsed = {
+        spec: JSON.parse(row.spec as string),
+        rollout: JSON.parse(row.rollout as string),
+        budget: JSON.parse(row.budget as string),
+      };
+      this.specs.set(cacheKey, parsed);
+    }
+    return defined(
+      {
+        key,
+        assignment: row.assignment as string,
+        node: row.node as string,
+        generation,
+        hash: row.hash as string,
+        revision: row.revision as string,
+        ...parsed,
+      } as DesiredInstance,
+      { retiredAt: row.retired_at },
+    );
+  }
+
+  desired(key: string): DesiredInstance | undefined {
+    return this.desiredFrom(
+      this.get(
+        `SELECT i.instance_key, i.assignment, i.node, i.generation, i.hash, g.revision, i.retired_at,
+                g.spec, g.rollout, g.budget
+           FROM instances i JOIN generations g ON g.instance_key = i.instance_key AND g.generation = i.generation
+          WHERE i.instance_key = ?`,
+        key,
+      ),
+    );
+  }
+
+  desiredAt(key: string, generation: number): DesiredInstance | undefined {
+    return this.desiredFrom(
+      this.get(
+        `SELECT instance_key, assignment, node, generation, hash, revision, NULL AS retired_at, spec, rollout, budget
+           FROM generations WHERE instance_key = ? AND generation = ?`,
+        key,
+        generation,
+      ),
+    );
+  }
+
+  activeInstanceKeysOfNode(node: string): string[] {
+    return this.all(
+      "SELECT instance_key FROM instances WHERE node = ? AND retired_at IS NULL ORDER BY instance_key",
+      node,
+    ).map((r) => r.instance_key as string);
+  }
+
+  instanceKeysChangedBy(sha: string): string[] {
+    return this.all(
+      "SELECT instance_key FROM instances WHERE revision = ? UNION SELECT instance_key FROM instances WHERE retired_by = ?",
+      sha,
+      sha,
+    ).map((r) => r.instance_key as string);
+  }
+
+  generationsOfRevision(sha: string) {
+    return this.all(
+      "SELECT instance_key, generation, assignment, node FROM generations WHERE revision = ? ORDER BY assignment, node",
+      sha,
+    ).map((r) => ({
+      instanceKey: r.instance_key as string,
+      generation: r.generation as number,
+      assignment: r.assignment as string,
+      node: r.node as string,
+    }));
+  }
+
+  revisionsAfter(seq: number): RevisionRecord[] {
+    return this.all("SELECT * FROM revisions WHERE seq > ? ORDER BY seq", seq).map(revisionFrom);
+  }
+
+  revision(sha: string): RevisionRecord | undefined {
+    const row = this.get("SELECT * FROM revisions WHERE sha = ?", sha);
+    return row ? revisionFrom(row) : undefined;
+  }
+
+  latestRevision(): RevisionRecord | undefined {
+    const row = this.get("SELECT * FROM revisions ORDER BY seq DESC LIMIT 1");
+    return row ? revisionFrom(row) : undefined;
+  }
+
+  recoveryKeys(): string[] {
+    return this.all(
+      `SELECT i.instance_key FROM instances i
+         LEFT JOIN intents t ON t.instance_key = i.instance_key AND t.generation = i.generation
+        WHERE (i.retired_at IS NULL AND (t.status IS NULL OR t.status != 'converged'))
+           OR (i.retired_at IS NOT NULL AND t.status IS NOT NULL AND t.status NOT IN ('retired', 'superseded'))
+       UNION
+       SELECT instance_key FROM intents WHERE status NOT IN ('converged', 'superseded', 'retired')`,
+    ).map((r) => r.instance_key as string);
+  }
+
+  rolloutNodes(assignment: string, revision: string, limit = -1): string[] {
+    return this.all(
+      "SELECT node FROM instances WHERE revision = ? AND assignment = ? AND retired_at IS NULL ORDER BY node LIMIT ?",
+      revision,
+      assignment,
+      limit,
+    ).map((r) => r.node as string);
+  }
+
+  rolloutSize(assignment: string, revision: string): number {
+    return this.get(
+      "SELECT count(*) AS n FROM instances WHERE revision = ? AND assignment = ? AND retired_at IS NULL",
+      revision,
+      assignment,
+    )!.n as number;
+  }
+
+  node(name: string): NodeRecord | undefined {
+    const row = this.get("SELECT * FROM nodes WHERE name = ?", name);
+    return row ? nodeFrom(row) : undefined;
+  }
+
+  nodes(): NodeRecord[] {
+    return this.all("SELECT * FROM nodes ORDER BY name").map(nodeFrom);
+  }
+
+  upsertNode(node: Pick<NodeRecord, "name" | "transport" | "spec" | "revision">): void {
+    this.run(
+      `INSERT INTO nodes (name, transport, spec, revision) VALUES (?, ?, ?, ?)
+       ON CONFLICT (name) DO UPDATE SET transport = excluded.transport, spec = excluded.spec,
+         revision = excluded.revision, removed_at = NULL`,
+      node.name,
+      node.transport,
+      JSON.stringify(node.spec),
+      nul(node.revision),
+    );
+  }
+
+  markNodesRemoved(declared: readonly string[], at: string): void {
+    const keep = new Set(declared);
+    for (const row of this.all("SELECT name FROM nodes WHERE removed_at IS NULL"))
+      if (!keep.has(row.name as string))
+        this.run("UPDATE nodes SET removed_at = ? WHERE name = ?", at, row.name);
+  }
+
+  setDraining(name: string, draining: boolean, detail: { by: string; reason?: string; at: string }): boolean {
+    const result = this.run(
+      "UPDATE nodes SET draining = ?, drain_reason = ?, drained_at = ?, drained_by = ? WHERE name = ?",
+      draining ? 1 : 0,
+      draining ? nul(detail.reason) : null,
+      draining ? detail.at : null,
+      draining ? detail.by : null,
+      name,
+    );
+    return result.changes > 0;
+  }
+
+  touchNode(name: string, at: { heartbeatAt?: string; reportAt?: string }): void {
+    if (at.heartbeatAt)
+      this.run(
+        "UPDATE nodes SET last_heartbeat_at = ? WHERE name = ? AND (last_heartbeat_at IS NULL OR last_heartbeat_at < ?)",
+        at.heartbeatAt,
+        name,
+        at.heartbeatAt,
+      );
+    if (at.reportAt) this.run("UPDATE nodes SET last_report_at = ? WHERE name = ?", at.reportAt, name);
+  }
+
+  fleetSettings(): FleetSettings | undefined {
+    const row = this.get("SELECT settings FROM fleet_settings WHERE id = 1");
+    return row ? (JSON.parse(row.settings as string) as FleetSettings) : undefined;
+  }
+
+  saveFleetSettings(revision: string, settings: FleetSettings): void {
+    this.run(
+      `INSERT INTO fleet_settings (id, revision, settings) VALUES (1, ?, ?)
+       ON CONFLICT (id) DO UPDATE SET revision = excluded.revision, settings = excluded.settings`,
+      revision,
+      JSON.stringify(settings),
+    );
+  }
+
+  intent(key: string, generation: number): IntentRecord | undefined {
+    const row = this.get("SELECT * FROM intents WHERE instance_key = ? AND generation = ?", key, generation);
+    return row ? intentFrom(row) : undefined;
+  }
+
+  intentsOf(key: string): IntentRecord[] {
+    return this.all("SELECT * FROM intents WHERE instance_key = ? ORDER BY generation", key).map(intentFrom);
+  }
+
+  intents(filter: { status?: IntentStatus; node?: string; assignment?: string } = {}): IntentRecord[] {
+    const where: string[] = [];
+    const params: unknown[] = [];
+    for (const column of ["status", "node", "assignment"] as const)
+      if (filter[column] !== undefined) {
+        where.push(`${column} = ?`);
+        params.push(filter[column]);
+      }
+    const clause = where.length > 0 ? `WHERE ${where.join(" AND ")}` : "";
+    return this.all(`SELECT * FROM intents ${clause} ORDER BY instance_key, generation`, ...params).map(
+      intentFrom,
+    );
+  }
+
+  saveIntent(intent: IntentRecord): void {
+    this.run(upsertSql("intents", INTENT_COLUMNS, ["instance_key", "generation"]), intentRow(intent));
+  }
+
+  olderLiveIntents(key: string, generation: number): IntentRecord[] {
+    return this.all(
+      "SELECT * FROM intents WHERE instance_key = ? AND generation < ? AND status NOT IN ('superseded', 'retired')",
+      key,
+      generation,
+    ).map(intentFrom);
+  }
+
+  rolloutCounts(assignment: string, revision: string): RolloutCounts {
+    const counts: RolloutCounts = { inProgress: 0, failed: 0, converged: 0 };
+    for (const row of this.all(
+      "SELECT status, count(*) AS n FROM intents WHERE assignment = ? AND revision = ? GROUP BY status",
+      assignment,
+      revision,
+    )) {
+      const status = row.status as IntentStatus;
+      const n = row.n as number;
+      if (IN_PROGRESS.includes(status)) counts.inProgress += n;
+      else if (FAILED.includes(status)) counts.failed += n;
+      else if (status === "converged") counts.converged += n;
+    }
+    return counts;
+  }
+
+  heldIntents(assignment: string, revision: string, limit: number): string[] {
+    return this.all(
+      `SELECT instance_key FROM intents WHERE assignment = ? AND revision = ? AND status = 'held'
+         AND hold_reason IN ('canary', 'batch', 'paused') ORDER BY node LIMIT ?`,
+      assignment,
+      revision,
+      limit,
+    ).map((r) => r.instance_key as string);
+  }
+
+  intentKeysOfNode(node: string, statuses: readonly IntentStatus[]): string[] {
+    const marks = statuses.map(() => "?").join(", ");
+    return this.all(
+      `SELECT instance_key FROM intents WHERE node = ? AND status IN (${marks}) ORDER BY instance_key`,
+      node,
+      ...statuses,
+    ).map((r) => r.instance_key as string);
+  }
+
+  intentCountsByStatus(): Record<string, number> {
+    const counts: Record<string, number> = {};
+    for (const row of this.all("SELECT status, count(*) AS n FROM intents GROUP BY status"))
+      counts[row.status as string] = row.n as number;
+    return counts;
+  }
+
+  attempt(id: string): AttemptRecord | undefined {
+    const row = this.get("SELECT * FROM attempts WHERE id = ?", id);
+    return row ? attemptFrom(row) : undefined;
+  }
+
+  attemptsOf(key: string, generation?: number): AttemptRecord[] {
+    const rows =
+      generation === undefined
+        ? this.all("SELECT * FROM attempts WHERE instance_key = ? ORDER BY id", key)
+        : this.all(
+            "SELECT * FROM attempts WHERE instance_key = ? AND generation = ? ORDER BY id",
+            key,
+            generation,
+          );
+    return rows.map(attemptFrom);
+  }
+
+  insertAttempt(attempt: AttemptRecord, bundle: string): void {
+    this.run(
+      `INSERT INTO attempts (${ATTEMPT_COLUMNS.join(", ")}) VALUES (${ATTEMPT_COLUMNS.map((c) => `@${c}`).join(", ")})`,
+      attemptRow(attempt),
+    );
+    this.run(
+      "INSERT INTO outbox (attempt_id, node, bundle, created_at) VALUES (?, ?, ?, ?)",
+      attempt.id,
+      attempt.node,
+      bundle,
+      attempt.createdAt,
+    );
+  }
+
+  saveAttempt(attempt: AttemptRecord): void {
+    this.run(upsertSql("attempts", ATTEMPT_COLUMNS, ["id"]), attemptRow(attempt));
+  }
+
+  outbox(): OutboxRow[] {
+    return this.all("SELECT attempt_id, node, bundle, created_at FROM outbox ORDER BY attempt_id").map(
+      (r) => ({
+        attemptId: r.attempt_id as string,
+        node: r.node as string,
+        bundle: r.bundle as string,
+        createdAt: r.created_at as string,
+      }),
+    );
+  }
+
+  outboxRow(attemptId: string): OutboxRow | undefined {
+    const r = this.get(
+      "SELECT attempt_id, node, bundle, created_at FROM outbox WHERE attempt_id = ?",
+      attemptId,
+    );
+    if (!r) return undefined;
+    return {
+      attemptId: r.attempt_id as string,
+      node: r.node as string,
+      bundle: r.bundle as string,
+      createdAt: r.created_at as string,
+    };
+  }
+
+  deleteOutbox(attemptId: string): void {
+    this.run("DELETE FROM outbox WHERE attempt_id = ?", attemptId);
+  }
+
+  openAttemptsOfNode(node: string): AttemptRecord[] {
+    return this.all(
+      "SELECT * FROM attempts WHERE node = ? AND status IN ('dispatched', 'ambiguous') ORDER BY id",
+      node,
+    ).map(attemptFrom);
+  }
+
+  attemptCountsByStatus(): Record<string, number> {
+    const counts: Record<string, number> = {};
+    for (const row of this.all("SELECT status, count(*) AS n FROM attempts GROUP BY status"))
+      counts[row.status as string] = row.n as number;
+    return counts;
+  }
+
+  reportMeta(node: string): { takenAt: string; seq?: number } | undefined {
+    const row = this.get("SELECT taken_at, seq FROM reports WHERE node = ?", node);
+    if (!row) return undefined;
+    return defined({ takenAt: row.taken_at as string }, { seq: row.seq });
+  }
+
+  saveReport(report: Report, receivedAt: string): boolean {
+    const previous = this.reportMeta(report.node);
+    if (previous && previous.takenAt > report.takenAt) return false;
+    this.run(
+      `INSERT INTO reports (node, taken_at, seq, received_at, agent) VALUES (?, ?, ?, ?, ?)
+       ON CONFLICT (node) DO UPDATE SET taken_at = excluded.taken_at, seq = excluded.seq,
+         received_at = excluded.received_at, agent = excluded.agent`,
+      report.node,
+      report.takenAt,
+      nul(report.seq),
+      receivedAt,
+      JSON.stringify(report.agent),
+    );
+    for (const instance of report.instances) {
+      const key = instanceKey(instance.assignment, report.node);
+      const body = JSON.stringify(instance);
+      if (this.observed.get(key) === body) continue;
+      this.run(
+        `INSERT INTO observations (instance_key, node, assignment, generation, hash, state, version, converged, taken_at, body)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (instance_key) DO UPDATE SET generation = excluded.generation, hash = excluded.hash,
+           state = excluded.state, version = excluded.version, converged = excluded.converged,
+           taken_at = excluded.taken_at, body = excluded.body`,
+        key,
+        report.node,
+        instance.assignment,
+        instance.generation,
+        nul(instance.hash),
+        instance.state,
+        nul(instance.version),
+        instance.converged ? 1 : 0,
+        report.takenAt,
+        body,
+      );
+      this.observed.set(key, body);
+    }
+    return true;
+  }
+
+  observation(key: string): Observation | undefined {
+    const row = this.get("SELECT * FROM observations WHERE instance_key = ?", key);
+    return row ? observationFrom(row) : undefined;
+  }
+
+  openCondition(type: ConditionType, subjectKind: SubjectKind, subject: string): ConditionRecord | undefined {
+    const row = this.get(
+      "SELECT * FROM conditions WHERE type = ? AND subject_kind = ? AND subject = ? AND status = 'open'",
+      type,
+      subjectKind,
+      subject,
+    );
+    return row ? conditionFrom(row) : undefined;
+  }
+
+  openConditionsOf(subjectKind: SubjectKind, subject: string): ConditionRecord[] {
+    return this.all(
+      "SELECT * FROM conditions WHERE subject_kind = ? AND subject = ? AND status = 'open' ORDER BY opened_at",
+      subjectKind,
+      subject,
+    ).map(conditionFrom);
+  }
+
+  condition(id: string): ConditionRecord | undefined {
+    const row = this.get("SELECT * FROM conditions WHERE id = ?", id);
+    return row ? conditionFrom(row) : undefined;
+  }
+
+  conditions(filter: ConditionFilter = {}): ConditionRecord[] {
+    const where: string[] = [];
+    const params: unknown[] = [];
+    const columns: [keyof ConditionFilter, string][] = [
+      ["status", "status"],
+      ["type", "type"],
+      ["subjectKind", "subject_kind"],
+      ["subject", "subject"],
+      ["revision", "revision"],
+      ["assignment", "assignment"],
+      ["node", "node"],
+    ];
+    for (const [field, column] of columns)
+      if (filter[field] !== undefined) {
+        where.push(`${column} = ?`);
+        params.push(filter[field]);
+      }
+    const clause = where.length > 0 ? `WHERE ${where.join(" AND ")}` : "";
+    return this.all(`SELECT * FROM conditions ${clause} ORDER BY opened_at, id`, ...params).map(
+      conditionFrom,
+    );
+  }
+
+  insertCondition(condition: ConditionRecord): void {
+    this.run(
+      `INSERT INTO conditions (${CONDITION_COLUMNS.join(", ")}) VALUES (${CONDITION_COLUMNS.map((c) => `@${c}`).join(", ")})`,
+      conditionRow(condition),
+    );
+  }
+
+  saveCondition(condition: ConditionRecord): void {
+    this.run(upsertSql("conditions", CONDITION_COLUMNS, ["id"]), conditionRow(condition));
+  }
+
+  appendConditionEvent(event: ConditionEvent): void {
+    this.run(
+      "INSERT INTO condition_history (condition_id, at, event, reason, message, attempt_id) VALUES (?, ?, ?, ?, ?, ?)",
+      event.conditionId,
+      event.at,
+      event.event,
+      event.reason,
+      event.message,
+      nul(event.attemptId),
+    );
+  }
+
+  conditionHistory(conditionId: string): ConditionEvent[] {
+    return this.all("SELECT * FROM condition_history WHERE condition_id = ? ORDER BY seq", conditionId).map(
+      (r) =>
+        defined(
+          {
+            conditionId: r.condition_id as string,
+            at: r.at as string,
+            event: r.event as ConditionEvent["event"],
+            reason: r.reason as string,
+            message: r.message as string,
+          },
+          { attemptId: r.attempt_id },
+        ) as ConditionEvent,
+    );
+  }
+
+  openConditionCountsByType(): Record<string, number> {
+    const counts: Record<string, number> = {};
+    for (const row of this.all(
+      "SELECT type, count(*) AS n FROM conditions WHERE status = 'open' GROUP BY type",
+    ))
+      counts[row.type as string] = row.n as number;
+    return counts;
+  }
+
+  task(id: string): TaskRecord | undefined {
+    const row = this.get("SELECT * FROM tasks WHERE id = ?", id);
+    return row ? taskFrom(row) : undefined;
+  }
+
+  taskOfCondition(conditionId: string): TaskRecord | undefined {
+    const row = this.get("SELECT * FROM tasks WHERE condition_id = ?", conditionId);
+    return row ? taskFrom(row) : undefined;
+  }
+
+  tasks(filter: { status?: TaskStatus } = {}): TaskRecord[] {
+    const rows = filter.status
+      ? this.all("SELECT * FROM tasks WHERE status = ? ORDER BY created_at, id", filter.status)
+      : this.all("SELECT * FROM tasks ORDER BY created_at, id");
+    return rows.map(taskFrom);
+  }
+
+  insertTask(task: TaskRecord): void {
+    this.run(
+      `INSERT INTO tasks (${TASK_COLUMNS.join(", ")}) VALUES (${TASK_COLUMNS.map((c) => `@${c}`).join(", ")})`,
+      taskRow(task),
+    );
+  }
+
+  saveTask(task: TaskRecord): void {
+    this.run(upsertSql("tasks", TASK_COLUMNS, ["id"]), taskRow(task));
+  }
+
+  close(): void {
+    if (this.db.open) this.db.close();
+  }
+}

@@ -1,0 +1,131 @@
+/**
+ * The Store port: everything the hub keeps durably, as domain operations. SQLite (sqlite.ts) is the
+ * embedded default; a NATS JetStream KV store can implement the same port for several hub replicas.
+ * Calls are synchronous and every state change a caller makes inside `transaction` commits together
+ * (an attempt with its outbox row, an intent with its conditions).
+ */
+import type { FleetSettings } from "../../model/fleet.js";
+import type { Report } from "../../model/generated.js";
+import type {
+  AttemptRecord,
+  ConditionEvent,
+  ConditionRecord,
+  ConditionType,
+  DesiredInstance,
+  IntentRecord,
+  IntentStatus,
+  NodeRecord,
+  Observation,
+  OutboxRow,
+  RevisionRecord,
+  SubjectKind,
+  TaskRecord,
+  TaskStatus,
+} from "../records.js";
+
+/** Counts of a rollout's intents (one assignment at one revision) by what they are doing. */
+export interface RolloutCounts {
+  /** Started and not finished: dispatched, verifying, ambiguous, backoff. */
+  inProgress: number;
+  /** Blocked or stuck. */
+  failed: number;
+  converged: number;
+}
+
+export interface ConditionFilter {
+  status?: "open" | "resolved";
+  type?: ConditionType;
+  subjectKind?: SubjectKind;
+  subject?: string;
+  revision?: string;
+  assignment?: string;
+  node?: string;
+}
+
+export interface Store {
+  /** Runs `fn` in one transaction (nested calls join the outer one). */
+  transaction<T>(fn: () => T): T;
+
+  meta(key: string): string | undefined;
+  setMeta(key: string, value: string): void;
+
+  // Desired state, as the syncer wrote it.
+  desired(instanceKey: string): DesiredInstance | undefined;
+  desiredAt(instanceKey: string, generation: number): DesiredInstance | undefined;
+  activeInstanceKeysOfNode(node: string): string[];
+  /** Instances whose current generation `sha` produced, and those it retired. */
+  instanceKeysChangedBy(sha: string): string[];
+  /** Instances `sha` produced generations for (current or since superseded), with that generation. */
+  generationsOfRevision(
+    sha: string,
+  ): { instanceKey: string; generation: number; assignment: string; node: string }[];
+  revisionsAfter(seq: number): RevisionRecord[];
+  revision(sha: string): RevisionRecord | undefined;
+  latestRevision(): RevisionRecord | undefined;
+  /** Instances that need a reconcile after a restart: current generation not converged or not yet taken in. */
+  recoveryKeys(): string[];
+  /** Nodes of a rollout (assignment at revision), sorted by name. */
+  rolloutNodes(assignment: string, revision: string, limit?: number): string[];
+  rolloutSize(assignment: string, revision: string): number;
+
+  // Nodes.
+  node(name: string): NodeRecord | undefined;
+  nodes(): NodeRecord[];
+  upsertNode(node: Pick<NodeRecord, "name" | "transport" | "spec" | "revision">): void;
+  markNodesRemoved(declared: readonly string[], at: string): void;
+  setDraining(name: string, draining: boolean, detail: { by: string; reason?: string; at: string }): boolean;
+  touchNode(name: string, at: { heartbeatAt?: string; reportAt?: string }): void;
+  fleetSettings(): FleetSettings | undefined;
+  saveFleetSettings(revision: string, settings: FleetSettings): void;
+
+  // Intents.
+  intent(instanceKey: string, generation: number): IntentRecord | undefined;
+  intentsOf(instanceKey: string): IntentRecord[];
+  intents(filter?: { status?: IntentStatus; node?: string; assignment?: string }): IntentRecord[];
+  saveIntent(intent: IntentRecord): void;
+  /** Intents of older generations that are not yet superseded or retired. */
+  olderLiveIntents(instanceKey: string, generation: number): IntentRecord[];
+  rolloutCounts(assignment: string, revision: string): RolloutCounts;
+  /** Held intents of a rollout that a freed slot or a resolved pause may release, oldest node first. */
+  heldIntents(assignment: string, revision: string, limit: number): string[];
+  /** Instance keys on `node` whose intent has one of `statuses`. */
+  intentKeysOfNode(node: string, statuses: readonly IntentStatus[]): string[];
+  intentCountsByStatus(): Record<string, number>;
+
+  // Attempts and the outbox.
+  attempt(id: string): AttemptRecord | undefined;
+  attemptsOf(instanceKey: string, generation?: number): AttemptRecord[];
+  /** Inserts an attempt and its outbox row (call inside the transaction that decided it). */
+  insertAttempt(attempt: AttemptRecord, bundle: string): void;
+  saveAttempt(attempt: AttemptRecord): void;
+  outbox(): OutboxRow[];
+  outboxRow(attemptId: string): OutboxRow | undefined;
+  deleteOutbox(attemptId: string): void;
+  /** Attempts of `node` that are dispatched or ambiguous. */
+  openAttemptsOfNode(node: string): AttemptRecord[];
+  attemptCountsByStatus(): Record<string, number>;
+
+  // Observations.
+  reportMeta(node: string): { takenAt: string; seq?: number } | undefined;
+  /** Stores a full report as the node's latest observation; returns false (storing nothing) when it is older than the one stored. */
+  saveReport(report: Report, receivedAt: string): boolean;
+  observation(instanceKey: string): Observation | undefined;
+
+  // Conditions and tasks.
+  openCondition(type: ConditionType, subjectKind: SubjectKind, subject: string): ConditionRecord | undefined;
+  condition(id: string): ConditionRecord | undefined;
+  openConditionsOf(subjectKind: SubjectKind, subject: string): ConditionRecord[];
+  conditions(filter?: ConditionFilter): ConditionRecord[];
+  insertCondition(condition: ConditionRecord): void;
+  saveCondition(condition: ConditionRecord): void;
+  appendConditionEvent(event: ConditionEvent): void;
+  conditionHistory(conditionId: string): ConditionEvent[];
+  openConditionCountsByType(): Record<string, number>;
+  task(id: string): TaskRecord | undefined;
+  taskOfCondition(conditionId: string): TaskRecord | undefined;
+  tasks(filter?: { status?: TaskStatus }): TaskRecord[];
+  insertTask(task: TaskRecord): void;
+  saveTask(task: TaskRecord): void;
+
+  close(): void;
+}

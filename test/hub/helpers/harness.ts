@@ -1,0 +1,156 @@
+/**
+ * A hub on real parts for tests: a SQLite file, the local transport with real agents applying under a
+ * temporary root, and a fleet repo directory whose commits are synced into the hub's database. The
+ * clock is fake, so backoff and leases are driven by `advance` instead of sleeping.
+ */
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import pino from "pino";
+import { Agent } from "../../../src/agent/agent.js";
+import type { Timing } from "../../../src/hub/decide.js";
+import { Hub } from "../../../src/hub/hub.js";
+import type { IntentRecord } from "../../../src/hub/records.js";
+import { SqliteStore } from "../../../src/hub/store/sqlite.js";
+import type { Transport } from "../../../src/hub/transport.js";
+import { LocalTransport } from "../../../src/transport/local.js";
+import { FakeClock } from "./clock.js";
+import { type SyncedRevision, syncDirectory } from "./desired.js";
+
+export interface HarnessOptions {
+  /** Fleet repo files, by path relative to the repo root. */
+  files: Record<string, string>;
+  timing?: Partial<Timing>;
+  /** Wraps the local transport (fault injection). */
+  wrap?: (transport: LocalTransport) => Transport;
+  /** Log lines are collected here when given. */
+  logLines?: Record<string, unknown>[];
+}
+
+export interface Harness {
+  dir: string;
+  repo: string;
+  root: string;
+  store: SqliteStore;
+  hub: Hub;
+  local: LocalTransport;
+  clock: FakeClock;
+  /** Writes (or with `null`, deletes) repo files. */
+  write(files: Record<string, string | null>): void;
+  /** Syncs the repo's current content as a new revision and hands it to the hub. */
+  commit(message?: string): Promise<SyncedRevision>;
+  /** Waits until the hub and every agent have nothing left to do now. */
+  settle(): Promise<void>;
+  /** Advances the fake clock and settles. */
+  advance(ms: number): Promise<void>;
+  intent(key: string): IntentRecord;
+  /** A file under a node's root. */
+  read(node: string, path: string): string | undefined;
+  close(): Promise<void>;
+}
+
+export const NODE = (name: string, extra = "") => `apiVersion: steward.dev/v1
+kind: Node
+metadata:
+  name: ${name}
+  labels:
+    env: test
+${extra}spec:
+  transport: local
+  roots: [/srv]
+`;
+
+export async function startHarness(options: HarnessOptions): Promise<Harness> {
+  const dir = mkdtempSync(join(tmpdir(), "steward-hub-"));
+  const repo = join(dir, "repo");
+  const root = join(dir, "root");
+  const clock = new FakeClock(Date.now());
+  const store = new SqliteStore(join(dir, "hub.db"));
+  const local = new LocalTransport({
+    root,
+    stateDir: join(dir, "state"),
+    clock,
+    agentFor: (node, paths, agentClock) =>
+      new Agent({
+        node,
+        root: paths.root,
+        stateDir: paths.stateDir,
+        clock: () => agentClock.now(),
+        probeSettleMs: 0,
+      }),
+  });
+  const transport = options.wrap ? options.wrap(local) : local;
+  const logger = options.logLines
+    ? pino({ level: "debug" }, { write: (line: string) => options.logLines!.push(JSON.parse(line)) })
+    : pino({ level: "silent" });
+  const hub = new Hub({
+    store,
+    transports: [transport],
+    clock,
+    timing: options.timing,
+    random: () => 0.5,
+    logger,
+  });
+  const write = (files: Record<string, string | null>) => {
+    for (const [path, content] of Object.entries(files)) {
+      const full = join(repo, path);
+      if (content === null) rmSync(full, { force: true });
+      else {
+        mkdirSync(dirname(full), { recursive: true });
+        writeFileSync(full, content);
+      }
+    }
+  };
+  write(options.files);
+  await hub.start();
+  const settle = async () => {
+    for (let quiet = 0; quiet < 3; ) {
+      await hub.idle();
+      await local.settled();
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      const activity = hub.activity;
+      quiet = activity.queued + activity.relaying + activity.handling === 0 ? quiet + 1 : 0;
+    }
+  };
+  const harness: Harness = {
+    dir,
+    repo,
+    root,
+    store,
+    hub,
+    local,
+    clock,
+    write,
+    async commit(message = "change") {
+      const synced = await syncDirectory(store, repo, clock.now(), message);
+      hub.takeInRevisions();
+      hub.nodesChanged(synced.nodesChanged);
+      return synced;
+    },
+    settle,
+    async advance(ms: number) {
+      clock.advance(ms);
+      await settle();
+    },
+    intent(key: string) {
+      const desired = store.desired(key);
+      if (!desired) throw new Error(`no instance ${key}`);
+      const intent = store.intent(key, desired.generation);
+      if (!intent) throw new Error(`no intent for ${key} at generation ${desired.generation}`);
+      return intent;
+    },
+    read(node: string, path: string) {
+      try {
+        return readFileSync(join(root, node, path), "utf8");
+      } catch {
+        return undefined;
+      }
+    },
+    async close() {
+      await hub.stop();
+      store.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  return harness;
+}
