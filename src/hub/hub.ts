@@ -128,14 +128,12 @@ export class Hub {
     );
     for (const [name, transport] of this.transports) await transport.start(this.eventsFor(name));
     for (const row of outbox) this.relay(row.attemptId);
-    const asked = new Set<string>();
+    // Registration: every node this hub reaches reports once at start, so observe-only compares,
+    // ambiguous attempts settle and silent nodes are noticed without waiting for a change.
     for (const node of this.store.nodes()) {
       if (!this.reaches(node) || node.removedAt) continue;
       this.watchSilence(node.name);
-      if (this.store.openAttemptsOfNode(node.name).length > 0 && !asked.has(node.name)) {
-        asked.add(node.name);
-        this.askForReport(node.name);
-      }
+      this.askForReport(node.name);
     }
     this.queue.addAll(recovered);
     this.scheduleResync();
@@ -241,7 +239,9 @@ export class Hub {
     for (const name of names) {
       this.enqueue(this.store.activeInstanceKeysOfNode(name));
       const node = this.store.node(name);
-      if (node && this.reaches(node) && !node.removedAt) this.watchSilence(name);
+      if (!this.started || !node || !this.reaches(node) || node.removedAt) continue;
+      this.watchSilence(name);
+      if (!node.lastReportAt) this.askForReport(name);
     }
   }
 

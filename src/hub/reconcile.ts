@@ -377,7 +377,9 @@ function releaseRollout(
   const policy = member ? store.desired(`${assignment}@${member}`)?.rollout : undefined;
   const counts = store.rolloutCounts(assignment, revision);
   const subject = `${assignment}@${revision}`;
-  if (policy && rolloutPaused(policy, counts)) {
+  // A pause only means something while members are still waiting to start.
+  const waiting = store.rolloutSize(assignment, revision) - counts.started;
+  if (policy && rolloutPaused(policy, counts) && waiting > 0) {
     const failed = store
       .intents({ assignment })
       .filter((i) => i.revision === revision && FAILED.includes(i.status))
@@ -417,7 +419,9 @@ function releaseRollout(
     "rollout",
     subject,
     now,
-    `${counts.failed} failed instances, within maxFailures`,
+    counts.failed > (policy?.maxFailures ?? 0)
+      ? "every instance of the rollout has started: nothing is held back"
+      : `${counts.failed} failed instances, within maxFailures ${policy?.maxFailures ?? 0}`,
   );
   if (resolved) result.resolved.push(resolved);
   if (!policy) return;

@@ -594,14 +594,16 @@ export class SqliteStore implements Store {
   }
 
   rolloutCounts(assignment: string, revision: string): RolloutCounts {
-    const counts: RolloutCounts = { inProgress: 0, failed: 0, converged: 0 };
+    const counts: RolloutCounts = { inProgress: 0, failed: 0, converged: 0, started: 0 };
     for (const row of this.all(
-      "SELECT status, count(*) AS n FROM intents WHERE assignment = ? AND revision = ? GROUP BY status",
+      `SELECT status, count(*) AS n, count(last_attempt_id) AS started FROM intents
+        WHERE assignment = ? AND revision = ? AND status NOT IN ('superseded', 'retired') GROUP BY status`,
       assignment,
       revision,
     )) {
       const status = row.status as IntentStatus;
       const n = row.n as number;
+      counts.started += row.started as number;
       if (IN_PROGRESS.includes(status)) counts.inProgress += n;
       else if (FAILED.includes(status)) counts.failed += n;
       else if (status === "converged") counts.converged += n;

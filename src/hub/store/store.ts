@@ -30,6 +30,8 @@ export interface RolloutCounts {
   /** Blocked or stuck. */
   failed: number;
   converged: number;
+  /** Intents that have had at least one attempt. */
+  started: number;
 }
 
 export interface ConditionFilter {

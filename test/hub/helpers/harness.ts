@@ -44,21 +44,13 @@ export interface Harness {
   /** Advances the fake clock and settles. */
   advance(ms: number): Promise<void>;
   intent(key: string): IntentRecord;
+  /** Has the node's agent send a fresh full report, and settles. */
+  report(node: string): Promise<void>;
   /** A file under a node's root. */
   read(node: string, path: string): string | undefined;
   close(): Promise<void>;
 }
 
-export const NODE = (name: string, extra = "") => `apiVersion: steward.dev/v1
-kind: Node
-metadata:
-  name: ${name}
-  labels:
-    env: test
-${extra}spec:
-  transport: local
-  roots: [/srv]
-`;
 
 export async function startHarness(options: HarnessOptions): Promise<Harness> {
   const dir = mkdtempSync(join(tmpdir(), "steward-hub-"));
@@ -138,6 +130,10 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
       const intent = store.intent(key, desired.generation);
       if (!intent) throw new Error(`no intent for ${key} at generation ${desired.generation}`);
       return intent;
+    },
+    async report(node: string) {
+      await local.requestReport(store.node(node)!.spec);
+      await settle();
     },
     read(node: string, path: string) {
       try {
