@@ -112,14 +112,18 @@ export interface Comparison {
 }
 
 /** Compares an instance's observation with its desired generation: converged only when all of it holds. */
-export function compare(desired: DesiredInstance, observed: Observation | undefined): Comparison {
+export function compare(
+  desired: DesiredInstance,
+  observed: Observation | undefined,
+  nodeReported = false,
+): Comparison {
   if (!observed)
     return {
       converged: false,
       atGeneration: false,
       resourcesNotOk: [],
       probesFailing: [],
-      summary: "no report yet",
+      summary: nodeReported ? `not applied on ${desired.node} yet` : `no report from ${desired.node} yet`,
     };
   const report = observed.report;
   const atGeneration =
@@ -166,7 +170,7 @@ export function decide(input: DecideInput): Decision {
   const intent: IntentRecord = { ...input.intent };
   const attempt = input.attempt ? { ...input.attempt } : undefined;
   let attemptChanged = false;
-  const comparison = compare(desired, input.observed);
+  const comparison = compare(desired, input.observed, input.reportTakenAt !== undefined);
   const conditions: InstanceCondition[] = [];
   let requestReport = false;
 
@@ -261,9 +265,11 @@ export function decide(input: DecideInput): Decision {
       setMessage(
         `result of attempt ${attempt.id} lost (${attempt.reason ?? "lost"}); waiting for a fresh report`,
       );
-      const deadline = ms(intent.deadlineAt) ?? now + timing.ambiguousTimeoutMs;
-      if (!intent.deadlineAt) intent.deadlineAt = iso(deadline);
-      requestReport = input.attempt?.status !== "ambiguous" || now >= deadline;
+      // Entering ambiguity starts its own wait (the lease's deadline is over).
+      const entering = input.intent.status !== "ambiguous";
+      const deadline = entering ? now + timing.ambiguousTimeoutMs : (ms(intent.deadlineAt) ?? now);
+      intent.deadlineAt = iso(deadline);
+      requestReport = entering || now >= deadline;
       if (now >= deadline) {
         conditions.push({
           type: "Ambiguous",

@@ -16,11 +16,12 @@ import type { AttemptResult, Bundle, Report } from "../model/generated.js";
 import { type Clock, systemClock } from "./clock.js";
 import { markOpen, markResolved } from "./conditions.js";
 import { DEFAULT_TIMING, type Timing } from "./decide.js";
+import type { DeclarationChanges } from "./desired.js";
 import { idFactory } from "./ids.js";
 import { HubMetrics } from "./metrics.js";
 import { WorkQueue } from "./queue.js";
 import { type ReconcileContext, type ReconcileOutcome, reconcileInstance } from "./reconcile.js";
-import type { NodeRecord, RevisionRecord } from "./records.js";
+import type { IntentRecord, NodeRecord, RevisionRecord } from "./records.js";
 import { redact } from "./redact.js";
 import type { Store } from "./store/store.js";
 import { DispatchError, type Transport, type TransportEvents, type TransportHealth } from "./transport.js";
@@ -132,6 +133,7 @@ export class Hub {
     // ambiguous attempts settle and silent nodes are noticed without waiting for a change.
     for (const node of this.store.nodes()) {
       if (!this.reaches(node) || node.removedAt) continue;
+      if (this.waitingForNode(node.name).length > 0) this.unreachable.add(node.name);
       this.watchSilence(node.name);
       this.askForReport(node.name);
     }
@@ -234,9 +236,11 @@ export class Hub {
     }
   }
 
-  /** Nodes whose declaration changed: reconcile their instances. */
-  nodesChanged(names: readonly string[]): void {
-    for (const name of names) {
+  /** Declarations that changed without a new generation (nodes, policies): reconcile what they touch. */
+  declarationsChanged(changes: DeclarationChanges): void {
+    for (const assignment of changes.assignments)
+      this.enqueue(this.store.activeInstanceKeysOfAssignment(assignment));
+    for (const name of changes.nodes) {
       this.enqueue(this.store.activeInstanceKeysOfNode(name));
       const node = this.store.node(name);
       if (!this.started || !node || !this.reaches(node) || node.removedAt) continue;
@@ -686,18 +690,26 @@ export class Hub {
     const now = this.nowIso();
     const keys: string[] = [];
     this.store.transaction(() => {
-      for (const key of this.store.intentKeysOfNode(name, ["backoff", "stuck"])) {
-        const desired = this.store.desired(key);
-        const intent = desired ? this.store.intent(key, desired.generation) : undefined;
-        const last = intent?.lastAttemptId ? this.store.attempt(intent.lastAttemptId) : undefined;
-        if (!intent || last?.settledBy !== "dispatch") continue;
+      for (const intent of this.waitingForNode(name)) {
         this.store.saveIntent({ ...intent, nextAttemptAt: now, updatedAt: now });
-        keys.push(key);
+        keys.push(intent.instanceKey);
       }
     });
     if (keys.length > 0)
       this.log.info({ node: name, instances: keys.length }, "node %s is reachable again", name);
     this.enqueue(keys);
+  }
+
+  /** Intents on `name` backing off because their last attempt could not be handed to the node. */
+  private waitingForNode(name: string): IntentRecord[] {
+    const waiting: IntentRecord[] = [];
+    for (const key of this.store.intentKeysOfNode(name, ["backoff", "stuck"])) {
+      const desired = this.store.desired(key);
+      const intent = desired ? this.store.intent(key, desired.generation) : undefined;
+      const last = intent?.lastAttemptId ? this.store.attempt(intent.lastAttemptId) : undefined;
+      if (intent && last?.settledBy === "dispatch") waiting.push(intent);
+    }
+    return waiting;
   }
 
   private scheduleResync(): void {

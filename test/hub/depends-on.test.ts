@@ -17,7 +17,10 @@ describe("hub - dependsOn", () => {
         ...nodes("n1"),
         "assignments/base.yaml": assignmentYaml("base", {
           nodes: ["n1"],
-          resources: [{ kind: "directory", name: "srv", path: "/srv" }, shell("ready", 'test -f "$STEWARD_ROOT/srv/ready"')],
+          resources: [
+            { kind: "directory", name: "srv", path: "/srv" },
+            shell("ready", 'test -f "$STEWARD_ROOT/srv/ready"'),
+          ],
           budget: { attempts: 2 },
         }),
         "assignments/web.yaml": assignmentYaml("web", {

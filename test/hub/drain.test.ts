@@ -34,7 +34,11 @@ describe("hub - drain", () => {
     expect(h.store.desired("app@n1")).toMatchObject({ generation: 3 });
     expect(h.store.attemptsOf("app@n1").map((a) => a.generation)).toEqual([1]);
     expect(h.read("n1", "srv/conf")).toBe("v1");
-    expect(h.store.node("n1")).toMatchObject({ draining: true, drainedBy: "alice", drainReason: "disk swap" });
+    expect(h.store.node("n1")).toMatchObject({
+      draining: true,
+      drainedBy: "alice",
+      drainReason: "disk swap",
+    });
 
     setNodeDraining(h.store, "n1", false, { by: "alice", at: h.clock.now() });
     h.hub.nudge({ node: "n1" });

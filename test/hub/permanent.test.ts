@@ -19,7 +19,10 @@ describe("hub - permanent failures", () => {
         ...nodes("n1"),
         "assignments/app.yaml": assignmentYaml("app", {
           nodes: ["n1"],
-          resources: [file("conf", "v1"), { kind: "command", name: "migrate", run: ["/nonexistent/migrate-tool"] }],
+          resources: [
+            file("conf", "v1"),
+            { kind: "command", name: "migrate", run: ["/nonexistent/migrate-tool"] },
+          ],
         }),
       },
     });
@@ -29,7 +32,12 @@ describe("hub - permanent failures", () => {
     expect(attempt).toMatchObject({ status: "failed", failureClass: "permanent", reason: "CommandNotFound" });
     expect(h.intent("app@n1")).toMatchObject({ status: "blocked", failureClass: "permanent", failures: 0 });
     const [blocked] = h.store.conditions({ type: "Blocked", status: "open" });
-    expect(blocked).toMatchObject({ subject: "app@n1", reason: "CommandNotFound", resolver: "operator", attemptId: attempt!.id });
+    expect(blocked).toMatchObject({
+      subject: "app@n1",
+      reason: "CommandNotFound",
+      resolver: "operator",
+      attemptId: attempt!.id,
+    });
     expect(blocked!.tried).toEqual([attempt!.id]);
 
     // An hour later, and after reports from the node: still one attempt.
@@ -48,7 +56,11 @@ describe("hub - permanent failures", () => {
     await h.commit("fix the migration command");
     await h.settle();
     expect(h.intent("app@n1")).toMatchObject({ generation: 2, status: "converged" });
-    expect(h.store.intent("app@n1", 1)).toMatchObject({ status: "superseded", outcome: "blocked", supersededBy: 2 });
+    expect(h.store.intent("app@n1", 1)).toMatchObject({
+      status: "superseded",
+      outcome: "blocked",
+      supersededBy: 2,
+    });
     const resolved = h.store.condition(blocked!.id)!;
     expect(resolved.status).toBe("resolved");
     expect(resolved.resolution).toBe("generation 2 supersedes generation 1");

@@ -10,11 +10,18 @@ afterEach(async () => {
   h = undefined;
 });
 
-const good = assignmentYaml("app", { nodes: ["n1"], version: "1.0", resources: [file("conf", "version 1.0")] });
+const good = assignmentYaml("app", {
+  nodes: ["n1"],
+  version: "1.0",
+  resources: [file("conf", "version 1.0")],
+});
 const bad = assignmentYaml("app", {
   nodes: ["n1"],
   version: "1.1",
-  resources: [file("conf", "version 1.1"), { kind: "command", name: "restart", run: ["/nonexistent/restart"] }],
+  resources: [
+    file("conf", "version 1.1"),
+    { kind: "command", name: "restart", run: ["/nonexistent/restart"] },
+  ],
 });
 
 describe("hub - rollback", () => {
@@ -36,7 +43,12 @@ describe("hub - rollback", () => {
     h.write({ "assignments/app.yaml": good });
     await h.commit("Revert 1.1");
     await h.settle();
-    expect(h.intent("app@n1")).toMatchObject({ generation: 3, status: "converged", hash: goodHash, version: "1.0" });
+    expect(h.intent("app@n1")).toMatchObject({
+      generation: 3,
+      status: "converged",
+      hash: goodHash,
+      version: "1.0",
+    });
     expect(h.read("n1", "srv/conf")).toBe("version 1.0");
     const history = h.store.intentsOf("app@n1").map((i) => ({
       generation: i.generation,
@@ -46,12 +58,34 @@ describe("hub - rollback", () => {
       attempt: i.lastAttemptId,
     }));
     expect(history).toEqual([
-      { generation: 1, status: "superseded", outcome: "converged", failureClass: undefined, attempt: expect.any(String) },
-      { generation: 2, status: "superseded", outcome: "blocked", failureClass: "permanent", attempt: failedAttempt },
-      { generation: 3, status: "converged", outcome: "converged", failureClass: undefined, attempt: expect.any(String) },
+      {
+        generation: 1,
+        status: "superseded",
+        outcome: "converged",
+        failureClass: undefined,
+        attempt: expect.any(String),
+      },
+      {
+        generation: 2,
+        status: "superseded",
+        outcome: "blocked",
+        failureClass: "permanent",
+        attempt: failedAttempt,
+      },
+      {
+        generation: 3,
+        status: "converged",
+        outcome: "converged",
+        failureClass: undefined,
+        attempt: expect.any(String),
+      },
     ]);
     // The failed attempt keeps its record, and the Blocked condition its correlation id.
-    expect(h.store.attempt(failedAttempt)).toMatchObject({ generation: 2, status: "failed", failureClass: "permanent" });
+    expect(h.store.attempt(failedAttempt)).toMatchObject({
+      generation: 2,
+      status: "failed",
+      failureClass: "permanent",
+    });
     const blocked = h.store.conditions({ type: "Blocked" })[0]!;
     expect(blocked).toMatchObject({ status: "resolved", attemptId: failedAttempt, generation: 2 });
     expect(blocked.tried).toEqual([failedAttempt]);

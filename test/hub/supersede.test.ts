@@ -38,7 +38,11 @@ describe("hub - supersede", () => {
     await h.commit("fix");
     await h.settle(); // no clock movement at all
     expect(h.intent("app@n1")).toMatchObject({ generation: 2, status: "converged", failures: 0 });
-    expect(h.store.intent("app@n1", 1)).toMatchObject({ status: "superseded", supersededBy: 2, outcome: "stuck" });
+    expect(h.store.intent("app@n1", 1)).toMatchObject({
+      status: "superseded",
+      supersededBy: 2,
+      outcome: "stuck",
+    });
     expect(h.store.attemptsOf("app@n1", 2)).toHaveLength(1);
     expect(h.store.conditions({ type: "Stuck", status: "open" })).toEqual([]);
     expect(h.store.conditions({ type: "Stuck" })[0]!.resolution).toBe("generation 2 supersedes generation 1");

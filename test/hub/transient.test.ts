@@ -15,7 +15,10 @@ afterEach(async () => {
 // Fails until /srv/ready exists on the node: a dependency that comes up late.
 const waitsForReady = assignmentYaml("app", {
   nodes: ["n1"],
-  resources: [{ kind: "directory", name: "srv", path: "/srv" }, shell("check-ready", 'test -f "$STEWARD_ROOT/srv/ready"')],
+  resources: [
+    { kind: "directory", name: "srv", path: "/srv" },
+    shell("check-ready", 'test -f "$STEWARD_ROOT/srv/ready"'),
+  ],
   budget: { attempts: 3, within: "1h" },
 });
 
@@ -29,7 +32,11 @@ describe("hub - transient failures", () => {
     await h.settle();
     const attempts = () => h!.store.attemptsOf("app@n1");
     expect(attempts()).toHaveLength(1);
-    expect(attempts()[0]).toMatchObject({ status: "failed", failureClass: "transient", reason: "CommandFailed" });
+    expect(attempts()[0]).toMatchObject({
+      status: "failed",
+      failureClass: "transient",
+      reason: "CommandFailed",
+    });
     let intent = h.intent("app@n1");
     expect(intent).toMatchObject({ status: "backoff", failures: 1, failureClass: "transient" });
     // First retry after 1 s (jitter pinned to the middle), the second after 2 s: exponential.
@@ -49,7 +56,12 @@ describe("hub - transient failures", () => {
     intent = h.intent("app@n1");
     expect(intent.status).toBe("stuck");
     const [stuck] = h.store.conditions({ type: "Stuck", status: "open" });
-    expect(stuck).toMatchObject({ subjectKind: "instance", subject: "app@n1", reason: "CommandFailed", generation: 1 });
+    expect(stuck).toMatchObject({
+      subjectKind: "instance",
+      subject: "app@n1",
+      reason: "CommandFailed",
+      generation: 1,
+    });
     expect(stuck!.tried).toContain(attempts()[2]!.id);
     expect(h.store.tasks({ status: "open" }).map((t) => t.type)).toEqual(["Stuck"]);
 

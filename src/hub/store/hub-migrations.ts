@@ -13,6 +13,7 @@ export const HUB_MIGRATIONS: readonly Migration[] = [
     sql: `
       CREATE INDEX IF NOT EXISTS instances_by_revision ON instances (revision, assignment, node);
       CREATE INDEX IF NOT EXISTS instances_by_retirement ON instances (retired_by);
+      CREATE INDEX IF NOT EXISTS instances_by_assignment ON instances (assignment);
 
       -- Key/value state of the hub itself (e.g. the last revision it has taken in).
       CREATE TABLE hub_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -30,6 +31,16 @@ export const HUB_MIGRATIONS: readonly Migration[] = [
         drained_by TEXT,
         last_heartbeat_at TEXT,
         last_report_at TEXT
+      );
+
+      -- The rollout policy and budget each assignment declares now (stage resolved against the
+      -- fleet mode). A policy change is not a new generation (the spec did not change), yet it takes
+      -- effect at once: switching observe to apply starts dispatching.
+      CREATE TABLE assignment_policies (
+        assignment TEXT PRIMARY KEY,
+        revision TEXT NOT NULL,
+        rollout TEXT NOT NULL,                 -- JSON Rollout, stage always set
+        budget TEXT NOT NULL                   -- JSON EffectiveBudget
       );
 
       -- Fleet settings (steward.yaml) of the revision the hub serves.

@@ -4,8 +4,9 @@
  * only the observations that changed, so ingesting the same converged state again costs one row.
  */
 import type Database from "better-sqlite3";
-import type { FleetSettings } from "../../model/fleet.js";
-import type { InstanceReport, Report } from "../../model/generated.js";
+import { canonicalJson } from "../../model/canonical.js";
+import type { EffectiveBudget, FleetSettings } from "../../model/fleet.js";
+import type { InstanceReport, Report, Rollout } from "../../model/generated.js";
 import { instanceKey } from "../../model/render.js";
 import type {
   AttemptRecord,
@@ -377,7 +378,7 @@ export class SqliteStore implements Store {
     if (!row) return undefined;
     const key = row.instance_key as string;
     const generation = row.generation as number;
-    const cacheKey = `${key}#${generation}`;
+    const cacheKey = `${key}#${generation}\0${row.rollout}\0${row.budget}`;
     let parsed = this.specs.get(cacheKey);
     if (!parsed) {
       parsed = {
@@ -405,8 +406,9 @@ export class SqliteStore implements Store {
     return this.desiredFrom(
       this.get(
         `SELECT i.instance_key, i.assignment, i.node, i.generation, i.hash, g.revision, i.retired_at,
-                g.spec, g.rollout, g.budget
+                g.spec, coalesce(p.rollout, g.rollout) AS rollout, coalesce(p.budget, g.budget) AS budget
            FROM instances i JOIN generations g ON g.instance_key = i.instance_key AND g.generation = i.generation
+           LEFT JOIN assignment_policies p ON p.assignment = i.assignment
           WHERE i.instance_key = ?`,
         key,
       ),
@@ -428,6 +430,13 @@ export class SqliteStore implements Store {
     return this.all(
       "SELECT instance_key FROM instances WHERE node = ? AND retired_at IS NULL ORDER BY instance_key",
       node,
+    ).map((r) => r.instance_key as string);
+  }
+
+  activeInstanceKeysOfAssignment(assignment: string): string[] {
+    return this.all(
+      "SELECT instance_key FROM instances WHERE assignment = ? AND retired_at IS NULL ORDER BY instance_key",
+      assignment,
     ).map((r) => r.instance_key as string);
   }
 
@@ -544,6 +553,25 @@ export class SqliteStore implements Store {
     if (at.reportAt) this.run("UPDATE nodes SET last_report_at = ? WHERE name = ?", at.reportAt, name);
   }
 
+  savePolicy(assignment: string, revision: string, rollout: Rollout, budget: EffectiveBudget): boolean {
+    const rolloutJson = canonicalJson(rollout);
+    const budgetJson = canonicalJson(budget);
+    const existing = this.get(
+      "SELECT rollout, budget FROM assignment_policies WHERE assignment = ?",
+      assignment,
+    );
+    if (existing && existing.rollout === rolloutJson && existing.budget === budgetJson) return false;
+    this.run(
+      `INSERT INTO assignment_policies (assignment, revision, rollout, budget) VALUES (?, ?, ?, ?)
+       ON CONFLICT (assignment) DO UPDATE SET revision = excluded.revision, rollout = excluded.rollout, budget = excluded.budget`,
+      assignment,
+      revision,
+      rolloutJson,
+      budgetJson,
+    );
+    return true;
+  }
+
   fleetSettings(): FleetSettings | undefined {
     const row = this.get("SELECT settings FROM fleet_settings WHERE id = 1");
     return row ? (JSON.parse(row.settings as string) as FleetSettings) : undefined;
@@ -645,9 +673,9 @@ export class SqliteStore implements Store {
   attemptsOf(key: string, generation?: number): AttemptRecord[] {
     const rows =
       generation === undefined
-        ? this.all("SELECT * FROM attempts WHERE instance_key = ? ORDER BY id", key)
+        ? this.all("SELECT * FROM attempts WHERE instance_key = ? ORDER BY created_at, rowid", key)
         : this.all(
-            "SELECT * FROM attempts WHERE instance_key = ? AND generation = ? ORDER BY id",
+            "SELECT * FROM attempts WHERE instance_key = ? AND generation = ? ORDER BY created_at, rowid",
             key,
             generation,
           );
@@ -723,7 +751,16 @@ export class SqliteStore implements Store {
 
   saveReport(report: Report, receivedAt: string): boolean {
     const previous = this.reportMeta(report.node);
+    // Reports can arrive out of order (a supervision report built before an apply, delivered after
+    // it): an older one is not the latest observation. Same time: the agent's sequence decides.
     if (previous && previous.takenAt > report.takenAt) return false;
+    if (
+      previous?.takenAt === report.takenAt &&
+      previous.seq !== undefined &&
+      report.seq !== undefined &&
+      report.seq <= previous.seq
+    )
+      return false;
     this.run(
       `INSERT INTO reports (node, taken_at, seq, received_at, agent) VALUES (?, ?, ?, ?, ?)
        ON CONFLICT (node) DO UPDATE SET taken_at = excluded.taken_at, seq = excluded.seq,

@@ -4,8 +4,8 @@
  * Calls are synchronous and every state change a caller makes inside `transaction` commits together
  * (an attempt with its outbox row, an intent with its conditions).
  */
-import type { FleetSettings } from "../../model/fleet.js";
-import type { Report } from "../../model/generated.js";
+import type { EffectiveBudget, FleetSettings } from "../../model/fleet.js";
+import type { Report, Rollout } from "../../model/generated.js";
 import type {
   AttemptRecord,
   ConditionEvent,
@@ -51,10 +51,11 @@ export interface Store {
   meta(key: string): string | undefined;
   setMeta(key: string, value: string): void;
 
-  // Desired state, as the syncer wrote it.
+  // Desired state, as the syncer wrote it (rollout and budget: the assignment's current policy).
   desired(instanceKey: string): DesiredInstance | undefined;
   desiredAt(instanceKey: string, generation: number): DesiredInstance | undefined;
   activeInstanceKeysOfNode(node: string): string[];
+  activeInstanceKeysOfAssignment(assignment: string): string[];
   /** Instances whose current generation `sha` produced, and those it retired. */
   instanceKeysChangedBy(sha: string): string[];
   /** Instances `sha` produced generations for (current or since superseded), with that generation. */
@@ -77,6 +78,8 @@ export interface Store {
   markNodesRemoved(declared: readonly string[], at: string): void;
   setDraining(name: string, draining: boolean, detail: { by: string; reason?: string; at: string }): boolean;
   touchNode(name: string, at: { heartbeatAt?: string; reportAt?: string }): void;
+  /** Records the policy an assignment declares now; returns true when it changed. */
+  savePolicy(assignment: string, revision: string, rollout: Rollout, budget: EffectiveBudget): boolean;
   fleetSettings(): FleetSettings | undefined;
   saveFleetSettings(revision: string, settings: FleetSettings): void;
 

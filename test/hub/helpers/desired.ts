@@ -4,7 +4,7 @@
  * stands in for it in tests; it follows the migration-101 contract exactly.
  */
 import { createHash } from "node:crypto";
-import { recordDeclaredFleet } from "../../../src/hub/desired.js";
+import { type DeclarationChanges, recordDeclaredFleet } from "../../../src/hub/desired.js";
 import type { SqliteStore } from "../../../src/hub/store/sqlite.js";
 import { canonicalJson } from "../../../src/model/canonical.js";
 import { directorySource, loadRepo } from "../../../src/model/load.js";
@@ -13,8 +13,7 @@ export interface SyncedRevision {
   sha: string;
   changed: string[];
   retired: string[];
-  /** Nodes whose declaration changed. */
-  nodesChanged: string[];
+  declarations: DeclarationChanges;
 }
 
 let counter = 0;
@@ -36,7 +35,7 @@ export async function syncDirectory(
       `INSERT INTO revisions (sha, seq, branch, author_name, author_email, message, committed_at, synced_at, outcome, diagnostics)
        VALUES (?, ?, 'main', 'Test', 'test@example.com', ?, ?, ?, 'invalid', ?)`,
     ).run(sha, seq, message, now, now, JSON.stringify(loaded.diagnostics));
-    return { sha, changed: [], retired: [], nodesChanged: [] };
+    return { sha, changed: [], retired: [], declarations: { nodes: [], assignments: [] } };
   }
   const desired = loaded.desired;
   const changed: string[] = [];
@@ -101,6 +100,6 @@ export async function syncDirectory(
       sha,
     );
   })();
-  const nodesChanged = recordDeclaredFleet(store, sha, desired, now);
-  return { sha, changed, retired, nodesChanged };
+  const declarations = recordDeclaredFleet(store, sha, desired, now);
+  return { sha, changed, retired, declarations };
 }

@@ -2,7 +2,11 @@
 import { stringify } from "yaml";
 import type { AssignmentSpec, FleetSpec, NodeSpec, Resource } from "../../../src/model/generated.js";
 
-export function nodeYaml(name: string, spec: Partial<NodeSpec> = {}, labels: Record<string, string> = {}): string {
+export function nodeYaml(
+  name: string,
+  spec: Partial<NodeSpec> = {},
+  labels: Record<string, string> = {},
+): string {
   return stringify({
     apiVersion: "steward.dev/v1",
     kind: "Node",
@@ -11,7 +15,10 @@ export function nodeYaml(name: string, spec: Partial<NodeSpec> = {}, labels: Rec
   });
 }
 
-export function assignmentYaml(name: string, spec: Partial<AssignmentSpec> & { resources: Resource[] }): string {
+export function assignmentYaml(
+  name: string,
+  spec: Partial<AssignmentSpec> & { resources: Resource[] },
+): string {
   return stringify({ apiVersion: "steward.dev/v1", kind: "Assignment", metadata: { name }, spec });
 }
 
@@ -25,7 +32,11 @@ export function file(name: string, content: string, path = `/srv/${name}`): Reso
 }
 
 /** A command resource run with sh -c; `$STEWARD_ROOT` is the node's root. */
-export function shell(name: string, script: string, extra: Partial<Extract<Resource, { kind: "command" }>> = {}): Resource {
+export function shell(
+  name: string,
+  script: string,
+  extra: Partial<Extract<Resource, { kind: "command" }>> = {},
+): Resource {
   return { kind: "command", name, run: ["sh", "-c", script], ...extra };
 }
 

@@ -35,6 +35,8 @@ export interface Harness {
   hub: Hub;
   local: LocalTransport;
   clock: FakeClock;
+  /** False between stopHub and startHub: commits are only written to the database then. */
+  running: boolean;
   /** Writes (or with `null`, deletes) repo files. */
   write(files: Record<string, string | null>): void;
   /** Syncs the repo's current content as a new revision and hands it to the hub. */
@@ -43,6 +45,10 @@ export interface Harness {
   settle(): Promise<void>;
   /** Advances the fake clock and settles. */
   advance(ms: number): Promise<void>;
+  /** Stops the hub (and its agents), as a hub process going down. */
+  stopHub(): Promise<void>;
+  /** A new hub on the same database, state and root; `beforeStart` may prepare its transport. */
+  startHub(beforeStart?: (local: LocalTransport) => void | Promise<void>): Promise<void>;
   intent(key: string): IntentRecord;
   /** Has the node's agent send a fresh full report, and settles. */
   report(node: string): Promise<void>;
@@ -51,38 +57,40 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-
 export async function startHarness(options: HarnessOptions): Promise<Harness> {
   const dir = mkdtempSync(join(tmpdir(), "steward-hub-"));
   const repo = join(dir, "repo");
   const root = join(dir, "root");
   const clock = new FakeClock(Date.now());
   const store = new SqliteStore(join(dir, "hub.db"));
-  const local = new LocalTransport({
-    root,
-    stateDir: join(dir, "state"),
-    clock,
-    agentFor: (node, paths, agentClock) =>
-      new Agent({
-        node,
-        root: paths.root,
-        stateDir: paths.stateDir,
-        clock: () => agentClock.now(),
-        probeSettleMs: 0,
-      }),
-  });
-  const transport = options.wrap ? options.wrap(local) : local;
   const logger = options.logLines
     ? pino({ level: "debug" }, { write: (line: string) => options.logLines!.push(JSON.parse(line)) })
     : pino({ level: "silent" });
-  const hub = new Hub({
-    store,
-    transports: [transport],
-    clock,
-    timing: options.timing,
-    random: () => 0.5,
-    logger,
-  });
+  const build = () => {
+    const local = new LocalTransport({
+      root,
+      stateDir: join(dir, "state"),
+      clock,
+      agentFor: (node, paths, agentClock) =>
+        new Agent({
+          node,
+          root: paths.root,
+          stateDir: paths.stateDir,
+          clock: () => agentClock.now(),
+          probeSettleMs: 0,
+        }),
+    });
+    const transport = options.wrap ? options.wrap(local) : local;
+    const hub = new Hub({
+      store,
+      transports: [transport],
+      clock,
+      timing: options.timing,
+      random: () => 0.5,
+      logger,
+    });
+    return { local, hub };
+  };
   const write = (files: Record<string, string | null>) => {
     for (const [path, content] of Object.entries(files)) {
       const full = join(repo, path);
@@ -94,34 +102,50 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
     }
   };
   write(options.files);
-  await hub.start();
   const settle = async () => {
     for (let quiet = 0; quiet < 3; ) {
-      await hub.idle();
-      await local.settled();
+      await harness.hub.idle();
+      await harness.local.settled();
       await new Promise((resolve) => setTimeout(resolve, 5));
-      const activity = hub.activity;
+      const activity = harness.hub.activity;
       quiet = activity.queued + activity.relaying + activity.handling === 0 ? quiet + 1 : 0;
     }
   };
+  const first = build();
   const harness: Harness = {
     dir,
     repo,
     root,
     store,
-    hub,
-    local,
+    hub: first.hub,
+    local: first.local,
     clock,
+    running: false,
     write,
     async commit(message = "change") {
       const synced = await syncDirectory(store, repo, clock.now(), message);
-      hub.takeInRevisions();
-      hub.nodesChanged(synced.nodesChanged);
+      if (harness.running) {
+        harness.hub.takeInRevisions();
+        harness.hub.declarationsChanged(synced.declarations);
+      }
       return synced;
     },
     settle,
     async advance(ms: number) {
       clock.advance(ms);
+      await settle();
+    },
+    async stopHub() {
+      await harness.hub.stop();
+      harness.running = false;
+    },
+    async startHub(beforeStart) {
+      const next = harness.running ? { hub: harness.hub, local: harness.local } : build();
+      harness.hub = next.hub;
+      harness.local = next.local;
+      await beforeStart?.(next.local);
+      await next.hub.start();
+      harness.running = true;
       await settle();
     },
     intent(key: string) {
@@ -132,7 +156,7 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
       return intent;
     },
     async report(node: string) {
-      await local.requestReport(store.node(node)!.spec);
+      await harness.local.requestReport(store.node(node)!.spec);
       await settle();
     },
     read(node: string, path: string) {
@@ -143,10 +167,11 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
       }
     },
     async close() {
-      await hub.stop();
+      await harness.hub.stop();
       store.close();
       rmSync(dir, { recursive: true, force: true });
     },
   };
+  await harness.startHub();
   return harness;
 }
