@@ -474,6 +474,11 @@ export class SqliteStore implements Store {
     return row ? revisionFrom(row) : undefined;
   }
 
+  revisionByPrefix(prefix: string): RevisionRecord | undefined {
+    const rows = this.all("SELECT * FROM revisions WHERE sha LIKE ? || '%' LIMIT 2", prefix.toLowerCase());
+    return rows.length === 1 ? revisionFrom(rows[0]!) : undefined;
+  }
+
   recoveryKeys(): string[] {
     return this.all(
       `SELECT i.instance_key FROM instances i

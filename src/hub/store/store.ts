@@ -65,6 +65,8 @@ export interface Store {
   revisionsAfter(seq: number): RevisionRecord[];
   revision(sha: string): RevisionRecord | undefined;
   latestRevision(): RevisionRecord | undefined;
+  /** The revision whose sha starts with `prefix`, when exactly one does. */
+  revisionByPrefix(prefix: string): RevisionRecord | undefined;
   /** Instances that need a reconcile after a restart: current generation not converged or not yet taken in. */
   recoveryKeys(): string[];
   /** Nodes of a rollout (assignment at revision), sorted by name. */
