@@ -46,7 +46,7 @@ describe("hub - http", () => {
       assignments: [{ assignment: "app", state: "success", description: "2/2 nodes at generation 1" }],
     });
     const short = await fetch(`${http.url}/revisions/${synced.sha.slice(0, 8)}`);
-    expect((await short.json()).revision).toBe(synced.sha);
+    expect(((await short.json()) as { revision: string }).revision).toBe(synced.sha);
     expect((await fetch(`${http.url}/revisions/0000000`)).status).toBe(404);
   });
 
