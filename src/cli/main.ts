@@ -5,7 +5,11 @@
  */
 import { Command, CommanderError } from "commander";
 import { isStewardError, UsageError } from "../model/errors.js";
+import { drainCommand, undrainCommand } from "./drain.js";
+import { getCommand } from "./get.js";
 import { type CliIo, EXIT, type GlobalOptions, processIo } from "./io.js";
+import { statusCommand } from "./status.js";
+import { tasksCommand } from "./tasks.js";
 import { validateCommand } from "./validate.js";
 import { VERSION } from "./version.js";
 
@@ -27,12 +31,23 @@ export async function main(argv: string[], io: CliIo = processIo()): Promise<num
     .configureOutput({ writeOut: io.stdout, writeErr: io.stderr })
     .exitOverride();
   const globals = () => program.opts<GlobalOptions>();
-  const commands: Command[] = [validateCommand(io, globals, exit)];
-  for (const command of commands) {
+  const commands: Command[] = [
+    validateCommand(io, globals, exit),
+    statusCommand(io, globals, exit),
+    getCommand(io, globals, exit),
+    drainCommand(io, globals, exit),
+    undrainCommand(io, globals, exit),
+    tasksCommand(io, globals, exit),
+  ];
+  const configure = (command: Command) => {
     command
       .configureOutput({ writeOut: io.stdout, writeErr: io.stderr })
       .exitOverride()
       .showHelpAfterError("(run with --help for usage)");
+    for (const sub of command.commands) configure(sub);
+  };
+  for (const command of commands) {
+    configure(command);
     program.addCommand(command);
   }
   try {

@@ -426,6 +426,28 @@ export class SqliteStore implements Store {
     );
   }
 
+  instanceList() {
+    return this.all(
+      "SELECT instance_key, assignment, node, generation, revision, retired_at FROM instances ORDER BY instance_key",
+    ).map((r) =>
+      defined(
+        {
+          key: r.instance_key as string,
+          assignment: r.assignment as string,
+          node: r.node as string,
+          generation: r.generation as number,
+          revision: r.revision as string,
+        } as { key: string; assignment: string; node: string; generation: number; revision: string; retiredAt?: string },
+        { retiredAt: r.retired_at },
+      ),
+    );
+  }
+
+  generationCreatedAt(key: string, generation: number): string | undefined {
+    return this.get("SELECT created_at FROM generations WHERE instance_key = ? AND generation = ?", key, generation)
+      ?.created_at as string | undefined;
+  }
+
   activeInstanceKeysOfNode(node: string): string[] {
     return this.all(
       "SELECT instance_key FROM instances WHERE node = ? AND retired_at IS NULL ORDER BY instance_key",

@@ -54,6 +54,9 @@ export interface Store {
   // Desired state, as the syncer wrote it (rollout and budget: the assignment's current policy).
   desired(instanceKey: string): DesiredInstance | undefined;
   desiredAt(instanceKey: string, generation: number): DesiredInstance | undefined;
+  /** Every instance row (current generation), retired ones included, sorted by key. */
+  instanceList(): { key: string; assignment: string; node: string; generation: number; revision: string; retiredAt?: string }[];
+  generationCreatedAt(instanceKey: string, generation: number): string | undefined;
   activeInstanceKeysOfNode(node: string): string[];
   activeInstanceKeysOfAssignment(assignment: string): string[];
   /** Instances whose current generation `sha` produced, and those it retired. */
