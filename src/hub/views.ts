@@ -135,7 +135,8 @@ export function assignmentViews(store: Store): AssignmentView[] {
     }
     view.instances++;
     if (instance.converged) view.converged++;
-    if (instance.status === "blocked" || instance.status === "stuck" || instance.status === "ambiguous") view.failing++;
+    if (instance.status === "blocked" || instance.status === "stuck" || instance.status === "ambiguous")
+      view.failing++;
     if (instance.status === "held" || instance.status === "waiting") view.held++;
   }
   return [...byName.values()].sort((a, b) => (a.name < b.name ? -1 : 1));

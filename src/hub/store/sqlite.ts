@@ -437,15 +437,25 @@ export class SqliteStore implements Store {
           node: r.node as string,
           generation: r.generation as number,
           revision: r.revision as string,
-        } as { key: string; assignment: string; node: string; generation: number; revision: string; retiredAt?: string },
+        } as {
+          key: string;
+          assignment: string;
+          node: string;
+          generation: number;
+          revision: string;
+          retiredAt?: string;
+        },
         { retiredAt: r.retired_at },
       ),
     );
   }
 
   generationCreatedAt(key: string, generation: number): string | undefined {
-    return this.get("SELECT created_at FROM generations WHERE instance_key = ? AND generation = ?", key, generation)
-      ?.created_at as string | undefined;
+    return this.get(
+      "SELECT created_at FROM generations WHERE instance_key = ? AND generation = ?",
+      key,
+      generation,
+    )?.created_at as string | undefined;
   }
 
   activeInstanceKeysOfNode(node: string): string[] {

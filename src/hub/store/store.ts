@@ -55,7 +55,14 @@ export interface Store {
   desired(instanceKey: string): DesiredInstance | undefined;
   desiredAt(instanceKey: string, generation: number): DesiredInstance | undefined;
   /** Every instance row (current generation), retired ones included, sorted by key. */
-  instanceList(): { key: string; assignment: string; node: string; generation: number; revision: string; retiredAt?: string }[];
+  instanceList(): {
+    key: string;
+    assignment: string;
+    node: string;
+    generation: number;
+    revision: string;
+    retiredAt?: string;
+  }[];
   generationCreatedAt(instanceKey: string, generation: number): string | undefined;
   activeInstanceKeysOfNode(node: string): string[];
   activeInstanceKeysOfAssignment(assignment: string): string[];
