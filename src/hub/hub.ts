@@ -21,7 +21,7 @@ import { idFactory } from "./ids.js";
 import { HubMetrics } from "./metrics.js";
 import { WorkQueue } from "./queue.js";
 import { type ReconcileContext, type ReconcileOutcome, reconcileInstance } from "./reconcile.js";
-import type { IntentRecord, NodeRecord, RevisionRecord } from "./records.js";
+import type { IntentRecord, IntentStatus, NodeRecord, RevisionRecord } from "./records.js";
 import { redact } from "./redact.js";
 import type { Store } from "./store/store.js";
 import { DispatchError, type Transport, type TransportEvents, type TransportHealth } from "./transport.js";
@@ -51,6 +51,8 @@ export interface HubActivity {
 
 const SECOND = 1000;
 const REVISION_CURSOR = "revision_seq";
+/** Intents that a fresh report may settle even when no observation changed. */
+const REPORT_WAITERS: readonly IntentStatus[] = ["ambiguous", "verifying"];
 
 export class Hub {
   readonly store: Store;
@@ -74,6 +76,13 @@ export class Hub {
   private readonly idleWaiters: (() => void)[] = [];
   private readonly silenceTimers = new Map<string, () => void>();
   private readonly unreachable = new Set<string>();
+  /** When each node was last heard, and last written to the store (ms). */
+  private readonly heard = new Map<string, number>();
+  private readonly heardWritten = new Map<string, number>();
+  /** Nodes with an open NodeSilent condition. */
+  private readonly silent = new Set<string>();
+  /** Nodes that reported since this hub started. */
+  private readonly seenNodes = new Set<string>();
   private cancelResync: (() => void) | undefined;
   private readonly listeners = new Set<(outcome: ReconcileOutcome) => void>();
 
@@ -131,6 +140,8 @@ export class Hub {
     for (const row of outbox) this.relay(row.attemptId);
     // Registration: every node this hub reaches reports once at start, so observe-only compares,
     // ambiguous attempts settle and silent nodes are noticed without waiting for a change.
+    for (const condition of this.store.conditions({ status: "open", type: "NodeSilent" }))
+      this.silent.add(condition.subject);
     for (const node of this.store.nodes()) {
       if (!this.reaches(node) || node.removedAt) continue;
       if (this.waitingForNode(node.name).length > 0) this.unreachable.add(node.name);
@@ -479,23 +490,32 @@ export class Hub {
   /** A full report: the node's latest observation. It never changes a desired target. */
   ingestReport(report: Report): void {
     const received = this.nowIso();
-    const stored = this.store.transaction(() => {
-      if (!this.store.saveReport(report, received)) return false;
-      this.store.touchNode(report.node, { heartbeatAt: received, reportAt: report.takenAt });
-      this.resolveSilence(report.node, received);
-      return true;
+    const affected = this.store.transaction(() => {
+      const changed = this.store.saveReport(report, received);
+      if (!changed) return undefined;
+      this.heardFrom(report.node, this.clock.now(), report.takenAt);
+      // What a report can change: observations that differ from the last ones, and intents that wait
+      // for a fresh report whatever it says (ambiguous attempts, applies waiting for confirmation,
+      // observe-only comparisons). Everything else on the node would decide the same as before.
+      const keys = new Set(changed);
+      for (const key of this.store.intentKeysOfNode(report.node, REPORT_WAITERS)) keys.add(key);
+      if (!this.seenNodes.has(report.node)) {
+        // The first report since this hub started (registration): look at all of the node's instances.
+        this.seenNodes.add(report.node);
+        for (const key of this.store.activeInstanceKeysOfNode(report.node)) keys.add(key);
+      }
+      return keys;
     });
     this.metrics.reportsTotal.inc();
-    if (!stored) {
+    if (!affected) {
       this.log.debug(
         { node: report.node, takenAt: report.takenAt },
         "report older than the stored one ignored",
       );
       return;
     }
-    this.watchSilence(report.node);
     this.nodeReturned(report.node);
-    this.queue.addAll(this.store.activeInstanceKeysOfNode(report.node));
+    this.queue.addAll(affected);
   }
 
   /** An attempt's outcome as the agent saw it; the next reconcile decides what it means. */
@@ -569,12 +589,7 @@ export class Hub {
   }
 
   ingestHeartbeat(node: string, at: Date): void {
-    const iso = at.toISOString();
-    this.store.transaction(() => {
-      this.store.touchNode(node, { heartbeatAt: iso });
-      this.resolveSilence(node, iso);
-    });
-    this.watchSilence(node);
+    this.heardFrom(node, at);
     this.nodeReturned(node);
   }
 
@@ -616,15 +631,45 @@ export class Hub {
     return settings.heartbeat.intervalMs * settings.heartbeat.missed;
   }
 
-  /** (Re)arms the silence check of a node: no heartbeat or report within the window is `NodeSilent`. */
-  private watchSilence(name: string): void {
-    if (this.stopped) return;
-    this.silenceTimers.get(name)?.();
+  /**
+   * A node was heard (a heartbeat or a report). Kept in memory for the silence check; written to
+   * the store at most once a second per node, so a chatty node costs no write per message.
+   */
+  private heardFrom(name: string, at: Date, reportTakenAt?: string): void {
+    const ms = at.getTime();
+    if (ms > (this.heard.get(name) ?? 0)) this.heard.set(name, ms);
+    const written = this.heardWritten.get(name) ?? 0;
+    if (reportTakenAt !== undefined || ms - written >= SECOND) {
+      const iso = at.toISOString();
+      this.store.touchNode(
+        name,
+        reportTakenAt ? { heartbeatAt: iso, reportAt: reportTakenAt } : { heartbeatAt: iso },
+      );
+      this.heardWritten.set(name, ms);
+    }
+    if (this.silent.delete(name)) {
+      const iso = at.toISOString();
+      const resolved = markResolved(
+        this.store,
+        "NodeSilent",
+        "node",
+        name,
+        iso,
+        `heard from node ${name} at ${iso}`,
+      );
+      if (resolved) this.log.info({ node: name }, "node %s is heard again", name);
+    }
+    if (!this.silenceTimers.has(name)) this.watchSilence(name);
+  }
+
+  /** Arms the silence check of a node: no heartbeat or report within the window is `NodeSilent`. */
+  private watchSilence(name: string, delay?: number): void {
+    if (this.stopped || this.silenceTimers.has(name)) return;
     const node = this.store.node(name);
     if (!node || node.removedAt || !this.reaches(node)) return;
-    const window = this.heartbeatWindowMs();
-    const last = node.lastHeartbeatAt ? Date.parse(node.lastHeartbeatAt) : this.clock.now().getTime();
-    const due = Math.max(0, last + window - this.clock.now().getTime());
+    const now = this.clock.now().getTime();
+    const last = this.heard.get(name) ?? now;
+    const due = delay ?? Math.max(0, last + this.heartbeatWindowMs() - now);
     this.silenceTimers.set(
       name,
       this.clock.schedule(due, () => this.checkSilence(name)),
@@ -637,11 +682,12 @@ export class Hub {
     if (!node || node.removedAt || !this.reaches(node)) return;
     const now = this.clock.now();
     const window = this.heartbeatWindowMs();
-    const last = node.lastHeartbeatAt ? Date.parse(node.lastHeartbeatAt) : undefined;
+    const last = this.heard.get(name);
     if (last !== undefined && now.getTime() - last < window) {
       this.watchSilence(name);
       return;
     }
+    const lastIso = last === undefined ? undefined : new Date(last).toISOString();
     const { change } = markOpen(
       this.store,
       {
@@ -652,36 +698,18 @@ export class Hub {
         message:
           last === undefined
             ? `node ${name} has not been heard from since the hub started`
-            : `node ${name} silent since ${node.lastHeartbeatAt} (window ${Math.round(window / SECOND)}s)`,
-        evidence: {
-          lastHeartbeatAt: node.lastHeartbeatAt,
-          lastReportAt: node.lastReportAt,
-          transport: node.transport,
-        },
+            : `node ${name} silent since ${lastIso} (window ${Math.round(window / SECOND)}s)`,
+        evidence: { lastHeardAt: lastIso, lastReportAt: node.lastReportAt, transport: node.transport },
         resolver: "operator",
         node: name,
       },
       now.toISOString(),
       this.newId,
     );
+    this.silent.add(name);
     if (change === "opened") this.log.warn({ node: name }, "node %s is silent", name);
     // Look again later: the condition's lastObserved stays fresh while the node is silent.
-    this.silenceTimers.set(
-      name,
-      this.clock.schedule(window, () => this.checkSilence(name)),
-    );
-  }
-
-  private resolveSilence(name: string, at: string): void {
-    const resolved = markResolved(
-      this.store,
-      "NodeSilent",
-      "node",
-      name,
-      at,
-      `heard from node ${name} at ${at}`,
-    );
-    if (resolved) this.log.info({ node: name }, "node %s is heard again", name);
+    this.watchSilence(name, window);
   }
 
   /** A node that failed dispatches answers again: its retries waiting on the transport go now. */

@@ -27,7 +27,7 @@ import type {
   NodeRecord,
   Resolver,
 } from "./records.js";
-import { type CanaryState, maxInFlight, rolloutGate, rolloutPaused } from "./rollout.js";
+import { type CanaryState, maxInFlight, rolloutGate } from "./rollout.js";
 import type { Store } from "./store/store.js";
 
 export interface ReconcileContext {
@@ -163,7 +163,7 @@ export function reconcileInstance(ctx: ReconcileContext, key: string): Reconcile
       }
     supersededNote = `generation ${desired.generation} supersedes generation ${older.generation}`;
     if (bucket(before) !== "other" && bucket(before) !== "converged")
-      releaseRollout(ctx, older.assignment, older.revision, nowIso, result);
+      releaseRollout(ctx, older.assignment, older.revision, nowIso, result, false);
   }
 
   // Load the intent, its last attempt and what the node last reported.
@@ -243,7 +243,14 @@ export function reconcileInstance(ctx: ReconcileContext, key: string): Reconcile
   if (next.status === "converged" && was !== "converged")
     result.follow.push(...store.intentKeysOfNode(desired.node, ["waiting"]));
   if (bucket(was) !== bucket(next.status))
-    releaseRollout(ctx, desired.assignment, desired.revision, nowIso, result);
+    releaseRollout(
+      ctx,
+      desired.assignment,
+      desired.revision,
+      nowIso,
+      result,
+      bucket(next.status) === "failed",
+    );
   return result;
 }
 
@@ -329,20 +336,19 @@ function logAttemptChange(
   else ctx.log.info({ ...fields, status: attempt.status }, "attempt %s", attempt.status);
 }
 
-/** The rollout gate for a first attempt of `desired`, from the rollout's counts and canaries. */
+/** The rollout gate for a first attempt of `desired`. Counts only what the policy needs (indexed). */
 function gateFor(ctx: ReconcileContext, desired: DesiredInstance, now: number) {
   const { store } = ctx;
   const policy = desired.rollout;
+  const { assignment, revision } = desired;
   const canaries: CanaryState[] = [];
   const canary = policy.canary;
   if (canary) {
     const names = canary.nodes
-      ? canary.nodes.filter(
-          (node) => store.desired(`${desired.assignment}@${node}`)?.revision === desired.revision,
-        )
-      : store.rolloutNodes(desired.assignment, desired.revision, Math.max(0, canary.count ?? 1));
+      ? canary.nodes.filter((node) => store.desired(`${assignment}@${node}`)?.revision === revision)
+      : store.rolloutNodes(assignment, revision, Math.max(0, canary.count ?? 1));
     for (const node of names) {
-      const key = `${desired.assignment}@${node}`;
+      const key = `${assignment}@${node}`;
       const member = store.desired(key);
       const intent = member ? store.intent(key, member.generation) : undefined;
       const converged = member !== undefined && compare(member, store.observation(key)).converged;
@@ -351,11 +357,15 @@ function gateFor(ctx: ReconcileContext, desired: DesiredInstance, now: number) {
       canaries.push(state);
     }
   }
+  const limited = policy.maxInFlight !== undefined;
   return rolloutGate({
     node: desired.node,
     policy,
-    size: store.rolloutSize(desired.assignment, desired.revision),
-    counts: store.rolloutCounts(desired.assignment, desired.revision),
+    size: limited ? store.rolloutSize(assignment, revision) : 0,
+    counts: {
+      failed: store.countIntents(assignment, revision, FAILED),
+      inProgress: limited ? store.countIntents(assignment, revision, IN_PROGRESS) : 0,
+    },
     canaries,
     now,
   });
@@ -364,6 +374,7 @@ function gateFor(ctx: ReconcileContext, desired: DesiredInstance, now: number) {
 /**
  * After a member of a rollout changed bucket: raise or resolve `RolloutPaused`, and hand freed slots
  * to held members (only as many as can start, so a 1,000-node rollout does not re-queue everyone).
+ * Cheap when there is nothing to do: no failure, no pause open, nobody held.
  */
 function releaseRollout(
   ctx: ReconcileContext,
@@ -371,60 +382,70 @@ function releaseRollout(
   revision: string,
   now: string,
   result: ReconcileOutcome,
+  enteredFailure: boolean,
 ): void {
   const { store } = ctx;
+  const subject = `${assignment}@${revision}`;
+  const pause = store.openCondition("RolloutPaused", "rollout", subject);
+  const anyHeld = store.heldIntents(assignment, revision, 1).length > 0;
+  if (!enteredFailure && !pause && !anyHeld) return;
   const member = store.rolloutNodes(assignment, revision, 1)[0];
   const policy = member ? store.desired(`${assignment}@${member}`)?.rollout : undefined;
-  const counts = store.rolloutCounts(assignment, revision);
-  const subject = `${assignment}@${revision}`;
-  // A pause only means something while members are still waiting to start.
-  const waiting = store.rolloutSize(assignment, revision) - counts.started;
-  if (policy && rolloutPaused(policy, counts) && waiting > 0) {
-    const failed = store
-      .intents({ assignment })
-      .filter((i) => i.revision === revision && FAILED.includes(i.status))
-      .slice(0, 10);
-    const { condition, change } = markOpen(
-      store,
-      {
-        type: "RolloutPaused",
-        subjectKind: "rollout",
-        subject,
-        reason: "MaxFailuresExceeded",
-        message: `rollout of ${assignment} at ${revision.slice(0, 12)} paused: ${counts.failed} instances failed (maxFailures ${policy.maxFailures ?? 0}): ${failed.map((i) => `${i.node} ${i.status} (${i.reason ?? "?"})`).join(", ")}`,
-        evidence: {
-          failed: failed.map((i) => ({
-            instance: i.instanceKey,
-            status: i.status,
-            attemptId: i.lastAttemptId,
-          })),
+  const failed = store.countIntents(assignment, revision, FAILED);
+  const tolerated = policy?.maxFailures ?? 0;
+  if (policy && failed > tolerated) {
+    // A pause only means something while members are still waiting to start.
+    const waiting = store.rolloutSize(assignment, revision) - store.countStarted(assignment, revision);
+    if (waiting > 0) {
+      const failures = store.failedIntents(assignment, revision, 10);
+      const { condition, change } = markOpen(
+        store,
+        {
+          type: "RolloutPaused",
+          subjectKind: "rollout",
+          subject,
+          reason: "MaxFailuresExceeded",
+          message: `rollout of ${assignment} at ${revision.slice(0, 12)} paused: ${failed} instances failed (maxFailures ${tolerated}): ${failures.map((i) => `${i.node} ${i.status} (${i.reason ?? "?"})`).join(", ")}`,
+          evidence: {
+            failed: failures.map((i) => ({
+              instance: i.instanceKey,
+              status: i.status,
+              attemptId: i.lastAttemptId,
+            })),
+          },
+          tried: failures.flatMap((i) => (i.lastAttemptId ? [i.lastAttemptId] : [])),
+          resolver: "operator",
+          assignment,
+          revision,
         },
-        tried: failed.flatMap((i) => (i.lastAttemptId ? [i.lastAttemptId] : [])),
-        resolver: "operator",
-        assignment,
-        revision,
-      },
-      now,
-      ctx.newId,
-    );
-    if (change === "opened") {
-      result.opened.push(condition);
-      ctx.log.warn({ assignment, revision, condition: "RolloutPaused" }, condition.message);
+        now,
+        ctx.newId,
+      );
+      if (change === "opened") {
+        result.opened.push(condition);
+        ctx.log.warn({ assignment, revision, condition: "RolloutPaused" }, condition.message);
+      }
+      return;
     }
-    return;
   }
-  const resolved = markResolved(
-    store,
-    "RolloutPaused",
-    "rollout",
-    subject,
-    now,
-    counts.failed > (policy?.maxFailures ?? 0)
-      ? "every instance of the rollout has started: nothing is held back"
-      : `${counts.failed} failed instances, within maxFailures ${policy?.maxFailures ?? 0}`,
-  );
-  if (resolved) result.resolved.push(resolved);
-  if (!policy) return;
-  const free = maxInFlight(policy, store.rolloutSize(assignment, revision)) - counts.inProgress;
-  if (free > 0) result.follow.push(...store.heldIntents(assignment, revision, free));
+  if (pause) {
+    const resolved = markResolved(
+      store,
+      "RolloutPaused",
+      "rollout",
+      subject,
+      now,
+      failed > tolerated
+        ? "every instance of the rollout has started: nothing is held back"
+        : `${failed} failed instances, within maxFailures ${tolerated}`,
+    );
+    if (resolved) result.resolved.push(resolved);
+  }
+  if (!policy || !anyHeld) return;
+  const free =
+    policy.maxInFlight === undefined
+      ? Number.MAX_SAFE_INTEGER
+      : maxInFlight(policy, store.rolloutSize(assignment, revision)) -
+        store.countIntents(assignment, revision, IN_PROGRESS);
+  if (free > 0) result.follow.push(...store.heldIntents(assignment, revision, Math.min(free, 100_000)));
 }

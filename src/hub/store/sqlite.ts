@@ -25,7 +25,7 @@ import type {
   TaskStatus,
 } from "../records.js";
 import { type Db, openDatabase } from "./database.js";
-import type { ConditionFilter, RolloutCounts, Store } from "./store.js";
+import type { ConditionFilter, Store } from "./store.js";
 
 type Row = Record<string, unknown>;
 
@@ -37,9 +37,6 @@ function defined<T extends object>(target: T, values: Record<string, unknown>): 
 }
 
 const nul = (value: unknown) => (value === undefined ? null : value);
-
-const IN_PROGRESS: readonly IntentStatus[] = ["dispatched", "verifying", "ambiguous", "backoff"];
-const FAILED: readonly IntentStatus[] = ["blocked", "stuck"];
 
 function intentFrom(row: Row): IntentRecord {
   return defined(
@@ -324,6 +321,10 @@ export class SqliteStore implements Store {
   private readonly specs = new Map<string, Pick<DesiredInstance, "spec" | "rollout" | "budget">>();
   /** Last stored body of each observation, to skip rewriting what a report repeats. */
   private readonly observed = new Map<string, string>();
+  private readonly parsedObservations = new Map<
+    string,
+    { body: string; takenAt: string; observation: Observation }
+  >();
   private readonly statements = new Map<string, Database.Statement<unknown[]>>();
 
   constructor(database: Db | string) {
@@ -658,22 +659,34 @@ export class SqliteStore implements Store {
     ).map(intentFrom);
   }
 
-  rolloutCounts(assignment: string, revision: string): RolloutCounts {
-    const counts: RolloutCounts = { inProgress: 0, failed: 0, converged: 0, started: 0 };
-    for (const row of this.all(
-      `SELECT status, count(*) AS n, count(last_attempt_id) AS started FROM intents
-        WHERE assignment = ? AND revision = ? AND status NOT IN ('superseded', 'retired') GROUP BY status`,
+  countIntents(assignment: string, revision: string, statuses: readonly IntentStatus[]): number {
+    let n = 0;
+    for (const status of statuses)
+      n += this.get(
+        "SELECT count(*) AS n FROM intents WHERE assignment = ? AND revision = ? AND status = ?",
+        assignment,
+        revision,
+        status,
+      )!.n as number;
+    return n;
+  }
+
+  countStarted(assignment: string, revision: string): number {
+    return this.get(
+      `SELECT count(*) AS n FROM intents WHERE assignment = ? AND revision = ? AND last_attempt_id IS NOT NULL
+         AND status NOT IN ('superseded', 'retired')`,
       assignment,
       revision,
-    )) {
-      const status = row.status as IntentStatus;
-      const n = row.n as number;
-      counts.started += row.started as number;
-      if (IN_PROGRESS.includes(status)) counts.inProgress += n;
-      else if (FAILED.includes(status)) counts.failed += n;
-      else if (status === "converged") counts.converged += n;
-    }
-    return counts;
+    )!.n as number;
+  }
+
+  failedIntents(assignment: string, revision: string, limit: number): IntentRecord[] {
+    return this.all(
+      "SELECT * FROM intents WHERE assignment = ? AND revision = ? AND status IN ('blocked', 'stuck') ORDER BY node LIMIT ?",
+      assignment,
+      revision,
+      limit,
+    ).map(intentFrom);
   }
 
   heldIntents(assignment: string, revision: string, limit: number): string[] {
@@ -786,18 +799,18 @@ export class SqliteStore implements Store {
     return defined({ takenAt: row.taken_at as string }, { seq: row.seq });
   }
 
-  saveReport(report: Report, receivedAt: string): boolean {
+  saveReport(report: Report, receivedAt: string): string[] | undefined {
     const previous = this.reportMeta(report.node);
     // Reports can arrive out of order (a supervision report built before an apply, delivered after
     // it): an older one is not the latest observation. Same time: the agent's sequence decides.
-    if (previous && previous.takenAt > report.takenAt) return false;
+    if (previous && previous.takenAt > report.takenAt) return undefined;
     if (
       previous?.takenAt === report.takenAt &&
       previous.seq !== undefined &&
       report.seq !== undefined &&
       report.seq <= previous.seq
     )
-      return false;
+      return undefined;
     this.run(
       `INSERT INTO reports (node, taken_at, seq, received_at, agent) VALUES (?, ?, ?, ?, ?)
        ON CONFLICT (node) DO UPDATE SET taken_at = excluded.taken_at, seq = excluded.seq,
@@ -808,10 +821,12 @@ export class SqliteStore implements Store {
       receivedAt,
       JSON.stringify(report.agent),
     );
+    const changed: string[] = [];
     for (const instance of report.instances) {
       const key = instanceKey(instance.assignment, report.node);
       const body = JSON.stringify(instance);
       if (this.observed.get(key) === body) continue;
+      changed.push(key);
       this.run(
         `INSERT INTO observations (instance_key, node, assignment, generation, hash, state, version, converged, taken_at, body)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -831,12 +846,22 @@ export class SqliteStore implements Store {
       );
       this.observed.set(key, body);
     }
-    return true;
+    return changed;
   }
 
   observation(key: string): Observation | undefined {
     const row = this.get("SELECT * FROM observations WHERE instance_key = ?", key);
-    return row ? observationFrom(row) : undefined;
+    if (!row) return undefined;
+    // Parsing the body is most of the cost; an unchanged body keeps its parsed form.
+    const cached = this.parsedObservations.get(key);
+    if (cached && cached.body === row.body && cached.takenAt === row.taken_at) return cached.observation;
+    const observation = observationFrom(row);
+    this.parsedObservations.set(key, {
+      body: row.body as string,
+      takenAt: row.taken_at as string,
+      observation,
+    });
+    return observation;
   }
 
   openCondition(type: ConditionType, subjectKind: SubjectKind, subject: string): ConditionRecord | undefined {

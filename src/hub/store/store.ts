@@ -23,15 +23,12 @@ import type {
   TaskStatus,
 } from "../records.js";
 
-/** Counts of a rollout's intents (one assignment at one revision) by what they are doing. */
+/** What a rollout gate counts of a rollout's intents (one assignment at one revision). */
 export interface RolloutCounts {
   /** Started and not finished: dispatched, verifying, ambiguous, backoff. */
   inProgress: number;
   /** Blocked or stuck. */
   failed: number;
-  converged: number;
-  /** Intents that have had at least one attempt. */
-  started: number;
 }
 
 export interface ConditionFilter {
@@ -102,7 +99,11 @@ export interface Store {
   saveIntent(intent: IntentRecord): void;
   /** Intents of older generations that are not yet superseded or retired. */
   olderLiveIntents(instanceKey: string, generation: number): IntentRecord[];
-  rolloutCounts(assignment: string, revision: string): RolloutCounts;
+  /** Current intents of a rollout with one of `statuses` (an index range per status). */
+  countIntents(assignment: string, revision: string, statuses: readonly IntentStatus[]): number;
+  /** Current intents of a rollout that have had an attempt. */
+  countStarted(assignment: string, revision: string): number;
+  failedIntents(assignment: string, revision: string, limit: number): IntentRecord[];
   /** Held intents of a rollout that a freed slot or a resolved pause may release, oldest node first. */
   heldIntents(assignment: string, revision: string, limit: number): string[];
   /** Instance keys on `node` whose intent has one of `statuses`. */
@@ -124,8 +125,11 @@ export interface Store {
 
   // Observations.
   reportMeta(node: string): { takenAt: string; seq?: number } | undefined;
-  /** Stores a full report as the node's latest observation; returns false (storing nothing) when it is older than the one stored. */
-  saveReport(report: Report, receivedAt: string): boolean;
+  /**
+   * Stores a full report as the node's latest observation. Returns the instance keys whose
+   * observation changed, or undefined (storing nothing) when the report is older than the stored one.
+   */
+  saveReport(report: Report, receivedAt: string): string[] | undefined;
   observation(instanceKey: string): Observation | undefined;
 
   // Conditions and tasks.
