@@ -74,6 +74,8 @@ export class Hub {
   private relaying = 0;
   private handling = 0;
   private readonly idleWaiters: (() => void)[] = [];
+  private readonly inbox: { event: string; transport: string; run: () => void }[] = [];
+  private inboxScheduled = false;
   private readonly silenceTimers = new Map<string, () => void>();
   private readonly unreachable = new Set<string>();
   /** When each node was last heard, and last written to the store (ms). */
@@ -282,7 +284,9 @@ export class Hub {
         !this.scheduled &&
         !this.processing &&
         this.relaying === 0 &&
-        this.handling === 0)
+        this.handling === 0 &&
+        this.inbox.length === 0 &&
+        !this.inboxScheduled)
     );
   }
 
@@ -369,7 +373,7 @@ export class Hub {
       .then(
         () => {
           this.metrics.dispatchesTotal.inc({ transport: transport.name, result: "accepted" });
-          this.store.transaction(() => {
+          this.deliver("dispatched", transport.name, () => {
             const current = this.store.attempt(attemptId);
             this.store.deleteOutbox(attemptId);
             if (!current) return;
@@ -379,6 +383,8 @@ export class Hub {
             updated.dispatchedAt ??= handedAt.toISOString();
             updated.leaseExpiresAt ??= new Date(handedAt.getTime() + this.timing.leaseMs).toISOString();
             this.store.saveAttempt(updated);
+            // Look again: the lease now runs, and its end needs a timer.
+            this.queue.add(attempt.instanceKey);
           });
           log.info(
             { node: node.name, transport: transport.name },
@@ -407,7 +413,6 @@ export class Hub {
       )
       .finally(() => {
         this.relaying--;
-        this.queue.add(attempt.instanceKey);
         this.wakeIdle();
       });
   }
@@ -462,29 +467,49 @@ export class Hub {
 
   /** The handlers a transport calls; `transport` names it in conditions. */
   eventsFor(transport: string): TransportEvents {
-    const guard =
-      <A extends unknown[]>(name: string, handler: (...args: A) => void) =>
-      (...args: A) => {
-        if (this.stopped) return;
-        this.handling++;
-        try {
-          handler(...args);
-        } catch (error) {
-          this.log.error({ err: error, transport, event: name }, "handling a %s event failed", name);
-        } finally {
-          this.handling--;
-          this.wakeIdle();
-        }
-      };
     return {
-      report: guard("report", (report: Report) => this.ingestReport(report)),
-      result: guard("result", (result: AttemptResult) => this.ingestResult(result)),
-      heartbeat: guard("heartbeat", (node: string, at: Date) => this.ingestHeartbeat(node, at)),
-      lost: guard("lost", (attemptId: string, node: string, reason: string) =>
-        this.ingestLost(attemptId, node, reason),
-      ),
-      health: guard("health", (event: TransportHealth) => this.ingestHealth(transport, event)),
+      report: (report: Report) => this.deliver("report", transport, () => this.ingestReport(report)),
+      result: (result: AttemptResult) => this.deliver("result", transport, () => this.ingestResult(result)),
+      heartbeat: (node: string, at: Date) =>
+        this.deliver("heartbeat", transport, () => this.ingestHeartbeat(node, at)),
+      lost: (attemptId: string, node: string, reason: string) =>
+        this.deliver("lost", transport, () => this.ingestLost(attemptId, node, reason)),
+      health: (event: TransportHealth) =>
+        this.deliver("health", transport, () => this.ingestHealth(transport, event)),
     };
+  }
+
+  /**
+   * Events from transports go through an inbox that is written in one transaction per turn of the
+   * event loop: a burst of results and reports costs one commit, not one each. An event lost in a
+   * crash before its flush is a lost result or a missed report: the ordinary ambiguity rules cover it.
+   */
+  private deliver(event: string, transport: string, run: () => void): void {
+    if (this.stopped) return;
+    this.inbox.push({ event, transport, run });
+    if (this.inboxScheduled) return;
+    this.inboxScheduled = true;
+    setImmediate(() => this.flushInbox());
+  }
+
+  private flushInbox(): void {
+    this.inboxScheduled = false;
+    const batch = this.inbox.splice(0);
+    if (batch.length === 0 || this.stopped) return this.wakeIdle();
+    try {
+      this.store.transaction(() => {
+        for (const { event, transport, run } of batch) {
+          try {
+            // Each event in its own savepoint: one that fails rolls back alone.
+            this.store.transaction(run);
+          } catch (error) {
+            this.log.error({ err: error, transport, event }, "handling a %s event failed", event);
+          }
+        }
+      });
+    } finally {
+      this.wakeIdle();
+    }
   }
 
   /** A full report: the node's latest observation. It never changes a desired target. */
@@ -654,7 +679,7 @@ export class Hub {
         "NodeSilent",
         "node",
         name,
-        iso,
+        this.nowIso(),
         `heard from node ${name} at ${iso}`,
       );
       if (resolved) this.log.info({ node: name }, "node %s is heard again", name);
@@ -678,6 +703,8 @@ export class Hub {
 
   private checkSilence(name: string): void {
     this.silenceTimers.delete(name);
+    // Take in what has already arrived before calling anyone silent.
+    if (this.inbox.length > 0) this.flushInbox();
     const node = this.store.node(name);
     if (!node || node.removedAt || !this.reaches(node)) return;
     const now = this.clock.now();

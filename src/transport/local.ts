@@ -31,8 +31,8 @@ export interface LocalTransportOptions {
   /** Makes a node's agent; given the node's name, its root and its state directory. */
   agentFor: (node: string, paths: { root: string; stateDir: string }, clock: Clock) => LocalAgent;
   clock?: Clock;
-  /** How often each running node says it is alive (the fleet's heartbeat interval). */
-  heartbeatIntervalMs?: number;
+  /** How often each running node says it is alive (the fleet's heartbeat interval; read at each beat). */
+  heartbeatIntervalMs?: number | (() => number);
 }
 
 interface LocalNode {
@@ -168,7 +168,8 @@ export class LocalTransport implements Transport {
   private beat(local: LocalNode, events: TransportEvents): void {
     if (!local.running) return;
     void events.heartbeat(local.name, this.clock.now());
-    const interval = this.options.heartbeatIntervalMs ?? 15_000;
+    const option = this.options.heartbeatIntervalMs ?? 15_000;
+    const interval = typeof option === "function" ? option() : option;
     local.cancelHeartbeat = this.clock.schedule(interval, () => this.beat(local, events));
   }
 

@@ -1,0 +1,80 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { conditionViolations } from "../../src/hub/conditions.js";
+import { assignmentYaml, file, fleetYaml, nodes } from "./helpers/fleet.js";
+import { type Harness, startHarness } from "./helpers/harness.js";
+
+let h: Harness | undefined;
+afterEach(async () => {
+  if (h) expect(conditionViolations(h.store)).toEqual([]);
+  await h?.close();
+  h = undefined;
+});
+
+describe("hub - liveness", () => {
+  it("hub - a node silent past its heartbeat window is NodeSilent until it is heard again", async () => {
+    h = await startHarness({
+      files: {
+        ...nodes("n1", "n2"),
+        "steward.yaml": fleetYaml({ heartbeat: { interval: "10s", missed: 3 } }),
+        "assignments/app.yaml": assignmentYaml("app", {
+          nodes: ["n1", "n2"],
+          resources: [file("conf", "v1")],
+        }),
+      },
+    });
+    await h.commit();
+    await h.settle();
+    await h.advance(120_000);
+    expect(h.store.conditions({ type: "NodeSilent" })).toEqual([]);
+
+    await h.local.stopNode("n1");
+    await h.advance(29_000);
+    expect(h.store.conditions({ type: "NodeSilent" })).toEqual([]);
+    await h.advance(2_000);
+    const [silent] = h.store.conditions({ type: "NodeSilent", status: "open" });
+    expect(silent).toMatchObject({
+      subjectKind: "node",
+      subject: "n1",
+      reason: "HeartbeatMissed",
+      resolver: "operator",
+    });
+    expect(silent!.message).toMatch(/^node n1 silent since .* \(window 30s\)$/);
+    expect(h.store.taskOfCondition(silent!.id)).toMatchObject({ status: "open" });
+
+    await h.local.startNode(h.store.node("n1")!.spec);
+    await h.settle();
+    expect(h.store.condition(silent!.id)).toMatchObject({ status: "resolved" });
+    expect(h.store.taskOfCondition(silent!.id)).toMatchObject({ status: "closed" });
+  });
+
+  it("hub - transport health events open and resolve TransportDegraded", async () => {
+    h = await startHarness({ files: { ...nodes("n1") } });
+    const events = h.hub.eventsFor("nats");
+    await events.health({
+      status: "degraded",
+      reason: "ServerDisconnected",
+      message: "lost the NATS server",
+    });
+    await events.health({
+      status: "degraded",
+      node: "n1",
+      reason: "MaxDeliveriesExceeded",
+      message: "attempt redelivered 5 times",
+    });
+    await h.settle();
+    expect(h.store.conditions({ type: "TransportDegraded", status: "open" })).toMatchObject([
+      {
+        subjectKind: "transport",
+        subject: "nats",
+        reason: "ServerDisconnected",
+        message: "nats: lost the NATS server",
+      },
+      { subjectKind: "node", subject: "n1", reason: "MaxDeliveriesExceeded" },
+    ]);
+    await events.health({ status: "recovered", reason: "ServerReconnected", message: "connected again" });
+    await h.settle();
+    expect(h.store.conditions({ type: "TransportDegraded", status: "open" }).map((c) => c.subject)).toEqual([
+      "n1",
+    ]);
+  });
+});
