@@ -19,10 +19,12 @@ import { DEFAULT_TIMING, type Timing } from "./decide.js";
 import type { DeclarationChanges } from "./desired.js";
 import { idFactory } from "./ids.js";
 import { HubMetrics } from "./metrics.js";
+import { statusInputs } from "./progress.js";
 import { WorkQueue } from "./queue.js";
 import { type ReconcileContext, type ReconcileOutcome, reconcileInstance } from "./reconcile.js";
 import type { IntentRecord, IntentStatus, NodeRecord, RevisionRecord } from "./records.js";
 import { redact } from "./redact.js";
+import { type CommitStatus, revisionStatuses, type StatusHealth, type StatusSink } from "./status.js";
 import type { Store } from "./store/store.js";
 import { DispatchError, type Transport, type TransportEvents, type TransportHealth } from "./transport.js";
 
@@ -39,6 +41,10 @@ export interface HubOptions {
   batchSize?: number;
   /** Safety resync of every unconverged instance, at a slow cadence (0: never). */
   resyncIntervalMs?: number;
+  /** Where commit statuses go (the StatusPublisher); the hub publishes each revision whose progress changed. */
+  statusSink?: StatusSink;
+  /** How often changed revisions' statuses are published, at most. Default 1 s. */
+  statusIntervalMs?: number;
 }
 
 /** What `steward up` and tests see of a hub's progress. */
@@ -87,6 +93,11 @@ export class Hub {
   private readonly seenNodes = new Set<string>();
   private cancelResync: (() => void) | undefined;
   private readonly listeners = new Set<(outcome: ReconcileOutcome) => void>();
+  private readonly statusSink: StatusSink | undefined;
+  private readonly statusIntervalMs: number;
+  /** Revisions whose progress changed since their statuses were last published. */
+  private readonly dirtyRevisions = new Set<string>();
+  private cancelStatusTimer: (() => void) | undefined;
 
   constructor(options: HubOptions) {
     this.store = options.store;
@@ -103,6 +114,8 @@ export class Hub {
     this.newId = idFactory(this.clock);
     this.metrics = new HubMetrics(this.store);
     for (const transport of options.transports ?? []) this.transports.set(transport.name, transport);
+    this.statusSink = options.statusSink;
+    this.statusIntervalMs = options.statusIntervalMs ?? SECOND;
     this.queue = new WorkQueue(this.clock, () => this.schedule());
     this.context = {
       store: this.store,
@@ -160,6 +173,8 @@ export class Hub {
     this.stopped = true;
     this.queue.clear();
     this.cancelResync?.();
+    this.cancelStatusTimer?.();
+    this.publishStatuses();
     for (const cancel of this.silenceTimers.values()) cancel();
     this.silenceTimers.clear();
     for (const transport of this.transports.values()) await transport.stop();
@@ -202,6 +217,7 @@ export class Hub {
       }
       this.store.setMeta(REVISION_CURSOR, String(revisions.at(-1)!.seq));
     });
+    this.revisionsChanged(revisions.map((r) => r.sha));
     this.log.info(
       { revisions: revisions.map((r) => r.sha.slice(0, 12)), instances: changed.size },
       "took in %d revisions; %d instances changed",
@@ -335,6 +351,7 @@ export class Hub {
       });
       const reportsWanted = new Set<string>();
       for (const outcome of outcomes) {
+        this.revisionsChanged(outcome.revisions);
         if (outcome.requeueAt !== undefined) this.queue.addAt(outcome.key, outcome.requeueAt);
         if (outcome.requestReport) reportsWanted.add(outcome.requestReport);
         for (const id of outcome.dispatched) this.relay(id);
@@ -765,6 +782,69 @@ export class Hub {
       if (intent && last?.settledBy === "dispatch") waiting.push(intent);
     }
     return waiting;
+  }
+
+  /** Marks revisions whose progress may have changed; their statuses are published shortly. */
+  private revisionsChanged(shas: readonly string[]): void {
+    if (!this.statusSink || shas.length === 0) return;
+    for (const sha of shas) this.dirtyRevisions.add(sha);
+    if (this.cancelStatusTimer || this.stopped) return;
+    this.cancelStatusTimer = this.clock.schedule(this.statusIntervalMs, () => {
+      this.cancelStatusTimer = undefined;
+      this.publishStatuses();
+    });
+  }
+
+  /** Hands the current statuses of every changed revision to the status sink (coalesced there). */
+  publishStatuses(): void {
+    if (!this.statusSink || this.dirtyRevisions.size === 0) return;
+    const shas = [...this.dirtyRevisions];
+    this.dirtyRevisions.clear();
+    const publicUrl = this.store.fleetSettings()?.status.publicUrl;
+    const statuses: CommitStatus[] = [];
+    for (const sha of shas) {
+      const inputs = statusInputs(this.store, sha);
+      if (!inputs) continue;
+      statuses.push(
+        ...revisionStatuses(inputs.revision, {
+          instances: inputs.instances,
+          failures: inputs.failures,
+          ...(publicUrl ? { publicUrl } : {}),
+        }),
+      );
+    }
+    if (statuses.length > 0) this.statusSink.publish(statuses);
+  }
+
+  /** A status destination started or stopped failing: `StatusWriteFailing` on it. */
+  statusHealth(health: StatusHealth): void {
+    const now = this.nowIso();
+    if (health.failing) {
+      const { change } = markOpen(
+        this.store,
+        {
+          type: "StatusWriteFailing",
+          subjectKind: "status",
+          subject: health.provider,
+          reason: health.reason,
+          message: `commit statuses to ${health.provider} fail since ${health.since.toISOString()}: ${health.message}; reconciliation goes on and the latest statuses are posted when it recovers`,
+          evidence: { since: health.since.toISOString() },
+          resolver: "operator",
+        },
+        now,
+        this.newId,
+      );
+      if (change === "opened")
+        this.log.warn({ provider: health.provider, reason: health.reason }, health.message);
+    } else
+      markResolved(
+        this.store,
+        "StatusWriteFailing",
+        "status",
+        health.provider,
+        now,
+        `statuses to ${health.provider} are posted again since ${health.recoveredAt.toISOString()}`,
+      );
   }
 
   private scheduleResync(): void {

@@ -6,6 +6,11 @@
  * `GET /revisions/:sha` and `steward up`'s summary. Pure reads; JSON-serialisable.
  */
 import type { ConditionRecord, ConditionType, IntentRecord, RevisionRecord } from "./records.js";
+import type {
+  InstanceFailure as StatusFailure,
+  InstanceProgress as StatusInstance,
+  RevisionRecord as StatusRevision,
+} from "./status.js";
 import type { Store } from "./store/store.js";
 
 export type ProgressState = "pending" | "success" | "failure" | "error" | "superseded";
@@ -203,4 +208,69 @@ export function revisionProgress(store: Store, sha: string): RevisionProgress | 
     progress.description = `superseded by ${progress.supersededBy.slice(0, 12)}`;
   }
   return progress;
+}
+
+/** What `revisionStatuses` (status.ts) needs to build a revision's commit statuses. */
+export interface StatusInputs {
+  revision: StatusRevision;
+  instances: StatusInstance[];
+  failures: StatusFailure[];
+}
+
+/**
+ * The inputs of a revision's commit statuses, from the hub's records: each instance at the
+ * generation this revision gave it (converged or not), and the open conditions stopping them. A
+ * revision whose every instance has a newer generation from a later revision before it converged
+ * is superseded by the latest of them; one that converged first keeps its success.
+ */
+export function statusInputs(store: Store, sha: string): StatusInputs | undefined {
+  const record = store.revision(sha);
+  if (!record) return undefined;
+  const revision: StatusRevision = {
+    sha,
+    outcome: record.outcome,
+    changedAssignments: record.changedAssignments,
+    supersededBy: record.supersededBy ?? null,
+    diagnostics: record.diagnostics ?? [],
+  };
+  if (record.outcome !== "applied") return { revision, instances: [], failures: [] };
+  const instances: StatusInstance[] = [];
+  const failures: StatusFailure[] = [];
+  let successor: { sha: string; seq: number } | undefined;
+  let allSuperseded = true;
+  let allConverged = true;
+  for (const member of store.generationsOfRevision(sha)) {
+    const intent = store.intent(member.instanceKey, member.generation);
+    const converged = intent?.outcome === "converged" || intent?.status === "converged";
+    allConverged &&= converged;
+    instances.push({
+      assignment: member.assignment,
+      node: member.node,
+      generation: member.generation,
+      converged,
+    });
+    const current = store.desired(member.instanceKey);
+    if (current && current.generation > member.generation) {
+      const seq = store.revision(current.revision)?.seq ?? 0;
+      if (!successor || seq > successor.seq) successor = { sha: current.revision, seq };
+      continue;
+    }
+    allSuperseded = false;
+    if (converged) continue;
+    for (const condition of store.openConditionsOf("instance", member.instanceKey)) {
+      if (!FAILING.includes(condition.type) || condition.generation !== member.generation) continue;
+      if (condition.type === "ProbeFailing" || condition.type === "Ambiguous") continue;
+      const failure: StatusFailure = {
+        assignment: member.assignment,
+        node: member.node,
+        condition: condition.type,
+        message: condition.message,
+      };
+      if (condition.attemptId) failure.attemptId = condition.attemptId;
+      failures.push(failure);
+    }
+  }
+  if (instances.length > 0 && allSuperseded && !allConverged && successor)
+    revision.supersededBy = successor.sha;
+  return { revision, instances, failures };
 }

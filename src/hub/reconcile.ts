@@ -43,6 +43,8 @@ export interface ReconcileContext {
 
 export interface ReconcileOutcome {
   key: string;
+  /** Revisions whose progress this reconcile may have changed (the current one, superseded ones). */
+  revisions: string[];
   /** The branch decide took (or `missing` for a key with no instance). */
   outcome: string;
   requeueAt?: number;
@@ -126,6 +128,7 @@ export function reconcileInstance(ctx: ReconcileContext, key: string): Reconcile
   const nowIso = nowDate.toISOString();
   const result: ReconcileOutcome = {
     key,
+    revisions: [],
     outcome: "missing",
     dispatched: [],
     follow: [],
@@ -136,6 +139,7 @@ export function reconcileInstance(ctx: ReconcileContext, key: string): Reconcile
   // Load desired.
   const desired = store.desired(key);
   if (!desired) return result;
+  result.revisions.push(desired.revision);
 
   // Supersede older generations at once: their retries, backoff and waits never delay this one.
   let supersededNote: string | undefined;
@@ -162,6 +166,7 @@ export function reconcileInstance(ctx: ReconcileContext, key: string): Reconcile
         );
       }
     supersededNote = `generation ${desired.generation} supersedes generation ${older.generation}`;
+    result.revisions.push(older.revision);
     if (bucket(before) !== "other" && bucket(before) !== "converged")
       releaseRollout(ctx, older.assignment, older.revision, nowIso, result, false);
   }

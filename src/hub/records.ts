@@ -2,6 +2,7 @@
  * The hub's durable records, as the reconciler reads and writes them. Times are ISO 8601 strings (they
  * sort as text); JSON columns are parsed. These are the shapes behind the Store port.
  */
+import type { Diagnostic } from "../model/diagnostics.js";
 import type { EffectiveBudget } from "../model/fleet.js";
 import type { FailureClass, InstanceReport, InstanceSpec, Node, Rollout } from "../model/generated.js";
 
@@ -242,7 +243,7 @@ export interface RevisionRecord {
   committedAt: string;
   syncedAt: string;
   outcome: "applied" | "invalid" | "superseded";
-  diagnostics?: { file: string; line: number; column: number; message: string; code: string }[];
+  diagnostics?: Diagnostic[];
   supersededBy?: string;
   changedAssignments: string[];
 }
