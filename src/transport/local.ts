@@ -24,12 +24,12 @@ export interface LocalAgent {
 }
 
 export interface LocalTransportOptions {
-  /** Each node applies under `<root>/<node>/`. */
-  root: string;
+  /** Each node applies under `<root>/<node>/`; without it, agents apply to the real system (one local node). */
+  root?: string;
   /** Each node keeps its agent state in `<stateDir>/agents/<node>/`. */
   stateDir: string;
   /** Makes a node's agent; given the node's name, its root and its state directory. */
-  agentFor: (node: string, paths: { root: string; stateDir: string }, clock: Clock) => LocalAgent;
+  agentFor: (node: string, paths: { root?: string; stateDir: string }, clock: Clock) => LocalAgent;
   clock?: Clock;
   /** How often each running node says it is alive (the fleet's heartbeat interval; read at each beat). */
   heartbeatIntervalMs?: number | (() => number);

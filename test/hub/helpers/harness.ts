@@ -74,7 +74,7 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
       agentFor: (node, paths, agentClock) =>
         new Agent({
           node,
-          root: paths.root,
+          root: paths.root!,
           stateDir: paths.stateDir,
           clock: () => agentClock.now(),
           probeSettleMs: 0,
