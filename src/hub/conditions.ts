@@ -137,13 +137,27 @@ export function markResolved(
 ): ConditionRecord | undefined {
   const existing = store.openCondition(type, subjectKind, subject);
   if (!existing) return undefined;
+  const condition = closeCondition(store, existing, now, redact(resolution));
+  closeTaskOf(store, condition, now);
+  return condition;
+}
+
+/** Records `condition` as resolved with `resolution` (and who resolved it), with its history entry. */
+export function closeCondition(
+  store: Store,
+  open: ConditionRecord,
+  now: string,
+  resolution: string,
+  resolver: Resolver = open.resolver,
+): ConditionRecord {
   const condition: ConditionRecord = {
-    ...existing,
+    ...open,
     status: "resolved",
     since: now,
     lastObserved: now,
     resolvedAt: now,
-    resolution: redact(resolution),
+    resolver,
+    resolution,
   };
   store.saveCondition(condition);
   store.appendConditionEvent({
@@ -151,9 +165,8 @@ export function markResolved(
     at: now,
     event: "resolved",
     reason: condition.reason,
-    message: condition.resolution!,
+    message: resolution,
   });
-  closeTaskOf(store, condition, now);
   return condition;
 }
 

@@ -512,7 +512,10 @@ export class Hub {
   private flushInbox(): void {
     this.inboxScheduled = false;
     const batch = this.inbox.splice(0);
-    if (batch.length === 0 || this.stopped) return this.wakeIdle();
+    if (batch.length === 0 || this.stopped) {
+      this.wakeIdle();
+      return;
+    }
     try {
       this.store.transaction(() => {
         for (const { event, transport, run } of batch) {

@@ -6,6 +6,7 @@
  * did the procedure closes it. A task whose condition resolved by observation is closed.
  */
 import { StewardError } from "../model/errors.js";
+import { closeCondition } from "./conditions.js";
 import type { ConditionRecord, ConditionType, TaskRecord } from "./records.js";
 import type { Store } from "./store/store.js";
 
@@ -143,25 +144,8 @@ export function resolveTask(
       reason: condition.reason,
       message: `task ${task.id} resolved by ${agent}: ${action}`,
     });
-    if (condition.type === "HumanProcedureRequired" && condition.status === "open") {
-      condition = {
-        ...condition,
-        status: "resolved",
-        since: now,
-        lastObserved: now,
-        resolvedAt: now,
-        resolver: "operator",
-        resolution: `procedure done by ${agent}: ${action}`,
-      };
-      store.saveCondition(condition);
-      store.appendConditionEvent({
-        conditionId: condition.id,
-        at: now,
-        event: "resolved",
-        reason: condition.reason,
-        message: condition.resolution!,
-      });
-    }
+    if (condition.type === "HumanProcedureRequired" && condition.status === "open")
+      condition = closeCondition(store, condition, now, `procedure done by ${agent}: ${action}`, "operator");
     return { task: resolved, condition };
   });
 }

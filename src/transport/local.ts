@@ -145,10 +145,10 @@ export class LocalTransport implements Transport {
       throw new DispatchError(`node ${name} is stopped`, "transient", "NodeStopped");
     const existing = this.nodes.get(name);
     if (existing) return existing;
-    const paths = {
-      root: join(this.options.root, name),
+    const paths: { root?: string; stateDir: string } = {
       stateDir: join(this.options.stateDir, "agents", name),
     };
+    if (this.options.root !== undefined) paths.root = join(this.options.root, name);
     const local: LocalNode = {
       name,
       agent: this.options.agentFor(name, paths, this.clock),

@@ -1,15 +1,7 @@
-import { afterEach, describe, expect, it } from "vitest";
-import { conditionViolations } from "../../src/hub/conditions.js";
+import { describe, expect, it } from "vitest";
 import type { Resource, Rollout } from "../../src/model/generated.js";
 import { assignmentYaml, file, nodes } from "./helpers/fleet.js";
 import { type Harness, startHarness } from "./helpers/harness.js";
-
-let h: Harness | undefined;
-afterEach(async () => {
-  if (h) expect(conditionViolations(h.store)).toEqual([]);
-  await h?.close();
-  h = undefined;
-});
 
 const rollout: Rollout = { canary: { nodes: ["n1"], soak: "30s" }, maxInFlight: 1 };
 const web = (resources: Resource[]) =>
@@ -32,7 +24,7 @@ describe("hub - canary rollout", () => {
       ],
       rollout,
     });
-    h = await startHarness({ files: { ...nodes("n1", "n2", "n3"), "assignments/web.yaml": probed } });
+    const h = await startHarness({ files: { ...nodes("n1", "n2", "n3"), "assignments/web.yaml": probed } });
     await h.commit();
     await h.settle();
     expect(attempted(h, 1)).toEqual(["n1"]);
@@ -45,7 +37,7 @@ describe("hub - canary rollout", () => {
     expect(attempted(h, 1)).toEqual(["n1"]);
     await h.advance(1_000);
     expect(attempted(h, 1)).toEqual(["n1", "n2", "n3"]);
-    expect(["n1", "n2", "n3"].map((n) => h!.intent(`web@${n}`).status)).toEqual([
+    expect(["n1", "n2", "n3"].map((n) => h.intent(`web@${n}`).status)).toEqual([
       "converged",
       "converged",
       "converged",
@@ -53,7 +45,7 @@ describe("hub - canary rollout", () => {
   });
 
   it("hub - a failed canary pauses the rollout with RolloutPaused on the revision; the rest are never dispatched", async () => {
-    h = await startHarness({
+    const h = await startHarness({
       files: { ...nodes("n1", "n2", "n3"), "assignments/web.yaml": web([file("conf", "v1")]) },
     });
     await h.commit();
@@ -89,7 +81,7 @@ describe("hub - canary rollout", () => {
     await h.commit("v3");
     await h.settle();
     await h.advance(30_000);
-    expect(["n1", "n2", "n3"].map((n) => h!.intent(`web@${n}`).status)).toEqual([
+    expect(["n1", "n2", "n3"].map((n) => h.intent(`web@${n}`).status)).toEqual([
       "converged",
       "converged",
       "converged",
@@ -108,7 +100,7 @@ describe("hub - canary rollout", () => {
       rollout: { maxInFlight: 1, maxFailures: 1 },
       budget: { attempts: 2 },
     });
-    h = await startHarness({
+    const h = await startHarness({
       files: { ...nodes("n1", "n2", "n3"), "assignments/web.yaml": batch },
       timing: { backoff: { initialMs: 10_000, maxMs: 60_000, jitter: 0 } },
     });
@@ -122,7 +114,7 @@ describe("hub - canary rollout", () => {
     // The second failure spends n1's budget: stuck counts as failed (1, tolerated), and its slot is free.
     await h.advance(10_000);
     expect(h.intent("web@n1").status).toBe("stuck");
-    expect(["n2", "n3"].map((n) => h!.intent(`web@${n}`).status)).toEqual(["converged", "converged"]);
+    expect(["n2", "n3"].map((n) => h.intent(`web@${n}`).status)).toEqual(["converged", "converged"]);
     expect(h.store.conditions({ type: "RolloutPaused" })).toEqual([]);
   });
 });

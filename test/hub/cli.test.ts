@@ -4,14 +4,11 @@ import { type CliIo, EXIT } from "../../src/cli/io.js";
 import { main } from "../../src/cli/main.js";
 import { type HubHttp, startHubHttp } from "../../src/hub/http.js";
 import { assignmentYaml, file, nodes } from "./helpers/fleet.js";
-import { type Harness, startHarness } from "./helpers/harness.js";
+import { startHarness } from "./helpers/harness.js";
 
-let h: Harness | undefined;
 let http: HubHttp | undefined;
 afterEach(async () => {
   await http?.close();
-  await h?.close();
-  h = undefined;
   http = undefined;
 });
 
@@ -40,7 +37,7 @@ const broken = assignmentYaml("app", {
 
 describe("hub - cli", () => {
   it("hub - status lists open conditions and exits 1 while there are any, 0 when the fleet is right", async () => {
-    h = await startHarness({ files: { ...nodes("n1", "n2"), "assignments/app.yaml": broken } });
+    const h = await startHarness({ files: { ...nodes("n1", "n2"), "assignments/app.yaml": broken } });
     await h.commit();
     await h.settle();
     const failing = await steward(h.dir, "status");
@@ -63,7 +60,7 @@ describe("hub - cli", () => {
   });
 
   it("hub - get shows nodes, assignments, instances and intents as tables or JSON", async () => {
-    h = await startHarness({ files: { ...nodes("n1", "n2"), "assignments/app.yaml": broken } });
+    const h = await startHarness({ files: { ...nodes("n1", "n2"), "assignments/app.yaml": broken } });
     await h.commit();
     await h.settle();
     const instances = await steward(h.dir, "get", "instances");
@@ -88,7 +85,7 @@ describe("hub - cli", () => {
   });
 
   it("hub - drain and undrain write the node's state and nudge a running hub", async () => {
-    h = await startHarness({ files: { ...nodes("n1", "n2"), "assignments/app.yaml": broken } });
+    const h = await startHarness({ files: { ...nodes("n1", "n2"), "assignments/app.yaml": broken } });
     await h.commit();
     await h.settle();
     const offline = await steward(h.dir, "drain", "n1", "--reason", "kernel update");
@@ -128,7 +125,7 @@ describe("hub - cli", () => {
       nodes: ["n1"],
       resources: [{ kind: "command", name: "reload", run: ["/nonexistent/reload"] }],
     });
-    h = await startHarness({ files: { ...nodes("n1"), "assignments/app.yaml": one } });
+    const h = await startHarness({ files: { ...nodes("n1"), "assignments/app.yaml": one } });
     await h.commit();
     await h.settle();
     const list = await steward(h.dir, "tasks");

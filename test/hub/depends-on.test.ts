@@ -1,18 +1,12 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { assignmentYaml, file, nodes, shell } from "./helpers/fleet.js";
-import { type Harness, startHarness } from "./helpers/harness.js";
-
-let h: Harness | undefined;
-afterEach(async () => {
-  await h?.close();
-  h = undefined;
-});
+import { startHarness } from "./helpers/harness.js";
 
 describe("hub - dependsOn", () => {
   it("hub - an instance waits for the assignments it depends on without spending budget, then converges", async () => {
-    h = await startHarness({
+    const h = await startHarness({
       files: {
         ...nodes("n1"),
         "assignments/base.yaml": assignmentYaml("base", {

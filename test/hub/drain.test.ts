@@ -1,20 +1,14 @@
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { setNodeDraining } from "../../src/hub/operator.js";
 import { assignmentYaml, file, nodes } from "./helpers/fleet.js";
-import { type Harness, startHarness } from "./helpers/harness.js";
-
-let h: Harness | undefined;
-afterEach(async () => {
-  await h?.close();
-  h = undefined;
-});
+import { startHarness } from "./helpers/harness.js";
 
 const app = (content: string) =>
   assignmentYaml("app", { nodes: ["n1", "n2"], resources: [file("conf", content)] });
 
 describe("hub - drain", () => {
   it("hub - a draining node gets no new dispatches and keeps its desired state; undrain resumes the current generation", async () => {
-    h = await startHarness({ files: { ...nodes("n1", "n2"), "assignments/app.yaml": app("v1") } });
+    const h = await startHarness({ files: { ...nodes("n1", "n2"), "assignments/app.yaml": app("v1") } });
     await h.commit();
     await h.settle();
     expect(h.intent("app@n1").status).toBe("converged");
@@ -49,9 +43,9 @@ describe("hub - drain", () => {
   });
 
   it("hub - draining an unknown node is refused with the known names", async () => {
-    h = await startHarness({ files: { ...nodes("n1", "n2"), "assignments/app.yaml": app("v1") } });
+    const h = await startHarness({ files: { ...nodes("n1", "n2"), "assignments/app.yaml": app("v1") } });
     await h.commit();
-    expect(() => setNodeDraining(h!.store, "n9", true, { by: "alice", at: h!.clock.now() })).toThrow(
+    expect(() => setNodeDraining(h.store, "n9", true, { by: "alice", at: h.clock.now() })).toThrow(
       /node "n9" is not known to the hub \(known: n1, n2\)/,
     );
   });

@@ -2,14 +2,11 @@ import { afterEach, describe, expect, it } from "vitest";
 import { type HubHttp, startHubHttp } from "../../src/hub/http.js";
 import { setNodeDraining } from "../../src/hub/operator.js";
 import { assignmentYaml, file, nodes } from "./helpers/fleet.js";
-import { type Harness, startHarness } from "./helpers/harness.js";
+import { startHarness } from "./helpers/harness.js";
 
-let h: Harness | undefined;
 let http: HubHttp | undefined;
 afterEach(async () => {
   await http?.close();
-  await h?.close();
-  h = undefined;
   http = undefined;
 });
 
@@ -18,7 +15,7 @@ const app = (content: string, extra: object = {}) =>
 
 describe("hub - http", () => {
   it("hub - serves health, Prometheus metrics and a revision's progress", async () => {
-    h = await startHarness({ files: { ...nodes("n1", "n2"), "assignments/app.yaml": app("v1") } });
+    const h = await startHarness({ files: { ...nodes("n1", "n2"), "assignments/app.yaml": app("v1") } });
     const synced = await h.commit();
     await h.settle();
     http = await startHubHttp({ hub: h.hub });
@@ -51,7 +48,7 @@ describe("hub - http", () => {
   });
 
   it("hub - a nudge makes a running hub take in an operator's drain at once", async () => {
-    h = await startHarness({ files: { ...nodes("n1", "n2"), "assignments/app.yaml": app("v1") } });
+    const h = await startHarness({ files: { ...nodes("n1", "n2"), "assignments/app.yaml": app("v1") } });
     await h.commit();
     await h.settle();
     http = await startHubHttp({ hub: h.hub });
@@ -69,7 +66,7 @@ describe("hub - http", () => {
   });
 
   it("hub - mounts the webhook handler at POST /webhook, and answers 404 without one", async () => {
-    h = await startHarness({ files: { ...nodes("n1") } });
+    const h = await startHarness({ files: { ...nodes("n1") } });
     const seen: string[] = [];
     http = await startHubHttp({
       hub: h.hub,

@@ -1,12 +1,6 @@
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { assignmentYaml, file, nodes, shell } from "./helpers/fleet.js";
-import { type Harness, startHarness } from "./helpers/harness.js";
-
-let h: Harness | undefined;
-afterEach(async () => {
-  await h?.close();
-  h = undefined;
-});
+import { startHarness } from "./helpers/harness.js";
 
 const KEY =
   "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7\n-----END PRIVATE KEY-----\n";
@@ -14,7 +8,7 @@ const KEY =
 describe("hub - logs", () => {
   it("hub - every log line about an attempt carries its attempt id, and no secret reaches logs or conditions", async () => {
     const lines: Record<string, unknown>[] = [];
-    h = await startHarness({
+    const h = await startHarness({
       logLines: lines,
       files: {
         ...nodes("n1"),

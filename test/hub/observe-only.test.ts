@@ -1,14 +1,8 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { assignmentYaml, file, fleetYaml, nodes } from "./helpers/fleet.js";
-import { type Harness, startHarness } from "./helpers/harness.js";
-
-let h: Harness | undefined;
-afterEach(async () => {
-  await h?.close();
-  h = undefined;
-});
+import { startHarness } from "./helpers/harness.js";
 
 const app = (stage?: "observe" | "apply") =>
   assignmentYaml("app", {
@@ -19,7 +13,7 @@ const app = (stage?: "observe" | "apply") =>
 
 describe("hub - observe-only", () => {
   it("hub - fleet mode observe persists reports and compares, and dispatches nothing", async () => {
-    h = await startHarness({
+    const h = await startHarness({
       files: {
         ...nodes("n1"),
         "steward.yaml": fleetYaml({ mode: "observe" }),
@@ -39,7 +33,7 @@ describe("hub - observe-only", () => {
   });
 
   it("hub - switching an assignment from observe to apply starts dispatching; back to observe, drift is reported and left alone", async () => {
-    h = await startHarness({ files: { ...nodes("n1"), "assignments/app.yaml": app("observe") } });
+    const h = await startHarness({ files: { ...nodes("n1"), "assignments/app.yaml": app("observe") } });
     await h.commit();
     await h.settle();
     expect(h.store.attemptsOf("app@n1")).toEqual([]);

@@ -1,21 +1,15 @@
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { assignmentYaml, file, nodes } from "./helpers/fleet.js";
-import { type Harness, startHarness } from "./helpers/harness.js";
-
-let h: Harness | undefined;
-afterEach(async () => {
-  await h?.close();
-  h = undefined;
-});
+import { startHarness } from "./helpers/harness.js";
 
 const app = (version: string) =>
   assignmentYaml("app", { nodes: ["n1"], version, resources: [file("conf", `version ${version}`)] });
 
 describe("hub - offline node", () => {
   it("hub - desired writes made while a node is offline stay durable, and its return converges only the current generation", async () => {
-    h = await startHarness({
+    const h = await startHarness({
       files: { ...nodes("n1"), "assignments/app.yaml": app("1") },
       timing: { backoff: { initialMs: 10_000, maxMs: 600_000, jitter: 0 } },
     });

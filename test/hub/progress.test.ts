@@ -1,13 +1,7 @@
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { revisionProgress } from "../../src/hub/progress.js";
 import { assignmentYaml, file, nodes } from "./helpers/fleet.js";
-import { type Harness, startHarness } from "./helpers/harness.js";
-
-let h: Harness | undefined;
-afterEach(async () => {
-  await h?.close();
-  h = undefined;
-});
+import { startHarness } from "./helpers/harness.js";
 
 const web = (content: string, extra: object = {}) =>
   assignmentYaml("web", {
@@ -19,7 +13,9 @@ const web = (content: string, extra: object = {}) =>
 
 describe("hub - revision progress", () => {
   it("hub - pending while rolling out, success when every instance converged, superseded by a later revision", async () => {
-    h = await startHarness({ files: { ...nodes("n1", "n2", "n3"), "assignments/web.yaml": web("v1") } });
+    const h = await startHarness({
+      files: { ...nodes("n1", "n2", "n3"), "assignments/web.yaml": web("v1") },
+    });
     const first = await h.commit("v1");
     await h.settle();
     expect(revisionProgress(h.store, first.sha)).toMatchObject({
@@ -44,7 +40,9 @@ describe("hub - revision progress", () => {
   });
 
   it("hub - failure names the condition, the node and the attempt id; an invalid revision is an error with file:line", async () => {
-    h = await startHarness({ files: { ...nodes("n1", "n2", "n3"), "assignments/web.yaml": web("v1") } });
+    const h = await startHarness({
+      files: { ...nodes("n1", "n2", "n3"), "assignments/web.yaml": web("v1") },
+    });
     h.write({
       "assignments/web.yaml": web("v1", {
         resources: [file("conf", "v1"), { kind: "command", name: "reload", run: ["/nonexistent/reload"] }],

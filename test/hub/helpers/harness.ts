@@ -1,5 +1,5 @@
 /**
- * A hub on real parts for tests: a SQLite file, the local transport with real agents applying under a
+ * A hub on real parts for tests (closed when the test finishes): a SQLite file, the local transport with real agents applying under a
  * temporary root, and a fleet repo directory whose commits are synced into the hub's database. The
  * clock is fake, so backoff and leases are driven by `advance` instead of sleeping.
  */
@@ -7,7 +7,9 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "nod
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import pino from "pino";
+import { expect, onTestFinished } from "vitest";
 import { Agent } from "../../../src/agent/agent.js";
+import { conditionViolations } from "../../../src/hub/conditions.js";
 import type { Timing } from "../../../src/hub/decide.js";
 import { Hub } from "../../../src/hub/hub.js";
 import type { IntentRecord } from "../../../src/hub/records.js";
@@ -173,5 +175,13 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
     },
   };
   await harness.startHub();
+  // Closed when the test ends, after checking that every condition kept its invariants.
+  onTestFinished(async () => {
+    try {
+      expect(conditionViolations(store)).toEqual([]);
+    } finally {
+      await harness.close();
+    }
+  });
   return harness;
 }
