@@ -29,6 +29,8 @@ import type { ConditionFilter, Store } from "./store.js";
 
 type Row = Record<string, unknown>;
 
+const nul = (value: unknown) => (value === undefined ? null : value);
+
 /** Copies the defined members of `values` onto `target` (SQL NULL becomes an absent member). */
 function defined<T extends object>(target: T, values: Record<string, unknown>): T {
   for (const [key, value] of Object.entries(values))
@@ -36,274 +38,194 @@ function defined<T extends object>(target: T, values: Record<string, unknown>): 
   return target;
 }
 
-const nul = (value: unknown) => (value === undefined ? null : value);
+/** How a record field is stored: as is, as JSON text, or as 0/1. */
+type Kind = "value" | "json" | "bool";
+/** A field, with how it is stored and (when not its snake_case name) its column. */
+type Field<T> = (keyof T & string) | [keyof T & string, Kind, string?];
 
-function intentFrom(row: Row): IntentRecord {
-  return defined(
-    {
-      instanceKey: row.instance_key as string,
-      generation: row.generation as number,
-      assignment: row.assignment as string,
-      node: row.node as string,
-      revision: row.revision as string,
-      hash: row.hash as string,
-      state: row.state as IntentRecord["state"],
-      status: row.status as IntentStatus,
-      failures: row.failures as number,
-      everConverged: row.ever_converged === 1,
-      createdAt: row.created_at as string,
-      updatedAt: row.updated_at as string,
-    } as IntentRecord,
-    {
-      version: row.version,
-      holdReason: row.hold_reason,
-      outcome: row.outcome,
-      failureClass: row.failure_class,
-      reason: row.reason,
-      message: row.message,
-      firstFailureAt: row.first_failure_at,
-      nextAttemptAt: row.next_attempt_at,
-      deadlineAt: row.deadline_at,
-      lastAttemptId: row.last_attempt_id,
-      accountedAttemptId: row.accounted_attempt_id,
-      convergedAt: row.converged_at,
-      supersededBy: row.superseded_by,
-    },
-  );
+const snake = (name: string) => name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+
+/**
+ * Maps records to rows and back, one list of fields per table: SQL NULL is an absent member, JSON
+ * columns are parsed, booleans are 0/1. One mapping per record type, no hand-written twins.
+ */
+class RecordMap<T extends object> {
+  private readonly fields: [string, Kind, string][];
+  readonly columns: string[];
+
+  constructor(fields: readonly Field<T>[]) {
+    this.fields = fields.map((f) =>
+      typeof f === "string" ? [f, "value", snake(f)] : [f[0], f[1], f[2] ?? snake(f[0])],
+    );
+    this.columns = this.fields.map(([, , column]) => column);
+  }
+
+  from(row: Row): T {
+    const record: Record<string, unknown> = {};
+    for (const [field, kind, column] of this.fields) {
+      const value = row[column];
+      if (kind === "bool") record[field] = value === 1;
+      else if (value !== null && value !== undefined)
+        record[field] = kind === "json" ? JSON.parse(value as string) : value;
+    }
+    return record as T;
+  }
+
+  to(record: T): Row {
+    const row: Row = {};
+    for (const [field, kind, column] of this.fields) {
+      const value = (record as Record<string, unknown>)[field];
+      row[column] =
+        kind === "bool"
+          ? value
+            ? 1
+            : 0
+          : kind === "json" && value !== undefined
+            ? JSON.stringify(value)
+            : nul(value);
+    }
+    return row;
+  }
+
+  insertSql(table: string): string {
+    return `INSERT INTO ${table} (${this.columns.join(", ")}) VALUES (${this.columns.map((c) => `@${c}`).join(", ")})`;
+  }
 }
 
-function intentRow(i: IntentRecord): Row {
-  return {
-    instance_key: i.instanceKey,
-    generation: i.generation,
-    assignment: i.assignment,
-    node: i.node,
-    revision: i.revision,
-    hash: i.hash,
-    state: i.state,
-    version: nul(i.version),
-    status: i.status,
-    hold_reason: nul(i.holdReason),
-    outcome: nul(i.outcome),
-    failure_class: nul(i.failureClass),
-    reason: nul(i.reason),
-    message: nul(i.message),
-    failures: i.failures,
-    first_failure_at: nul(i.firstFailureAt),
-    next_attempt_at: nul(i.nextAttemptAt),
-    deadline_at: nul(i.deadlineAt),
-    last_attempt_id: nul(i.lastAttemptId),
-    accounted_attempt_id: nul(i.accountedAttemptId),
-    ever_converged: i.everConverged ? 1 : 0,
-    converged_at: nul(i.convergedAt),
-    superseded_by: nul(i.supersededBy),
-    created_at: i.createdAt,
-    updated_at: i.updatedAt,
-  };
-}
+const INTENTS = new RecordMap<IntentRecord>([
+  "instanceKey",
+  "generation",
+  "assignment",
+  "node",
+  "revision",
+  "hash",
+  "state",
+  "version",
+  "status",
+  "holdReason",
+  "outcome",
+  "failureClass",
+  "reason",
+  "message",
+  "failures",
+  "firstFailureAt",
+  "nextAttemptAt",
+  "deadlineAt",
+  "lastAttemptId",
+  "accountedAttemptId",
+  ["everConverged", "bool"],
+  "convergedAt",
+  "supersededBy",
+  "createdAt",
+  "updatedAt",
+]);
 
-function attemptFrom(row: Row): AttemptRecord {
-  return defined(
-    {
-      id: row.id as string,
-      instanceKey: row.instance_key as string,
-      generation: row.generation as number,
-      assignment: row.assignment as string,
-      node: row.node as string,
-      status: row.status as AttemptRecord["status"],
-      createdAt: row.created_at as string,
-    } as AttemptRecord,
-    {
-      failureClass: row.failure_class,
-      reason: row.reason,
-      message: row.message,
-      evidence: typeof row.evidence === "string" ? JSON.parse(row.evidence) : undefined,
-      dispatchedAt: row.dispatched_at,
-      leaseExpiresAt: row.lease_expires_at,
-      finishedAt: row.finished_at,
-      settledBy: row.settled_by,
-    },
-  );
-}
+const ATTEMPTS = new RecordMap<AttemptRecord>([
+  "id",
+  "instanceKey",
+  "generation",
+  "assignment",
+  "node",
+  "status",
+  "failureClass",
+  "reason",
+  "message",
+  ["evidence", "json"],
+  "createdAt",
+  "dispatchedAt",
+  "leaseExpiresAt",
+  "finishedAt",
+  "settledBy",
+]);
 
-function attemptRow(a: AttemptRecord): Row {
-  return {
-    id: a.id,
-    instance_key: a.instanceKey,
-    generation: a.generation,
-    assignment: a.assignment,
-    node: a.node,
-    status: a.status,
-    failure_class: nul(a.failureClass),
-    reason: nul(a.reason),
-    message: nul(a.message),
-    evidence: a.evidence === undefined ? null : JSON.stringify(a.evidence),
-    created_at: a.createdAt,
-    dispatched_at: nul(a.dispatchedAt),
-    lease_expires_at: nul(a.leaseExpiresAt),
-    finished_at: nul(a.finishedAt),
-    settled_by: nul(a.settledBy),
-  };
-}
+const CONDITIONS = new RecordMap<ConditionRecord>([
+  "id",
+  "type",
+  "subjectKind",
+  "subject",
+  "status",
+  "since",
+  "lastObserved",
+  "reason",
+  "message",
+  ["evidence", "json"],
+  ["tried", "json"],
+  "resolver",
+  "procedure",
+  "assignment",
+  "node",
+  "revision",
+  "generation",
+  "attemptId",
+  "openedAt",
+  "resolvedAt",
+  "resolution",
+]);
 
-function conditionFrom(row: Row): ConditionRecord {
-  return defined(
-    {
-      id: row.id as string,
-      type: row.type as ConditionType,
-      subjectKind: row.subject_kind as SubjectKind,
-      subject: row.subject as string,
-      status: row.status as ConditionRecord["status"],
-      since: row.since as string,
-      lastObserved: row.last_observed as string,
-      reason: row.reason as string,
-      message: row.message as string,
-      evidence: JSON.parse(row.evidence as string),
-      tried: JSON.parse(row.tried as string),
-      resolver: row.resolver as ConditionRecord["resolver"],
-      openedAt: row.opened_at as string,
-    } as ConditionRecord,
-    {
-      procedure: row.procedure,
-      assignment: row.assignment,
-      node: row.node,
-      revision: row.revision,
-      generation: row.generation,
-      attemptId: row.attempt_id,
-      resolvedAt: row.resolved_at,
-      resolution: row.resolution,
-    },
-  );
-}
+const TASKS = new RecordMap<TaskRecord>([
+  "id",
+  "conditionId",
+  "type",
+  "subjectKind",
+  "subject",
+  "status",
+  "createdAt",
+  "claimedBy",
+  "claimedAt",
+  "resolvedBy",
+  "resolvedAt",
+  "action",
+  "closedReason",
+]);
 
-function conditionRow(c: ConditionRecord): Row {
-  return {
-    id: c.id,
-    type: c.type,
-    subject_kind: c.subjectKind,
-    subject: c.subject,
-    status: c.status,
-    since: c.since,
-    last_observed: c.lastObserved,
-    reason: c.reason,
-    message: c.message,
-    evidence: JSON.stringify(c.evidence),
-    tried: JSON.stringify(c.tried),
-    resolver: c.resolver,
-    procedure: nul(c.procedure),
-    assignment: nul(c.assignment),
-    node: nul(c.node),
-    revision: nul(c.revision),
-    generation: nul(c.generation),
-    attempt_id: nul(c.attemptId),
-    opened_at: c.openedAt,
-    resolved_at: nul(c.resolvedAt),
-    resolution: nul(c.resolution),
-  };
-}
+const NODES = new RecordMap<NodeRecord>([
+  "name",
+  "transport",
+  ["spec", "json"],
+  "revision",
+  "removedAt",
+  ["draining", "bool"],
+  "drainReason",
+  "drainedAt",
+  "drainedBy",
+  "lastHeartbeatAt",
+  "lastReportAt",
+]);
 
-function taskFrom(row: Row): TaskRecord {
-  return defined(
-    {
-      id: row.id as string,
-      conditionId: row.condition_id as string,
-      type: row.type as ConditionType,
-      subjectKind: row.subject_kind as SubjectKind,
-      subject: row.subject as string,
-      status: row.status as TaskStatus,
-      createdAt: row.created_at as string,
-    } as TaskRecord,
-    {
-      claimedBy: row.claimed_by,
-      claimedAt: row.claimed_at,
-      resolvedBy: row.resolved_by,
-      resolvedAt: row.resolved_at,
-      action: row.action,
-      closedReason: row.closed_reason,
-    },
-  );
-}
+const REVISIONS = new RecordMap<RevisionRecord>([
+  "sha",
+  "seq",
+  "branch",
+  "authorName",
+  "message",
+  "committedAt",
+  "syncedAt",
+  "outcome",
+  ["diagnostics", "json"],
+  "supersededBy",
+  ["changedAssignments", "json"],
+]);
 
-function taskRow(t: TaskRecord): Row {
-  return {
-    id: t.id,
-    condition_id: t.conditionId,
-    type: t.type,
-    subject_kind: t.subjectKind,
-    subject: t.subject,
-    status: t.status,
-    created_at: t.createdAt,
-    claimed_by: nul(t.claimedBy),
-    claimed_at: nul(t.claimedAt),
-    resolved_by: nul(t.resolvedBy),
-    resolved_at: nul(t.resolvedAt),
-    action: nul(t.action),
-    closed_reason: nul(t.closedReason),
-  };
-}
+const OBSERVATIONS = new RecordMap<Observation>([
+  "instanceKey",
+  "node",
+  "assignment",
+  "generation",
+  "hash",
+  "state",
+  "version",
+  ["converged", "bool"],
+  "takenAt",
+  ["report", "json", "body"],
+]);
 
-function nodeFrom(row: Row): NodeRecord {
-  return defined(
-    {
-      name: row.name as string,
-      transport: row.transport as NodeRecord["transport"],
-      spec: JSON.parse(row.spec as string),
-      draining: row.draining === 1,
-    } as NodeRecord,
-    {
-      revision: row.revision,
-      removedAt: row.removed_at,
-      drainReason: row.drain_reason,
-      drainedAt: row.drained_at,
-      drainedBy: row.drained_by,
-      lastHeartbeatAt: row.last_heartbeat_at,
-      lastReportAt: row.last_report_at,
-    },
-  );
-}
-
-function revisionFrom(row: Row): RevisionRecord {
-  return defined(
-    {
-      sha: row.sha as string,
-      seq: row.seq as number,
-      branch: row.branch as string,
-      authorName: row.author_name as string,
-      message: row.message as string,
-      committedAt: row.committed_at as string,
-      syncedAt: row.synced_at as string,
-      outcome: row.outcome as RevisionRecord["outcome"],
-      changedAssignments: JSON.parse((row.changed_assignments as string) ?? "[]"),
-    } as RevisionRecord,
-    {
-      diagnostics: typeof row.diagnostics === "string" ? JSON.parse(row.diagnostics) : undefined,
-      supersededBy: row.superseded_by,
-    },
-  );
-}
-
-function observationFrom(row: Row): Observation {
-  return defined(
-    {
-      instanceKey: row.instance_key as string,
-      node: row.node as string,
-      assignment: row.assignment as string,
-      generation: row.generation as number,
-      state: row.state as Observation["state"],
-      converged: row.converged === 1,
-      takenAt: row.taken_at as string,
-      report: JSON.parse(row.body as string) as InstanceReport,
-    } as Observation,
-    { hash: row.hash, version: row.version },
-  );
-}
-
-const INTENT_COLUMNS = Object.keys(intentRow({} as IntentRecord));
-const ATTEMPT_COLUMNS = Object.keys(attemptRow({} as AttemptRecord));
-const CONDITION_COLUMNS = Object.keys(
-  conditionRow({ evidence: {}, tried: [] } as unknown as ConditionRecord),
-);
-const TASK_COLUMNS = Object.keys(taskRow({} as TaskRecord));
+const intentFrom = (row: Row) => INTENTS.from(row);
+const attemptFrom = (row: Row) => ATTEMPTS.from(row);
+const conditionFrom = (row: Row) => CONDITIONS.from(row);
+const taskFrom = (row: Row) => TASKS.from(row);
+const nodeFrom = (row: Row) => NODES.from(row);
+const revisionFrom = (row: Row) => REVISIONS.from(row);
+const observationFrom = (row: Row) => OBSERVATIONS.from(row);
 
 function upsertSql(table: string, columns: string[], key: string[]): string {
   const names = columns.join(", ");
@@ -648,7 +570,7 @@ export class SqliteStore implements Store {
   }
 
   saveIntent(intent: IntentRecord): void {
-    this.run(upsertSql("intents", INTENT_COLUMNS, ["instance_key", "generation"]), intentRow(intent));
+    this.run(upsertSql("intents", INTENTS.columns, ["instance_key", "generation"]), INTENTS.to(intent));
   }
 
   olderLiveIntents(key: string, generation: number): IntentRecord[] {
@@ -733,10 +655,7 @@ export class SqliteStore implements Store {
   }
 
   insertAttempt(attempt: AttemptRecord, bundle: string): void {
-    this.run(
-      `INSERT INTO attempts (${ATTEMPT_COLUMNS.join(", ")}) VALUES (${ATTEMPT_COLUMNS.map((c) => `@${c}`).join(", ")})`,
-      attemptRow(attempt),
-    );
+    this.run(ATTEMPTS.insertSql("attempts"), ATTEMPTS.to(attempt));
     this.run(
       "INSERT INTO outbox (attempt_id, node, bundle, created_at) VALUES (?, ?, ?, ?)",
       attempt.id,
@@ -747,7 +666,7 @@ export class SqliteStore implements Store {
   }
 
   saveAttempt(attempt: AttemptRecord): void {
-    this.run(upsertSql("attempts", ATTEMPT_COLUMNS, ["id"]), attemptRow(attempt));
+    this.run(upsertSql("attempts", ATTEMPTS.columns, ["id"]), ATTEMPTS.to(attempt));
   }
 
   outbox(): OutboxRow[] {
@@ -911,14 +830,11 @@ export class SqliteStore implements Store {
   }
 
   insertCondition(condition: ConditionRecord): void {
-    this.run(
-      `INSERT INTO conditions (${CONDITION_COLUMNS.join(", ")}) VALUES (${CONDITION_COLUMNS.map((c) => `@${c}`).join(", ")})`,
-      conditionRow(condition),
-    );
+    this.run(CONDITIONS.insertSql("conditions"), CONDITIONS.to(condition));
   }
 
   saveCondition(condition: ConditionRecord): void {
-    this.run(upsertSql("conditions", CONDITION_COLUMNS, ["id"]), conditionRow(condition));
+    this.run(upsertSql("conditions", CONDITIONS.columns, ["id"]), CONDITIONS.to(condition));
   }
 
   appendConditionEvent(event: ConditionEvent): void {
@@ -976,14 +892,11 @@ export class SqliteStore implements Store {
   }
 
   insertTask(task: TaskRecord): void {
-    this.run(
-      `INSERT INTO tasks (${TASK_COLUMNS.join(", ")}) VALUES (${TASK_COLUMNS.map((c) => `@${c}`).join(", ")})`,
-      taskRow(task),
-    );
+    this.run(TASKS.insertSql("tasks"), TASKS.to(task));
   }
 
   saveTask(task: TaskRecord): void {
-    this.run(upsertSql("tasks", TASK_COLUMNS, ["id"]), taskRow(task));
+    this.run(upsertSql("tasks", TASKS.columns, ["id"]), TASKS.to(task));
   }
 
   close(): void {
