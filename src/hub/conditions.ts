@@ -11,25 +11,18 @@ import type { Store } from "./store/store.js";
 import { closeTaskOf, needsJudgement, openTaskFor } from "./tasks.js";
 
 /** What the reconciler knows when it raises a condition. */
-export interface ConditionInput {
-  type: ConditionType;
-  subjectKind: SubjectKind;
-  subject: string;
-  /** Stable CamelCase reason, e.g. `ImageNotFound`. */
-  reason: string;
-  message: string;
-  evidence?: Record<string, unknown>;
-  /** The attempt that caused this observation; added to `tried`. */
-  attemptId?: string;
-  /** Attempt ids to add to `tried`. */
-  tried?: string[];
-  resolver: Resolver;
-  procedure?: string;
-  assignment?: string;
-  node?: string;
-  revision?: string;
-  generation?: number;
-}
+export type ConditionInput = Pick<
+  ConditionRecord,
+  "type" | "subjectKind" | "subject" | "reason" | "message" | "resolver"
+> &
+  Partial<
+    Pick<ConditionRecord, "evidence" | "procedure" | "assignment" | "node" | "revision" | "generation">
+  > & {
+    /** The attempt that caused this observation; added to `tried`. */
+    attemptId?: string;
+    /** Attempt ids to add to `tried`. */
+    tried?: string[];
+  };
 
 export type ConditionChange = "opened" | "updated" | "unchanged";
 
