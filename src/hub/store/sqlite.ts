@@ -6,7 +6,7 @@
 import type Database from "better-sqlite3";
 import { canonicalJson } from "../../model/canonical.js";
 import type { EffectiveBudget, FleetSettings } from "../../model/fleet.js";
-import type { InstanceReport, Report, Rollout } from "../../model/generated.js";
+import type { Report, Rollout } from "../../model/generated.js";
 import { instanceKey } from "../../model/render.js";
 import type {
   AttemptRecord,
