@@ -250,6 +250,8 @@ export function decide(input: DecideInput): Decision {
     }
     attempt.status = "ambiguous";
     attempt.reason = "LeaseExpired";
+    // It may have run until its lease ended: only a report taken after that tells what it did.
+    attempt.settleAfter = iso(Math.max(lease, now));
     attempt.message = `no result within the lease (${Math.round(timing.leaseMs / 1000)}s)`;
     attemptChanged = true;
     intent.deadlineAt = iso(now + timing.ambiguousTimeoutMs);
@@ -257,8 +259,8 @@ export function decide(input: DecideInput): Decision {
 
   // 4. An ambiguous attempt: never replayed blindly; only a report taken after its dispatch settles it.
   if (attempt?.status === "ambiguous") {
-    const dispatchedAt = ms(attempt.dispatchedAt ?? attempt.createdAt)!;
-    if (input.reportTakenAt !== undefined && input.reportTakenAt > dispatchedAt) settleByReport();
+    const settleAfter = ms(attempt.settleAfter ?? attempt.dispatchedAt ?? attempt.createdAt)!;
+    if (input.reportTakenAt !== undefined && input.reportTakenAt > settleAfter) settleByReport();
     else {
       setStatus("ambiguous");
       intent.outcome = "ambiguous";

@@ -447,6 +447,7 @@ export class Hub {
           reason: failure.reason,
           message: redact(failure.message),
           dispatchedAt: (handedAt ?? this.clock.now()).toISOString(),
+          settleAfter: now,
         });
       else
         this.store.saveAttempt({
@@ -623,6 +624,7 @@ export class Hub {
       reason: "ResultLost",
       message: redact(reason),
       dispatchedAt: attempt.dispatchedAt ?? attempt.createdAt,
+      settleAfter: this.nowIso(),
     });
     this.store.deleteOutbox(attemptId);
     this.log.warn(

@@ -111,6 +111,11 @@ export interface AttemptRecord {
   leaseExpiresAt?: string;
   finishedAt?: string;
   settledBy?: "result" | "report" | "dispatch" | "superseded";
+  /**
+   * For an ambiguous attempt: only a report taken after this time settles it — the end of its lease
+   * (it may have run until then), or when the transport said it was lost.
+   */
+  settleAfter?: string;
 }
 
 export interface OutboxRow {

@@ -203,7 +203,28 @@ describe("hub - decide", () => {
       requestReport: false,
     });
     const expired = run({ ...inFlight, now: T0 + 60_000 });
-    expect(expired.attempt).toMatchObject({ status: "ambiguous", reason: "LeaseExpired" });
+    expect(expired.attempt).toMatchObject({
+      status: "ambiguous",
+      reason: "LeaseExpired",
+      settleAfter: iso(T0 + 60_000),
+    });
+    // A report taken while the attempt may still have been running (before its lease ended) proves nothing.
+    const early = run({
+      ...inFlight,
+      now: T0 + 61_000,
+      reportTakenAt: T0 + 30_000,
+      intent: { ...expired.intent },
+      attempt: expired.attempt!,
+    });
+    expect(early).toMatchObject({ outcome: "ambiguous", dispatch: false });
+    const after = run({
+      ...inFlight,
+      now: T0 + 61_000,
+      reportTakenAt: T0 + 60_500,
+      intent: { ...expired.intent },
+      attempt: expired.attempt!,
+    });
+    expect(after.attempt).toMatchObject({ status: "lost", settledBy: "report" });
     expect(expired).toMatchObject({
       outcome: "ambiguous",
       dispatch: false,

@@ -99,7 +99,8 @@ export const HUB_MIGRATIONS: readonly Migration[] = [
         dispatched_at TEXT,
         lease_expires_at TEXT,
         finished_at TEXT,
-        settled_by TEXT                        -- result | report | dispatch | superseded
+        settled_by TEXT,                       -- result | report | dispatch | superseded
+        settle_after TEXT                      -- ambiguous: only a report taken after this settles it
       );
       CREATE INDEX attempts_by_intent ON attempts (instance_key, generation);
       CREATE INDEX attempts_by_node_status ON attempts (node, status);

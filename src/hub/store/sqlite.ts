@@ -136,6 +136,7 @@ const ATTEMPTS = new RecordMap<AttemptRecord>([
   "leaseExpiresAt",
   "finishedAt",
   "settledBy",
+  "settleAfter",
 ]);
 
 const CONDITIONS = new RecordMap<ConditionRecord>([
