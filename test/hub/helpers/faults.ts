@@ -2,7 +2,7 @@
  * Fault injection around the real local transport, as a network would cause it: a partition drops
  * everything the node says (results, reports, heartbeats) and turns each result into a lost one
  * (the session dropped after the agent ran the attempt); `dropDispatches` loses attempts before
- * they reach the agent. The agent and transport underneath are real.
+ * they reach the agent; `hangDispatches` stalls them. The agent and transport underneath are real.
  */
 
 import type { Transport, TransportEvents } from "../../../src/hub/transport.js";
@@ -13,6 +13,8 @@ export class FaultyTransport implements Transport {
   readonly name = "local" as const;
   partitioned = false;
   dropDispatches = false;
+  /** Dispatches never complete (a stalled connection): the attempt stays in the outbox. */
+  hangDispatches = false;
   /** Attempt ids whose dispatch was dropped. */
   readonly dropped: string[] = [];
   private events: TransportEvents | undefined;
@@ -34,6 +36,7 @@ export class FaultyTransport implements Transport {
   }
 
   async dispatch(bundle: Bundle, node: Node): Promise<void> {
+    if (this.hangDispatches) return new Promise(() => undefined);
     if (!this.dropDispatches) return this.inner.dispatch(bundle, node);
     this.dropped.push(bundle.attemptId);
     setImmediate(

@@ -114,6 +114,7 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
     }
   };
   const first = build();
+  let prepared: ReturnType<typeof build> | undefined = first;
   const harness: Harness = {
     dir,
     repo,
@@ -142,7 +143,8 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
       harness.running = false;
     },
     async startHub(beforeStart) {
-      const next = harness.running ? { hub: harness.hub, local: harness.local } : build();
+      const next = prepared ?? build();
+      prepared = undefined;
       harness.hub = next.hub;
       harness.local = next.local;
       await beforeStart?.(next.local);
