@@ -155,7 +155,9 @@ export function reconcileInstance(ctx: ReconcileContext, key: string): Reconcile
     delete superseded.deadlineAt;
     delete superseded.holdReason;
     store.saveIntent(superseded);
-    for (const attempt of store.attemptsOf(key, older.generation))
+    // Only the last attempt can still be queued: a new one is made only when none is in flight.
+    const last = older.lastAttemptId ? store.attempt(older.lastAttemptId) : undefined;
+    for (const attempt of last ? [last] : [])
       if (attempt.status === "queued") {
         store.saveAttempt({ ...attempt, status: "cancelled", settledBy: "superseded", finishedAt: nowIso });
         store.deleteOutbox(attempt.id);
@@ -392,7 +394,7 @@ function releaseRollout(
   const { store } = ctx;
   const subject = `${assignment}@${revision}`;
   const pause = store.openCondition("RolloutPaused", "rollout", subject);
-  const anyHeld = store.heldIntents(assignment, revision, 1).length > 0;
+  const anyHeld = store.anyHeld(assignment, revision);
   if (!enteredFailure && !pause && !anyHeld) return;
   const member = store.rolloutNodes(assignment, revision, 1)[0];
   const policy = member ? store.desired(`${assignment}@${member}`)?.rollout : undefined;

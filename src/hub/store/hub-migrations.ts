@@ -81,7 +81,6 @@ export const HUB_MIGRATIONS: readonly Migration[] = [
       );
       CREATE INDEX intents_by_rollout ON intents (assignment, revision, status);
       CREATE INDEX intents_by_node ON intents (node, status);
-      CREATE INDEX intents_by_status ON intents (status);
 
       -- One dispatch of an intent; its ULID is the correlation id of everything it causes.
       CREATE TABLE attempts (

@@ -238,6 +238,11 @@ function upsertSql(table: string, columns: string[], key: string[]): string {
   return `INSERT INTO ${table} (${names}) VALUES (${values}) ON CONFLICT (${key.join(", ")}) DO UPDATE SET ${updates}`;
 }
 
+const UPSERT_INTENT = upsertSql("intents", INTENTS.columns, ["instance_key", "generation"]);
+const UPSERT_ATTEMPT = upsertSql("attempts", ATTEMPTS.columns, ["id"]);
+const UPSERT_CONDITION = upsertSql("conditions", CONDITIONS.columns, ["id"]);
+const UPSERT_TASK = upsertSql("tasks", TASKS.columns, ["id"]);
+
 /** The Store port over one SQLite database file (or an already open database). */
 export class SqliteStore implements Store {
   readonly db: Db;
@@ -571,7 +576,7 @@ export class SqliteStore implements Store {
   }
 
   saveIntent(intent: IntentRecord): void {
-    this.run(upsertSql("intents", INTENTS.columns, ["instance_key", "generation"]), INTENTS.to(intent));
+    this.run(UPSERT_INTENT, INTENTS.to(intent));
   }
 
   olderLiveIntents(key: string, generation: number): IntentRecord[] {
@@ -622,6 +627,17 @@ export class SqliteStore implements Store {
     ).map((r) => r.instance_key as string);
   }
 
+  anyHeld(assignment: string, revision: string): boolean {
+    return (
+      this.get(
+        `SELECT 1 AS held FROM intents WHERE assignment = ? AND revision = ? AND status = 'held'
+           AND hold_reason IN ('canary', 'batch', 'paused') LIMIT 1`,
+        assignment,
+        revision,
+      ) !== undefined
+    );
+  }
+
   intentKeysOfNode(node: string, statuses: readonly IntentStatus[]): string[] {
     const marks = statuses.map(() => "?").join(", ");
     return this.all(
@@ -667,7 +683,7 @@ export class SqliteStore implements Store {
   }
 
   saveAttempt(attempt: AttemptRecord): void {
-    this.run(upsertSql("attempts", ATTEMPTS.columns, ["id"]), ATTEMPTS.to(attempt));
+    this.run(UPSERT_ATTEMPT, ATTEMPTS.to(attempt));
   }
 
   outbox(): OutboxRow[] {
@@ -835,7 +851,7 @@ export class SqliteStore implements Store {
   }
 
   saveCondition(condition: ConditionRecord): void {
-    this.run(upsertSql("conditions", CONDITIONS.columns, ["id"]), CONDITIONS.to(condition));
+    this.run(UPSERT_CONDITION, CONDITIONS.to(condition));
   }
 
   appendConditionEvent(event: ConditionEvent): void {
@@ -897,7 +913,7 @@ export class SqliteStore implements Store {
   }
 
   saveTask(task: TaskRecord): void {
-    this.run(upsertSql("tasks", TASKS.columns, ["id"]), TASKS.to(task));
+    this.run(UPSERT_TASK, TASKS.to(task));
   }
 
   close(): void {

@@ -106,6 +106,8 @@ export interface Store {
   failedIntents(assignment: string, revision: string, limit: number): IntentRecord[];
   /** Held intents of a rollout that a freed slot or a resolved pause may release, oldest node first. */
   heldIntents(assignment: string, revision: string, limit: number): string[];
+  /** Whether any intent of the rollout is held by it (canary, batch, paused). */
+  anyHeld(assignment: string, revision: string): boolean;
   /** Instance keys on `node` whose intent has one of `statuses`. */
   intentKeysOfNode(node: string, statuses: readonly IntentStatus[]): string[];
   intentCountsByStatus(): Record<string, number>;
