@@ -47,22 +47,6 @@ export interface AssignmentView {
   held: number;
 }
 
-export interface HistoryEntry {
-  instance: string;
-  generation: number;
-  revision: string;
-  hash: string;
-  createdAt: string;
-  status: IntentRecord["status"] | "not-started";
-  /** How it ended or stands: converged, blocked, stuck, failed, ambiguous. */
-  outcome?: string;
-  failureClass?: string;
-  reason?: string;
-  /** The last attempt: the correlation id of everything it caused. */
-  attemptId?: string;
-  attempts: number;
-}
-
 function openConditionsBy(store: Store): Map<string, string[]> {
   const bySubject = new Map<string, string[]>();
   for (const condition of store.conditions({ status: "open" })) {
@@ -149,35 +133,46 @@ export function intentViews(store: Store, options: { all?: boolean } = {}): Inte
   return intents.filter((i) => i.status !== "superseded" && i.status !== "retired");
 }
 
-/** Every generation of an assignment's instances with how it ended: outcome, failure class, attempt id. */
-export function instanceHistory(store: Store, assignment: string, node?: string): HistoryEntry[] {
-  const entries: HistoryEntry[] = [];
-  for (const instance of store.instanceList()) {
-    if (instance.assignment !== assignment || (node && instance.node !== node)) continue;
-    for (let generation = instance.generation; generation >= 1; generation--) {
-      const desired = store.desiredAt(instance.key, generation);
-      if (!desired) continue;
-      const intent = store.intent(instance.key, generation);
-      const entry: HistoryEntry = {
-        instance: instance.key,
-        generation,
-        revision: desired.revision,
-        hash: desired.hash,
-        createdAt: store.generationCreatedAt(instance.key, generation) ?? "",
-        status: intent?.status ?? "not-started",
-        attempts: store.attemptsOf(instance.key, generation).length,
-      };
-      if (intent?.outcome) entry.outcome = intent.outcome;
-      if (intent?.failureClass) entry.failureClass = intent.failureClass;
-      if (intent?.reason) entry.reason = intent.reason;
-      if (intent?.lastAttemptId) entry.attemptId = intent.lastAttemptId;
-      entries.push(entry);
-    }
-  }
-  return entries;
-}
-
 /** Open conditions, oldest first. */
 export function openConditions(store: Store): ConditionRecord[] {
   return store.conditions({ status: "open" });
+}
+
+/** How an instance's generation stands, for `steward history`: outcome, failure class, correlation id. */
+export interface GenerationOutcome {
+  /** converged, blocked, stuck, failed, ambiguous, in-flight, waiting, held, superseded... */
+  outcome: string;
+  failureClass?: "transient" | "permanent" | "ambiguous" | "waiting";
+  /** The last attempt's ULID, as found in logs, reports, conditions and commit statuses. */
+  correlationId: string;
+}
+
+const IN_FLIGHT: ReadonlySet<string> = new Set(["dispatched", "verifying"]);
+
+/**
+ * The history seam for the syncer's `steward history`: what became of each generation, from the
+ * hub's intents and attempts. Generations never attempted (held, waiting, superseded first) have
+ * no correlation id and are left out.
+ */
+export function generationOutcomes(
+  store: Store,
+): (instanceKey: string, generation: number) => GenerationOutcome | undefined {
+  return (instanceKey, generation) => {
+    const intent = store.intent(instanceKey, generation);
+    if (!intent?.lastAttemptId) return undefined;
+    const outcome =
+      intent.status === "superseded" || intent.status === "retired"
+        ? (intent.outcome ?? intent.status)
+        : IN_FLIGHT.has(intent.status)
+          ? "in-flight"
+          : intent.status === "backoff"
+            ? "failed"
+            : intent.status;
+    const result: GenerationOutcome = { outcome, correlationId: intent.lastAttemptId };
+    if (intent.status === "waiting") result.failureClass = "waiting";
+    else if (intent.outcome === "ambiguous" || intent.status === "ambiguous")
+      result.failureClass = "ambiguous";
+    else if (intent.failureClass && outcome !== "converged") result.failureClass = intent.failureClass;
+    return result;
+  };
 }

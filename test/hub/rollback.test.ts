@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { generationOutcomes } from "../../src/hub/views.js";
 import { assignmentYaml, file, nodes } from "./helpers/fleet.js";
 import { startHarness } from "./helpers/harness.js";
 
@@ -81,6 +82,17 @@ describe("hub - rollback", () => {
     const blocked = h.store.conditions({ type: "Blocked" })[0]!;
     expect(blocked).toMatchObject({ status: "resolved", attemptId: failedAttempt, generation: 2 });
     expect(blocked.tried).toEqual([failedAttempt]);
+    // `steward history` shows each generation's outcome, failure class and correlation id.
+    const outcomeOf = generationOutcomes(h.store);
+    expect(outcomeOf("app@n1", 2)).toEqual({
+      outcome: "blocked",
+      failureClass: "permanent",
+      correlationId: failedAttempt,
+    });
+    expect(outcomeOf("app@n1", 3)).toEqual({
+      outcome: "converged",
+      correlationId: h.intent("app@n1").lastAttemptId,
+    });
     // The report of generation 1 was not rewritten: observations only move forward.
     expect(h.store.observation("app@n1")).toMatchObject({ generation: 3, converged: true });
   });

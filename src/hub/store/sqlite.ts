@@ -379,14 +379,6 @@ export class SqliteStore implements Store {
     );
   }
 
-  generationCreatedAt(key: string, generation: number): string | undefined {
-    return this.get(
-      "SELECT created_at FROM generations WHERE instance_key = ? AND generation = ?",
-      key,
-      generation,
-    )?.created_at as string | undefined;
-  }
-
   activeInstanceKeysOfNode(node: string): string[] {
     return this.all(
       "SELECT instance_key FROM instances WHERE node = ? AND retired_at IS NULL ORDER BY instance_key",

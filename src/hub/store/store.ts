@@ -60,7 +60,6 @@ export interface Store {
     revision: string;
     retiredAt?: string;
   }[];
-  generationCreatedAt(instanceKey: string, generation: number): string | undefined;
   activeInstanceKeysOfNode(node: string): string[];
   activeInstanceKeysOfAssignment(assignment: string): string[];
   /** Instances whose current generation `sha` produced, and those it retired. */
