@@ -194,6 +194,7 @@ export class Hub {
 
   /** Takes in what the syncer recorded since the last call: invalid revisions and changed instances. */
   takeInRevisions(): RevisionRecord[] {
+    this.takeInSyncEvents();
     const cursor = Number(this.store.meta(REVISION_CURSOR) ?? "0");
     const revisions = this.store.revisionsAfter(cursor);
     if (revisions.length === 0) return [];
@@ -203,15 +204,17 @@ export class Hub {
       for (const revision of revisions) {
         if (revision.outcome === "invalid") this.openInvalidRevision(revision, now);
         else if (revision.outcome === "applied") {
+          // A refused rewrite is the syncer's to resolve (takeInSyncEvents), not a valid commit's.
           for (const condition of this.store.conditions({ status: "open", type: "InvalidRevision" }))
-            markResolved(
-              this.store,
-              "InvalidRevision",
-              condition.subjectKind,
-              condition.subject,
-              now,
-              `revision ${revision.sha.slice(0, 12)} on ${revision.branch} is valid and applied`,
-            );
+            if (condition.reason !== "HistoryRewritten")
+              markResolved(
+                this.store,
+                "InvalidRevision",
+                condition.subjectKind,
+                condition.subject,
+                now,
+                `revision ${revision.sha.slice(0, 12)} on ${revision.branch} is valid and applied`,
+              );
           for (const key of this.store.instanceKeysChangedBy(revision.sha)) changed.add(key);
         }
       }
@@ -226,6 +229,50 @@ export class Hub {
     );
     this.enqueue(changed);
     return revisions;
+  }
+
+  /**
+   * The syncer's own troubles as conditions, level-based: a refused force-push is `InvalidRevision`
+   * on the refused head (the last good revision is still served), a failing fetch is
+   * `TransportDegraded` on the repository. Each resolves once the syncer resolved its event.
+   */
+  private takeInSyncEvents(): void {
+    const now = this.nowIso();
+    const open = new Set<string>();
+    this.store.transaction(() => {
+      for (const event of this.store.openSyncEvents()) {
+        const refused = event.kind === "force-push";
+        const subject = refused ? (event.head ?? event.branch) : `git:${event.branch}`;
+        open.add(`${refused ? "InvalidRevision" : "TransportDegraded"}|${subject}`);
+        markOpen(
+          this.store,
+          {
+            type: refused ? "InvalidRevision" : "TransportDegraded",
+            subjectKind: refused ? "revision" : "transport",
+            subject,
+            reason: refused ? "HistoryRewritten" : "FetchFailed",
+            message: event.message,
+            evidence: { branch: event.branch, since: event.openedAt, lastGood: event.lastGood },
+            resolver: "operator",
+            ...(refused && event.head ? { revision: event.head } : {}),
+          },
+          now,
+          this.newId,
+        );
+      }
+      for (const condition of this.store.conditions({ status: "open" })) {
+        if (condition.reason !== "HistoryRewritten" && condition.reason !== "FetchFailed") continue;
+        if (open.has(`${condition.type}|${condition.subject}`)) continue;
+        markResolved(
+          this.store,
+          condition.type,
+          condition.subjectKind,
+          condition.subject,
+          now,
+          "the syncer reports it resolved",
+        );
+      }
+    });
   }
 
   private openInvalidRevision(revision: RevisionRecord, now: string): void {

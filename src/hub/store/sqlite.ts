@@ -25,7 +25,7 @@ import type {
   TaskStatus,
 } from "../records.js";
 import { type Db, openDatabase } from "./database.js";
-import type { ConditionFilter, Store } from "./store.js";
+import type { ConditionFilter, Store, SyncEventRecord } from "./store.js";
 
 type Row = Record<string, unknown>;
 
@@ -415,6 +415,26 @@ export class SqliteStore implements Store {
 
   revisionsAfter(seq: number): RevisionRecord[] {
     return this.all("SELECT * FROM revisions WHERE seq > ? ORDER BY seq", seq).map(revisionFrom);
+  }
+
+  openSyncEvents(): SyncEventRecord[] {
+    const exists = this.get(
+      "SELECT 1 AS found FROM sqlite_master WHERE type = 'table' AND name = 'sync_events'",
+    );
+    if (!exists) return [];
+    return this.all(
+      "SELECT branch, kind, head, last_good, message, opened_at FROM sync_events WHERE resolved_at IS NULL ORDER BY id",
+    ).map((r) =>
+      defined(
+        {
+          branch: r.branch as string,
+          kind: r.kind as string,
+          message: r.message as string,
+          openedAt: r.opened_at as string,
+        } as SyncEventRecord,
+        { head: r.head, lastGood: r.last_good },
+      ),
+    );
   }
 
   revision(sha: string): RevisionRecord | undefined {

@@ -31,6 +31,16 @@ export interface RolloutCounts {
   failed: number;
 }
 
+/** A fact about the sync itself, as the syncer recorded it (table `sync_events`). */
+export interface SyncEventRecord {
+  branch: string;
+  kind: "force-push" | "fetch-failed" | string;
+  head?: string;
+  lastGood?: string;
+  message: string;
+  openedAt: string;
+}
+
 export interface ConditionFilter {
   status?: "open" | "resolved";
   type?: ConditionType;
@@ -69,6 +79,8 @@ export interface Store {
     sha: string,
   ): { instanceKey: string; generation: number; assignment: string; node: string }[];
   revisionsAfter(seq: number): RevisionRecord[];
+  /** The syncer's open events (a refused force-push, a failing fetch); none before the syncer's tables exist. */
+  openSyncEvents(): SyncEventRecord[];
   revision(sha: string): RevisionRecord | undefined;
   latestRevision(): RevisionRecord | undefined;
   /** The revision whose sha starts with `prefix`, when exactly one does. */
