@@ -11,7 +11,7 @@ import { expect, onTestFinished } from "vitest";
 import { Agent } from "../../../src/agent/agent.js";
 import { conditionViolations } from "../../../src/hub/conditions.js";
 import type { Timing } from "../../../src/hub/decide.js";
-import { Hub } from "../../../src/hub/hub.js";
+import { Hub, type HubOptions } from "../../../src/hub/hub.js";
 import type { IntentRecord } from "../../../src/hub/records.js";
 import { SqliteStore } from "../../../src/hub/store/sqlite.js";
 import type { Transport } from "../../../src/hub/transport.js";
@@ -27,6 +27,8 @@ export interface HarnessOptions {
   wrap?: (transport: LocalTransport) => Transport;
   /** Log lines are collected here when given. */
   logLines?: Record<string, unknown>[];
+  /** More hub options (a status sink, say), given the store. */
+  hubOptions?: (store: SqliteStore) => Partial<HubOptions>;
 }
 
 export interface Harness {
@@ -90,6 +92,7 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
       timing: options.timing,
       random: () => 0.5,
       logger,
+      ...options.hubOptions?.(store),
     });
     return { local, hub };
   };
