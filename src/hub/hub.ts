@@ -87,6 +87,8 @@ export class Hub {
   /** When each node was last heard, and last written to the store (ms). */
   private readonly heard = new Map<string, number>();
   private readonly heardWritten = new Map<string, number>();
+  /** When each silent-looking node was last asked for a report. */
+  private readonly askedAt = new Map<string, number>();
   /** Nodes with an open NodeSilent condition. */
   private readonly silent = new Set<string>();
   /** Nodes that reported since this hub started. */
@@ -783,6 +785,16 @@ export class Hub {
       this.watchSilence(name);
       return;
     }
+    // Before calling a node silent, ask it once: a node that only answers when asked (SSH) is heard
+    // this way at the heartbeat cadence, and a quiet NATS agent gets one more chance.
+    const asked = this.askedAt.get(name);
+    if (asked === undefined || (last !== undefined && asked <= last)) {
+      this.askedAt.set(name, now.getTime());
+      this.askForReport(name);
+      const settings = this.store.fleetSettings() ?? fleetSettings(undefined);
+      this.watchSilence(name, settings.heartbeat.intervalMs);
+      return;
+    }
     const lastIso = last === undefined ? undefined : new Date(last).toISOString();
     const { change } = markOpen(
       this.store,
@@ -794,7 +806,7 @@ export class Hub {
         message:
           last === undefined
             ? `node ${name} has not been heard from since the hub started`
-            : `node ${name} silent since ${lastIso} (window ${Math.round(window / SECOND)}s)`,
+            : `node ${name} silent since ${lastIso} (window ${Math.round(window / SECOND)}s), and did not answer a request for a report`,
         evidence: { lastHeardAt: lastIso, lastReportAt: node.lastReportAt, transport: node.transport },
         resolver: "operator",
         node: name,

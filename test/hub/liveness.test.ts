@@ -1,9 +1,10 @@
 import { describe, expect, it } from "vitest";
+import { FaultyTransport } from "./helpers/faults.js";
 import { assignmentYaml, file, fleetYaml, nodes } from "./helpers/fleet.js";
 import { startHarness } from "./helpers/harness.js";
 
 describe("hub - liveness", () => {
-  it("hub - a node silent past its heartbeat window is NodeSilent until it is heard again", async () => {
+  it("hub - a node silent past its heartbeat window and a request for a report is NodeSilent until it is heard again", async () => {
     const h = await startHarness({
       files: {
         ...nodes("n1", "n2"),
@@ -22,7 +23,10 @@ describe("hub - liveness", () => {
     await h.local.stopNode("n1");
     await h.advance(29_000);
     expect(h.store.conditions({ type: "NodeSilent" })).toEqual([]);
+    // Past the window the hub asks the node for a report once, and waits one more interval.
     await h.advance(2_000);
+    expect(h.store.conditions({ type: "NodeSilent" })).toEqual([]);
+    await h.advance(10_000);
     const [silent] = h.store.conditions({ type: "NodeSilent", status: "open" });
     expect(silent).toMatchObject({
       subjectKind: "node",
@@ -30,7 +34,9 @@ describe("hub - liveness", () => {
       reason: "HeartbeatMissed",
       resolver: "operator",
     });
-    expect(silent!.message).toMatch(/^node n1 silent since .* \(window 30s\)$/);
+    expect(silent!.message).toMatch(
+      /^node n1 silent since .* \(window 30s\), and did not answer a request for a report$/,
+    );
     expect(h.store.taskOfCondition(silent!.id)).toMatchObject({ status: "open" });
 
     await h.local.startNode(h.store.node("n1")!.spec);
@@ -68,5 +74,22 @@ describe("hub - liveness", () => {
     expect(h.store.conditions({ type: "TransportDegraded", status: "open" }).map((c) => c.subject)).toEqual([
       "n1",
     ]);
+  });
+
+  it("hub - a node that sends no heartbeats but answers requests for reports is never silent", async () => {
+    let faults: FaultyTransport | undefined;
+    const h = await startHarness({
+      files: { ...nodes("n1"), "steward.yaml": fleetYaml({ heartbeat: { interval: "10s", missed: 3 } }) },
+      wrap: (local) => {
+        faults = new FaultyTransport(local);
+        faults.dropHeartbeats = true;
+        return faults;
+      },
+    });
+    await h.commit();
+    await h.settle();
+    for (let i = 0; i < 20; i++) await h.advance(10_000);
+    expect(h.store.conditions({ type: "NodeSilent" })).toEqual([]);
+    expect(Date.parse(h.store.node("n1")!.lastReportAt!)).toBeGreaterThan(h.clock.now().getTime() - 60_000);
   });
 });

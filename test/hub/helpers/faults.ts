@@ -15,6 +15,8 @@ export class FaultyTransport implements Transport {
   dropDispatches = false;
   /** Dispatches never complete (a stalled connection): the attempt stays in the outbox. */
   hangDispatches = false;
+  /** The node sends no heartbeats; it still answers requests for reports (like an SSH node). */
+  dropHeartbeats = false;
   /** Attempt ids whose dispatch was dropped. */
   readonly dropped: string[] = [];
   private events: TransportEvents | undefined;
@@ -29,7 +31,8 @@ export class FaultyTransport implements Transport {
         this.partitioned
           ? events.lost(result.attemptId, result.node, "session dropped")
           : events.result(result),
-      heartbeat: (node, at) => (this.partitioned ? undefined : events.heartbeat(node, at)),
+      heartbeat: (node, at) =>
+        this.partitioned || this.dropHeartbeats ? undefined : events.heartbeat(node, at),
       lost: (id, node, reason) => events.lost(id, node, reason),
       health: (event) => events.health(event),
     });
