@@ -76,6 +76,7 @@ export function tasksCommand(io: CliIo, globals: () => GlobalOptions, exit: (cod
       const { resolveTask } = await import("../hub/tasks.js");
       const { nudgeHub } = await import("./hub-state.js");
       const { paths, store } = await open();
+      let node: string | undefined;
       try {
         const { task, condition } = resolveTask(
           store,
@@ -84,6 +85,7 @@ export function tasksCommand(io: CliIo, globals: () => GlobalOptions, exit: (cod
           options.action,
           new Date().toISOString(),
         );
+        node = condition.node;
         io.stdout(
           `task ${task.id} resolved by ${task.resolvedBy}: ${task.action}\n${
             condition.status === "open"
@@ -94,7 +96,7 @@ export function tasksCommand(io: CliIo, globals: () => GlobalOptions, exit: (cod
       } finally {
         store.close();
       }
-      await nudgeHub(paths);
+      await nudgeHub(paths, node ? { node } : {});
       exit(EXIT.ok);
     });
   return command;

@@ -163,6 +163,9 @@ const ms = (text: string | undefined) => (text === undefined ? undefined : Date.
 const JUDGEMENT_REASONS: Partial<Record<string, ConditionType>> = {
   DestructiveRepairNeeded: "DestructiveRepairNeeded",
   HumanProcedureRequired: "HumanProcedureRequired",
+  // Something else is where a resource belongs (a directory where a file is declared): the only
+  // repair would destroy it, and steward never picks that on its own.
+  TypeConflict: "DestructiveRepairNeeded",
 };
 
 export function decide(input: DecideInput): Decision {

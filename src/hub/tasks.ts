@@ -68,6 +68,32 @@ export function closeTaskOf(store: Store, condition: ConditionRecord, now: strin
   });
 }
 
+/** Conditions after which an agent's action earns the instance one more attempt at its generation. */
+const RETRY_AFTER: ReadonlySet<ConditionType> = new Set<ConditionType>([
+  "Blocked",
+  "DestructiveRepairNeeded",
+  "Stuck",
+]);
+
+/**
+ * Someone acted on a blocked or stuck instance (moved a directory away, published the image): run
+ * the ordinary path once more now instead of waiting for a new generation or the slowest cadence.
+ * If it fails the same way, the instance is blocked (or stuck) again, with the new attempt in `tried`.
+ */
+function retryAfterAction(store: Store, condition: ConditionRecord, why: string, now: string): void {
+  if (
+    !RETRY_AFTER.has(condition.type) ||
+    condition.subjectKind !== "instance" ||
+    condition.generation === undefined
+  )
+    return;
+  const intent = store.intent(condition.subject, condition.generation);
+  if (!intent || (intent.status !== "blocked" && intent.status !== "stuck")) return;
+  const retry = { ...intent, status: "pending" as const, nextAttemptAt: now, message: why, updatedAt: now };
+  delete retry.failureClass;
+  store.saveIntent(retry);
+}
+
 /** A task with the condition it is about: what steward knows. */
 export interface TaskView {
   task: TaskRecord;
@@ -146,6 +172,7 @@ export function resolveTask(
     });
     if (condition.type === "HumanProcedureRequired" && condition.status === "open")
       condition = closeCondition(store, condition, now, `procedure done by ${agent}: ${action}`, "operator");
+    retryAfterAction(store, condition, `task ${task.id} resolved by ${agent}: ${action}`, now);
     return { task: resolved, condition };
   });
 }
