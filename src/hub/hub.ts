@@ -11,20 +11,20 @@
  * ambiguous — never replaying an attempt blindly.
  */
 import pino, { type Logger } from "pino";
-import { fleetSettings } from "../model/fleet.js";
 import type { AttemptResult, Bundle, Report } from "../model/generated.js";
 import { type Clock, systemClock } from "./clock.js";
 import { markOpen, markResolved } from "./conditions.js";
 import { DEFAULT_TIMING, type Timing } from "./decide.js";
 import type { DeclarationChanges } from "./desired.js";
 import { idFactory } from "./ids.js";
+import { Liveness } from "./liveness.js";
 import { HubMetrics } from "./metrics.js";
-import { statusInputs } from "./progress.js";
 import { WorkQueue } from "./queue.js";
 import { type ReconcileContext, type ReconcileOutcome, reconcileInstance } from "./reconcile.js";
 import type { IntentRecord, IntentStatus, NodeRecord, RevisionRecord } from "./records.js";
 import { redact } from "./redact.js";
-import { type CommitStatus, revisionStatuses, type StatusHealth, type StatusSink } from "./status.js";
+import type { StatusHealth, StatusSink } from "./status.js";
+import { StatusFeed } from "./status-feed.js";
 import type { Store } from "./store/store.js";
 import { DispatchError, type Transport, type TransportEvents, type TransportHealth } from "./transport.js";
 
@@ -82,24 +82,13 @@ export class Hub {
   private readonly idleWaiters: (() => void)[] = [];
   private readonly inbox: { event: string; transport: string; run: () => void }[] = [];
   private inboxScheduled = false;
-  private readonly silenceTimers = new Map<string, () => void>();
   private readonly unreachable = new Set<string>();
-  /** When each node was last heard, and last written to the store (ms). */
-  private readonly heard = new Map<string, number>();
-  private readonly heardWritten = new Map<string, number>();
-  /** When each silent-looking node was last asked for a report. */
-  private readonly askedAt = new Map<string, number>();
-  /** Nodes with an open NodeSilent condition. */
-  private readonly silent = new Set<string>();
   /** Nodes that reported since this hub started. */
   private readonly seenNodes = new Set<string>();
   private cancelResync: (() => void) | undefined;
   private readonly listeners = new Set<(outcome: ReconcileOutcome) => void>();
-  private readonly statusSink: StatusSink | undefined;
-  private readonly statusIntervalMs: number;
-  /** Revisions whose progress changed since their statuses were last published. */
-  private readonly dirtyRevisions = new Set<string>();
-  private cancelStatusTimer: (() => void) | undefined;
+  private readonly liveness: Liveness;
+  private readonly statuses: StatusFeed;
 
   constructor(options: HubOptions) {
     this.store = options.store;
@@ -116,9 +105,26 @@ export class Hub {
     this.newId = idFactory(this.clock);
     this.metrics = new HubMetrics(this.store);
     for (const transport of options.transports ?? []) this.transports.set(transport.name, transport);
-    this.statusSink = options.statusSink;
-    this.statusIntervalMs = options.statusIntervalMs ?? SECOND;
     this.queue = new WorkQueue(this.clock, () => this.schedule());
+    this.liveness = new Liveness({
+      store: this.store,
+      clock: this.clock,
+      log: this.log,
+      newId: this.newId,
+      reaches: (node) => this.reaches(node),
+      askForReport: (node) => this.askForReport(node),
+      beforeCheck: () => {
+        if (this.inbox.length > 0) this.flushInbox();
+      },
+    });
+    this.statuses = new StatusFeed({
+      store: this.store,
+      clock: this.clock,
+      log: this.log,
+      newId: this.newId,
+      intervalMs: options.statusIntervalMs ?? SECOND,
+      ...(options.statusSink ? { sink: options.statusSink } : {}),
+    });
     this.context = {
       store: this.store,
       clock: this.clock,
@@ -157,12 +163,10 @@ export class Hub {
     for (const row of outbox) this.relay(row.attemptId);
     // Registration: every node this hub reaches reports once at start, so observe-only compares,
     // ambiguous attempts settle and silent nodes are noticed without waiting for a change.
-    for (const condition of this.store.conditions({ status: "open", type: "NodeSilent" }))
-      this.silent.add(condition.subject);
     for (const node of this.store.nodes()) {
       if (!this.reaches(node) || node.removedAt) continue;
       if (this.waitingForNode(node.name).length > 0) this.unreachable.add(node.name);
-      this.watchSilence(node.name);
+      this.liveness.watch(node.name);
       this.askForReport(node.name);
     }
     this.queue.addAll(recovered);
@@ -175,10 +179,8 @@ export class Hub {
     this.stopped = true;
     this.queue.clear();
     this.cancelResync?.();
-    this.cancelStatusTimer?.();
-    this.publishStatuses();
-    for (const cancel of this.silenceTimers.values()) cancel();
-    this.silenceTimers.clear();
+    this.statuses.stop();
+    this.liveness.stop();
     for (const transport of this.transports.values()) await transport.stop();
     this.wakeIdle();
   }
@@ -222,7 +224,7 @@ export class Hub {
       }
       this.store.setMeta(REVISION_CURSOR, String(revisions.at(-1)!.seq));
     });
-    this.revisionsChanged(revisions.map((r) => r.sha));
+    this.statuses.changed(revisions.map((r) => r.sha));
     this.log.info(
       { revisions: revisions.map((r) => r.sha.slice(0, 12)), instances: changed.size },
       "took in %d revisions; %d instances changed",
@@ -322,7 +324,7 @@ export class Hub {
       this.enqueue(this.store.activeInstanceKeysOfNode(name));
       const node = this.store.node(name);
       if (!this.started || !node || !this.reaches(node) || node.removedAt) continue;
-      this.watchSilence(name);
+      this.liveness.watch(name);
       if (!node.lastReportAt) this.askForReport(name);
     }
   }
@@ -400,7 +402,7 @@ export class Hub {
       });
       const reportsWanted = new Set<string>();
       for (const outcome of outcomes) {
-        this.revisionsChanged(outcome.revisions);
+        this.statuses.changed(outcome.revisions);
         if (outcome.requeueAt !== undefined) this.queue.addAt(outcome.key, outcome.requeueAt);
         if (outcome.requestReport) reportsWanted.add(outcome.requestReport);
         for (const id of outcome.dispatched) this.relay(id);
@@ -588,7 +590,7 @@ export class Hub {
     const affected = this.store.transaction(() => {
       const changed = this.store.saveReport(report, received);
       if (!changed) return undefined;
-      this.heardFrom(report.node, this.clock.now(), report.takenAt);
+      this.liveness.heardFrom(report.node, this.clock.now(), report.takenAt);
       // What a report can change: observations that differ from the last ones, and intents that wait
       // for a fresh report whatever it says (ambiguous attempts, applies waiting for confirmation,
       // observe-only comparisons). Everything else on the node would decide the same as before.
@@ -685,7 +687,7 @@ export class Hub {
   }
 
   ingestHeartbeat(node: string, at: Date): void {
-    this.heardFrom(node, at);
+    this.liveness.heardFrom(node, at);
     this.nodeReturned(node);
   }
 
@@ -722,104 +724,6 @@ export class Hub {
       );
   }
 
-  private heartbeatWindowMs(): number {
-    const settings = this.store.fleetSettings() ?? fleetSettings(undefined);
-    return settings.heartbeat.intervalMs * settings.heartbeat.missed;
-  }
-
-  /**
-   * A node was heard (a heartbeat or a report). Kept in memory for the silence check; written to
-   * the store at most once a second per node, so a chatty node costs no write per message.
-   */
-  private heardFrom(name: string, at: Date, reportTakenAt?: string): void {
-    const ms = at.getTime();
-    if (ms > (this.heard.get(name) ?? 0)) this.heard.set(name, ms);
-    const written = this.heardWritten.get(name) ?? 0;
-    if (reportTakenAt !== undefined || ms - written >= SECOND) {
-      const iso = at.toISOString();
-      this.store.touchNode(
-        name,
-        reportTakenAt ? { heartbeatAt: iso, reportAt: reportTakenAt } : { heartbeatAt: iso },
-      );
-      this.heardWritten.set(name, ms);
-    }
-    if (this.silent.delete(name)) {
-      const iso = at.toISOString();
-      const resolved = markResolved(
-        this.store,
-        "NodeSilent",
-        "node",
-        name,
-        this.nowIso(),
-        `heard from node ${name} at ${iso}`,
-      );
-      if (resolved) this.log.info({ node: name }, "node %s is heard again", name);
-    }
-    if (!this.silenceTimers.has(name)) this.watchSilence(name);
-  }
-
-  /** Arms the silence check of a node: no heartbeat or report within the window is `NodeSilent`. */
-  private watchSilence(name: string, delay?: number): void {
-    if (this.stopped || this.silenceTimers.has(name)) return;
-    const node = this.store.node(name);
-    if (!node || node.removedAt || !this.reaches(node)) return;
-    const now = this.clock.now().getTime();
-    const last = this.heard.get(name) ?? now;
-    const due = delay ?? Math.max(0, last + this.heartbeatWindowMs() - now);
-    this.silenceTimers.set(
-      name,
-      this.clock.schedule(due, () => this.checkSilence(name)),
-    );
-  }
-
-  private checkSilence(name: string): void {
-    this.silenceTimers.delete(name);
-    // Take in what has already arrived before calling anyone silent.
-    if (this.inbox.length > 0) this.flushInbox();
-    const node = this.store.node(name);
-    if (!node || node.removedAt || !this.reaches(node)) return;
-    const now = this.clock.now();
-    const window = this.heartbeatWindowMs();
-    const last = this.heard.get(name);
-    if (last !== undefined && now.getTime() - last < window) {
-      this.watchSilence(name);
-      return;
-    }
-    // Before calling a node silent, ask it once: a node that only answers when asked (SSH) is heard
-    // this way at the heartbeat cadence, and a quiet NATS agent gets one more chance.
-    const asked = this.askedAt.get(name);
-    if (asked === undefined || (last !== undefined && asked <= last)) {
-      this.askedAt.set(name, now.getTime());
-      this.askForReport(name);
-      const settings = this.store.fleetSettings() ?? fleetSettings(undefined);
-      this.watchSilence(name, settings.heartbeat.intervalMs);
-      return;
-    }
-    const lastIso = last === undefined ? undefined : new Date(last).toISOString();
-    const { change } = markOpen(
-      this.store,
-      {
-        type: "NodeSilent",
-        subjectKind: "node",
-        subject: name,
-        reason: last === undefined ? "NeverHeard" : "HeartbeatMissed",
-        message:
-          last === undefined
-            ? `node ${name} has not been heard from since the hub started`
-            : `node ${name} silent since ${lastIso} (window ${Math.round(window / SECOND)}s), and did not answer a request for a report`,
-        evidence: { lastHeardAt: lastIso, lastReportAt: node.lastReportAt, transport: node.transport },
-        resolver: "operator",
-        node: name,
-      },
-      now.toISOString(),
-      this.newId,
-    );
-    this.silent.add(name);
-    if (change === "opened") this.log.warn({ node: name }, "node %s is silent", name);
-    // Look again later: the condition's lastObserved stays fresh while the node is silent.
-    this.watchSilence(name, window);
-  }
-
   /** A node that failed dispatches answers again: its retries waiting on the transport go now. */
   private nodeReturned(name: string): void {
     if (!this.unreachable.delete(name)) return;
@@ -848,67 +752,14 @@ export class Hub {
     return waiting;
   }
 
-  /** Marks revisions whose progress may have changed; their statuses are published shortly. */
-  private revisionsChanged(shas: readonly string[]): void {
-    if (!this.statusSink || shas.length === 0) return;
-    for (const sha of shas) this.dirtyRevisions.add(sha);
-    if (this.cancelStatusTimer || this.stopped) return;
-    this.cancelStatusTimer = this.clock.schedule(this.statusIntervalMs, () => {
-      this.cancelStatusTimer = undefined;
-      this.publishStatuses();
-    });
-  }
-
-  /** Hands the current statuses of every changed revision to the status sink (coalesced there). */
+  /** Hands the current statuses of every changed revision to the status sink now. */
   publishStatuses(): void {
-    if (!this.statusSink || this.dirtyRevisions.size === 0) return;
-    const shas = [...this.dirtyRevisions];
-    this.dirtyRevisions.clear();
-    const publicUrl = this.store.fleetSettings()?.status.publicUrl;
-    const statuses: CommitStatus[] = [];
-    for (const sha of shas) {
-      const inputs = statusInputs(this.store, sha);
-      if (!inputs) continue;
-      statuses.push(
-        ...revisionStatuses(inputs.revision, {
-          instances: inputs.instances,
-          failures: inputs.failures,
-          ...(publicUrl ? { publicUrl } : {}),
-        }),
-      );
-    }
-    if (statuses.length > 0) this.statusSink.publish(statuses);
+    this.statuses.publish();
   }
 
   /** A status destination started or stopped failing: `StatusWriteFailing` on it. */
   statusHealth(health: StatusHealth): void {
-    const now = this.nowIso();
-    if (health.failing) {
-      const { change } = markOpen(
-        this.store,
-        {
-          type: "StatusWriteFailing",
-          subjectKind: "status",
-          subject: health.provider,
-          reason: health.reason,
-          message: `commit statuses to ${health.provider} fail since ${health.since.toISOString()}: ${health.message}; reconciliation goes on and the latest statuses are posted when it recovers`,
-          evidence: { since: health.since.toISOString() },
-          resolver: "operator",
-        },
-        now,
-        this.newId,
-      );
-      if (change === "opened")
-        this.log.warn({ provider: health.provider, reason: health.reason }, health.message);
-    } else
-      markResolved(
-        this.store,
-        "StatusWriteFailing",
-        "status",
-        health.provider,
-        now,
-        `statuses to ${health.provider} are posted again since ${health.recoveredAt.toISOString()}`,
-      );
+    this.statuses.health(health);
   }
 
   private scheduleResync(): void {
