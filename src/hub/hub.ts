@@ -164,6 +164,7 @@ export class Hub {
     // Registration: every node this hub reaches reports once at start, so observe-only compares,
     // ambiguous attempts settle and silent nodes are noticed without waiting for a change.
     for (const node of this.store.nodes()) {
+      this.checkReach(node);
       if (!this.reaches(node) || node.removedAt) continue;
       if (this.waitingForNode(node.name).length > 0) this.unreachable.add(node.name);
       this.liveness.watch(node.name);
@@ -323,10 +324,47 @@ export class Hub {
     for (const name of changes.nodes) {
       this.enqueue(this.store.activeInstanceKeysOfNode(name));
       const node = this.store.node(name);
+      if (node) this.checkReach(node);
       if (!this.started || !node || !this.reaches(node) || node.removedAt) continue;
       this.liveness.watch(name);
       if (!node.lastReportAt) this.askForReport(name);
     }
+  }
+
+  /**
+   * A declared node on a transport this hub does not run is not right either: its instances are
+   * never dispatched. `TransportDegraded` (TransportNotEnabled) on the node says so until a hub that
+   * runs the transport starts, or the node moves to one that runs here or is removed.
+   */
+  private checkReach(node: NodeRecord): void {
+    const now = this.nowIso();
+    if (node.removedAt || this.reaches(node)) {
+      markResolved(
+        this.store,
+        "TransportDegraded",
+        "node",
+        node.name,
+        now,
+        node.removedAt ? `node ${node.name} is no longer declared` : `this hub runs transport ${node.transport}`,
+      );
+      return;
+    }
+    const instances = this.store.activeInstanceKeysOfNode(node.name);
+    markOpen(
+      this.store,
+      {
+        type: "TransportDegraded",
+        subjectKind: "node",
+        subject: node.name,
+        reason: "TransportNotEnabled",
+        message: `node ${node.name} uses transport ${node.transport}, which this hub does not run (it runs ${this.transportNames.join(", ") || "none"}): its ${instances.length} instances are not dispatched`,
+        evidence: { transport: node.transport, instances: instances.slice(0, 20) },
+        resolver: "operator",
+        node: node.name,
+      },
+      now,
+      this.newId,
+    );
   }
 
   /** Resolves when nothing is queued, being reconciled, relayed or handled (timers may be pending). */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { FaultyTransport } from "./helpers/faults.js";
-import { assignmentYaml, file, fleetYaml, nodes } from "./helpers/fleet.js";
+import { assignmentYaml, file, fleetYaml, nodes, nodeYaml } from "./helpers/fleet.js";
 import { startHarness } from "./helpers/harness.js";
 
 describe("hub - liveness", () => {
@@ -91,5 +91,34 @@ describe("hub - liveness", () => {
     for (let i = 0; i < 20; i++) await h.advance(10_000);
     expect(h.store.conditions({ type: "NodeSilent" })).toEqual([]);
     expect(Date.parse(h.store.node("n1")!.lastReportAt!)).toBeGreaterThan(h.clock.now().getTime() - 60_000);
+  });
+
+  it("hub - a node on a transport this hub does not run is TransportDegraded and its instances are never dispatched", async () => {
+    const h = await startHarness({
+      files: {
+        ...nodes("n1"),
+        "nodes/e1.yaml": nodeYaml("e1", { transport: "ssh", ssh: { host: "e1.example.net" } }),
+        "assignments/app.yaml": assignmentYaml("app", {
+          nodes: ["n1", "e1"],
+          resources: [file("conf", "v1")],
+        }),
+      },
+    });
+    await h.commit();
+    await h.settle();
+    expect(h.intent("app@n1").status).toBe("converged");
+    expect(h.intent("app@e1")).toMatchObject({ status: "held", holdReason: "transport-disabled" });
+    expect(h.store.attemptsOf("app@e1")).toEqual([]);
+    const [degraded] = h.store.conditions({ type: "TransportDegraded", status: "open" });
+    expect(degraded).toMatchObject({ subjectKind: "node", subject: "e1", reason: "TransportNotEnabled" });
+    expect(degraded!.message).toBe(
+      "node e1 uses transport ssh, which this hub does not run (it runs local): its 1 instances are not dispatched",
+    );
+    // The node moves to a transport this hub runs: resolved, and it converges.
+    h.write({ "nodes/e1.yaml": nodeYaml("e1") });
+    await h.commit();
+    await h.settle();
+    expect(h.store.condition(degraded!.id)!.status).toBe("resolved");
+    expect(h.intent("app@e1").status).toBe("converged");
   });
 });
