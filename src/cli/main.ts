@@ -7,8 +7,12 @@ import { Command, CommanderError } from "commander";
 import { isStewardError, UsageError } from "../model/errors.js";
 import { drainCommand, undrainCommand } from "./drain.js";
 import { getCommand } from "./get.js";
+import { historyCommand } from "./history.js";
 import { type CliIo, EXIT, type GlobalOptions, processIo } from "./io.js";
+import { planCommand } from "./plan.js";
+import { rollbackCommand } from "./rollback.js";
 import { statusCommand } from "./status.js";
+import { syncCommand } from "./sync.js";
 import { tasksCommand } from "./tasks.js";
 import { validateCommand } from "./validate.js";
 import { VERSION } from "./version.js";
@@ -33,6 +37,10 @@ export async function main(argv: string[], io: CliIo = processIo()): Promise<num
   const globals = () => program.opts<GlobalOptions>();
   const commands: Command[] = [
     validateCommand(io, globals, exit),
+    syncCommand(io, globals, exit),
+    planCommand(io, globals, exit),
+    rollbackCommand(io, globals, exit),
+    historyCommand(io, globals, exit),
     statusCommand(io, globals, exit),
     getCommand(io, globals, exit),
     drainCommand(io, globals, exit),
