@@ -3,21 +3,33 @@
  * temporary root, and a fleet repo directory whose commits are synced into the hub's database. The
  * clock is fake, so backoff and leases are driven by `advance` instead of sleeping.
  */
+import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import pino from "pino";
 import { expect, onTestFinished } from "vitest";
 import { Agent } from "../../../src/agent/agent.js";
+import { recordServedRevision } from "../../../src/cli/served.js";
 import { conditionViolations } from "../../../src/hub/conditions.js";
 import type { Timing } from "../../../src/hub/decide.js";
+import type { DeclarationChanges } from "../../../src/hub/desired.js";
 import { Hub, type HubOptions } from "../../../src/hub/hub.js";
 import type { IntentRecord } from "../../../src/hub/records.js";
+import { SqliteGenerationStore } from "../../../src/hub/store/generations.js";
 import { SqliteStore } from "../../../src/hub/store/sqlite.js";
 import type { Transport } from "../../../src/hub/transport.js";
+import type { AnalysisCache } from "../../../src/model/load.js";
+import { Syncer, type SyncOutcome } from "../../../src/repo/syncer.js";
 import { LocalTransport } from "../../../src/transport/local.js";
 import { FakeClock } from "./clock.js";
-import { type SyncedRevision, syncDirectory } from "./desired.js";
+
+/** What a harness commit did: the commit, the sync's outcome and the declarations it changed. */
+export interface SyncedRevision {
+  sha: string;
+  outcome: SyncOutcome;
+  declarations?: DeclarationChanges;
+}
 
 export interface HarnessOptions {
   /** Fleet repo files, by path relative to the repo root. */
@@ -43,7 +55,7 @@ export interface Harness {
   running: boolean;
   /** Writes (or with `null`, deletes) repo files. */
   write(files: Record<string, string | null>): void;
-  /** Syncs the repo's current content as a new revision and hands it to the hub. */
+  /** Commits the repo's current content (real git) and syncs it with the real syncer, then tells the hub. */
   commit(message?: string): Promise<SyncedRevision>;
   /** Waits until the hub and every agent have nothing left to do now. */
   settle(): Promise<void>;
@@ -107,6 +119,20 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
     }
   };
   write(options.files);
+  const git = (...args: string[]) =>
+    execFileSync("git", ["-c", "user.name=Test", "-c", "user.email=test@example.com", ...args], {
+      cwd: repo,
+      stdio: "pipe",
+    });
+  git("init", "-q", "-b", "main");
+  const syncer = new Syncer({
+    store: new SqliteGenerationStore(store.db),
+    source: { kind: "path", path: repo },
+    branch: "main",
+    cacheDir: join(dir, "git"),
+    clock,
+  });
+  const analyses: AnalysisCache = new Map();
   const settle = async () => {
     for (let quiet = 0; quiet < 3; ) {
       await harness.hub.idle();
@@ -129,11 +155,16 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
     running: false,
     write,
     async commit(message = "change") {
-      const synced = await syncDirectory(store, repo, clock.now(), message);
+      git("add", "-A");
+      git("commit", "-q", "--allow-empty", "-m", message);
+      const outcome = await syncer.sync();
+      const declarations = await recordServedRevision(store, syncer, analyses, clock.now());
       if (harness.running) {
         harness.hub.takeInRevisions();
-        harness.hub.declarationsChanged(synced.declarations);
+        if (declarations) harness.hub.declarationsChanged(declarations);
       }
+      const synced: SyncedRevision = { sha: outcome.head, outcome };
+      if (declarations) synced.declarations = declarations;
       return synced;
     },
     settle,
@@ -175,6 +206,7 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
     },
     async close() {
       await harness.hub.stop();
+      syncer.close();
       store.close();
       rmSync(dir, { recursive: true, force: true });
     },
