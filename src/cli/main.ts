@@ -8,12 +8,14 @@ import { isStewardError, UsageError } from "../model/errors.js";
 import { drainCommand, undrainCommand } from "./drain.js";
 import { getCommand } from "./get.js";
 import { historyCommand } from "./history.js";
+import { hubCommand } from "./hub.js";
 import { type CliIo, EXIT, type GlobalOptions, processIo } from "./io.js";
 import { planCommand } from "./plan.js";
 import { rollbackCommand } from "./rollback.js";
 import { statusCommand } from "./status.js";
 import { syncCommand } from "./sync.js";
 import { tasksCommand } from "./tasks.js";
+import { upCommand } from "./up.js";
 import { validateCommand } from "./validate.js";
 import { VERSION } from "./version.js";
 
@@ -41,6 +43,8 @@ export async function main(argv: string[], io: CliIo = processIo()): Promise<num
     planCommand(io, globals, exit),
     rollbackCommand(io, globals, exit),
     historyCommand(io, globals, exit),
+    upCommand(io, globals, exit),
+    hubCommand(io, globals, exit),
     statusCommand(io, globals, exit),
     getCommand(io, globals, exit),
     drainCommand(io, globals, exit),

@@ -21,7 +21,7 @@ import { Liveness } from "./liveness.js";
 import { HubMetrics } from "./metrics.js";
 import { WorkQueue } from "./queue.js";
 import { type ReconcileContext, type ReconcileOutcome, reconcileInstance } from "./reconcile.js";
-import type { IntentRecord, IntentStatus, NodeRecord, RevisionRecord } from "./records.js";
+import type { AttemptRecord, IntentRecord, IntentStatus, NodeRecord, RevisionRecord } from "./records.js";
 import { redact } from "./redact.js";
 import type { StatusHealth, StatusSink } from "./status.js";
 import { StatusFeed } from "./status-feed.js";
@@ -160,7 +160,7 @@ export class Hub {
       outbox.length,
     );
     for (const [name, transport] of this.transports) await transport.start(this.eventsFor(name));
-    for (const row of outbox) this.relay(row.attemptId);
+    this.recoverOutbox(outbox.map((row) => row.attemptId));
     // Registration: every node this hub reaches reports once at start, so observe-only compares,
     // ambiguous attempts settle and silent nodes are noticed without waiting for a change.
     for (const node of this.store.nodes()) {
@@ -172,6 +172,30 @@ export class Hub {
     }
     this.queue.addAll(recovered);
     this.scheduleResync();
+  }
+
+  /**
+   * Outbox rows left by the last run: an attempt still queued never left the hub and is handed over
+   * now, with the same id; one already marked dispatched may have reached its node, so it is not sent
+   * again (its lease runs out and a fresh report settles it, as for any ambiguous attempt).
+   */
+  private recoverOutbox(attemptIds: readonly string[]): void {
+    const queued: string[] = [];
+    this.store.transaction(() => {
+      for (const id of attemptIds) {
+        const attempt = this.store.attempt(id);
+        if (attempt?.status === "queued") queued.push(id);
+        else {
+          this.store.deleteOutbox(id);
+          if (attempt?.status === "dispatched")
+            this.log.warn(
+              { attemptId: id, instance: attempt.instanceKey, generation: attempt.generation },
+              "attempt was being handed over when the hub stopped: not sent again; a report after its lease settles it",
+            );
+        }
+      }
+    });
+    this.relay(queued);
   }
 
   /** Stops the transports and every timer; durable state stays as it is. */
@@ -345,7 +369,9 @@ export class Hub {
         "node",
         node.name,
         now,
-        node.removedAt ? `node ${node.name} is no longer declared` : `this hub runs transport ${node.transport}`,
+        node.removedAt
+          ? `node ${node.name} is no longer declared`
+          : `this hub runs transport ${node.transport}`,
       );
       return;
     }
@@ -439,14 +465,16 @@ export class Hub {
         }
       });
       const reportsWanted = new Set<string>();
+      const dispatched: string[] = [];
       for (const outcome of outcomes) {
         this.statuses.changed(outcome.revisions);
         if (outcome.requeueAt !== undefined) this.queue.addAt(outcome.key, outcome.requeueAt);
         if (outcome.requestReport) reportsWanted.add(outcome.requestReport);
-        for (const id of outcome.dispatched) this.relay(id);
+        dispatched.push(...outcome.dispatched);
         if (outcome.follow.length > 0) this.queue.addAll(outcome.follow);
         for (const listener of this.listeners) listener(outcome);
       }
+      this.relay(dispatched);
       for (const node of reportsWanted) this.askForReport(node);
     } finally {
       this.processing = false;
@@ -455,24 +483,54 @@ export class Hub {
     }
   }
 
-  /** Hands one outbox row to its node's transport; the attempt's lease starts at the hand-over. */
-  private relay(attemptId: string): void {
-    const row = this.store.outboxRow(attemptId);
-    if (!row) return;
-    const attempt = this.store.attempt(attemptId);
-    const node = this.store.node(row.node);
-    const transport = node ? this.transports.get(node.transport) : undefined;
-    if (!attempt || !node || !transport) {
-      // The node left this hub's reach after the attempt was written: it never left the hub.
+  /**
+   * Hands outbox rows to their nodes' transports. Each attempt is marked dispatched (its lease
+   * starting) in one transaction *before* its hand-over begins: after a crash, an attempt still
+   * queued was certainly never sent and is sent again; one marked dispatched may have reached its
+   * node, so it is never sent again — its lease runs out and a fresh report settles it.
+   */
+  private relay(attemptIds: readonly string[]): void {
+    if (attemptIds.length === 0) return;
+    const handedAt = this.clock.now();
+    const lease = new Date(handedAt.getTime() + this.timing.leaseMs).toISOString();
+    const jobs: { attempt: AttemptRecord; node: NodeRecord; transport: Transport; bundle: Bundle }[] = [];
+    const orphans: string[] = [];
+    this.store.transaction(() => {
+      for (const attemptId of attemptIds) {
+        const row = this.store.outboxRow(attemptId);
+        const attempt = this.store.attempt(attemptId);
+        if (!row || attempt?.status !== "queued") continue;
+        const node = this.store.node(row.node);
+        const transport = node ? this.transports.get(node.transport) : undefined;
+        if (!node || !transport) {
+          orphans.push(attemptId);
+          continue;
+        }
+        const dispatched: AttemptRecord = {
+          ...attempt,
+          status: "dispatched",
+          dispatchedAt: handedAt.toISOString(),
+          leaseExpiresAt: lease,
+        };
+        this.store.saveAttempt(dispatched);
+        jobs.push({ attempt: dispatched, node, transport, bundle: JSON.parse(row.bundle) as Bundle });
+      }
+    });
+    // The node left this hub's reach after the attempt was written: it never left the hub.
+    for (const attemptId of orphans)
       this.settleDispatch(
         attemptId,
         new DispatchError("no transport for the node", "transient", "NoTransport"),
       );
-      return;
-    }
-    const bundle = JSON.parse(row.bundle) as Bundle;
-    const handedAt = this.clock.now();
-    const log = this.log.child({ attemptId, instance: attempt.instanceKey, generation: attempt.generation });
+    for (const job of jobs) this.handOver(job.attempt, job.node, job.transport, job.bundle);
+  }
+
+  private handOver(attempt: AttemptRecord, node: NodeRecord, transport: Transport, bundle: Bundle): void {
+    const log = this.log.child({
+      attemptId: attempt.id,
+      instance: attempt.instanceKey,
+      generation: attempt.generation,
+    });
     this.relaying++;
     transport
       .dispatch(bundle, node.spec)
@@ -480,16 +538,8 @@ export class Hub {
         () => {
           this.metrics.dispatchesTotal.inc({ transport: transport.name, result: "accepted" });
           this.deliver("dispatched", transport.name, () => {
-            const current = this.store.attempt(attemptId);
-            this.store.deleteOutbox(attemptId);
-            if (!current) return;
-            const updated = { ...current };
-            // A fast agent may have answered already: never move a settled attempt back to dispatched.
-            if (updated.status === "queued") updated.status = "dispatched";
-            updated.dispatchedAt ??= handedAt.toISOString();
-            updated.leaseExpiresAt ??= new Date(handedAt.getTime() + this.timing.leaseMs).toISOString();
-            this.store.saveAttempt(updated);
-            // Look again: the lease now runs, and its end needs a timer.
+            this.store.deleteOutbox(attempt.id);
+            // Look again: the lease runs, and its end needs a timer.
             this.queue.add(attempt.instanceKey);
           });
           log.info(
@@ -514,7 +564,7 @@ export class Hub {
             redact(failure.message),
           );
           if (failure.failureClass === "transient") this.unreachable.add(node.name);
-          this.settleDispatch(attemptId, failure, handedAt);
+          this.settleDispatch(attempt.id, failure);
         },
       )
       .finally(() => {
@@ -523,19 +573,21 @@ export class Hub {
       });
   }
 
-  private settleDispatch(attemptId: string, failure: DispatchError, handedAt?: Date): void {
+  /** A hand-over that did not happen (or may have): the attempt is failed or ambiguous, never left pending. */
+  private settleDispatch(attemptId: string, failure: DispatchError): void {
     const now = this.nowIso();
     this.store.transaction(() => {
       const attempt = this.store.attempt(attemptId);
       this.store.deleteOutbox(attemptId);
-      if (attempt?.status !== "queued") return;
+      // A result may already have settled it (a fast agent): never undo that.
+      if (attempt?.status !== "queued" && attempt?.status !== "dispatched") return;
       if (failure.failureClass === "ambiguous")
         this.store.saveAttempt({
           ...attempt,
           status: "ambiguous",
           reason: failure.reason,
           message: redact(failure.message),
-          dispatchedAt: (handedAt ?? this.clock.now()).toISOString(),
+          dispatchedAt: attempt.dispatchedAt ?? now,
           settleAfter: now,
         });
       else

@@ -44,6 +44,10 @@ describe("hub - cli", () => {
     expect(failing.code).toBe(EXIT.problems);
     expect(failing.stdout).toMatch(/^2 open conditions \(0\/2 intents converged\)\n/);
     expect(failing.stdout).toMatch(/Blocked\s+instance app@n1\s+\d+s ago\s+CommandNotFound\s+[0-9A-Z]{26}/);
+    // History names each generation's outcome, failure class and correlation id.
+    const attemptId = h.intent("app@n1").lastAttemptId!;
+    const history = await steward(h.dir, "history", "app", "--node", "n1");
+    expect(history.stdout).toMatch(new RegExp(`app@n1\\s+1\\s.*blocked/permanent ${attemptId}`));
     const json = JSON.parse((await steward(h.dir, "status", "--json")).stdout);
     expect(json).toMatchObject({ ok: false, conditions: [{ type: "Blocked" }, { type: "Blocked" }] });
 
