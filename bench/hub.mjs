@@ -9,7 +9,7 @@
 // Set BENCH_DIR to put the state on another file system (e.g. /dev/shm: no fsync cost).
 import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import pino from "pino";
@@ -93,10 +93,12 @@ const first = performance.now() - t0;
 // A commit that changes every instance: sync (nudged as a webhook would), reconcile, apply, report.
 writeFleet(2);
 commit("version 2");
+const cpu0 = process.cpuUsage();
 t0 = performance.now();
 await fetch(`${runtime.http.url}/nudge`, { method: "POST", body: JSON.stringify({ sync: true }) });
 await waitConverged(2);
 const change = performance.now() - t0;
+const cpu = process.cpuUsage(cpu0);
 
 // Report ingestion: real full reports, taken again and again (each newer than the last).
 const events = runtime.hub.eventsFor("local");
@@ -134,6 +136,11 @@ console.log(
   `# ${TOTAL} instances: ${NODES} local nodes × ${ASSIGNMENTS} assignments; state in ${process.env.BENCH_DIR ?? tmpdir()}`,
 );
 console.log(`figure hub_commit_to_converged_1k_ms ${change.toFixed(0)} ms`);
+console.log(
+  `# that change: ${((cpu.user + cpu.system) / 1000).toFixed(0)} ms of CPU in this process; load average ${loadavg()
+    .map((l) => l.toFixed(2))
+    .join(" ")} (2-core machines shared with other work measure slower)`,
+);
 console.log(`figure hub_first_converge_1k_ms ${first.toFixed(0)} ms`);
 console.log(`figure hub_reports_per_s ${((REPORTS / ingest) * 1000).toFixed(0)} 1/s`);
 process.exit(0);
