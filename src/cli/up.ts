@@ -172,18 +172,24 @@ export function upCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: 
       io.stdout(
         `steward up: ${display(repo)} at ${head?.sha.slice(0, 12) ?? "?"}${head ? ` "${head.message.split("\n")[0]}"` : ""}; hub ${runtime.http.url}; logs ${display(paths.log)}\n`,
       );
-      const transports = new Map(runtime.store.nodes().map((n) => [n.name, n.transport]));
+      // Nodes come and go with commits: their transports are read again at each look.
+      let transports = new Map<string, string>();
       const reaches = (node: string) => runtime.transports.includes(transports.get(node) ?? "");
-      const unreachable = new Map([...transports].filter(([node]) => !reaches(node)));
+      const look = () => {
+        transports = new Map(runtime.store.nodes().map((n) => [n.name, n.transport]));
+        return upOutcome(reaches, instanceViews(runtime.store));
+      };
       let shown: string[] = [];
-      const show = (outcome: UpOutcome, final = false) => {
+      const show = (outcome: UpOutcome) => {
+        const unreachable = new Map([...transports].filter(([node]) => !reaches(node)));
         const lines = progressLines(outcome, unreachable);
-        if (io.isTty && !final) {
+        if (lines.join("\n") === shown.join("\n")) return;
+        if (io.isTty) {
           // Redraw the block in place.
           if (shown.length > 0) io.stdout(`\x1b[${shown.length}A\x1b[J`);
           io.stdout(`${lines.join("\n")}\n`);
           shown = lines;
-        } else if (!io.isTty) {
+        } else {
           // Plain lines: a node's line when it changes.
           for (const line of lines) if (!shown.includes(line)) io.stdout(`${line}\n`);
           shown = lines;
@@ -194,10 +200,10 @@ export function upCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: 
         void untilSignal().then(() => {
           stopping = true;
         });
-      let outcome = upOutcome(reaches, instanceViews(runtime.store));
+      let outcome = look();
       while (!stopping) {
         await new Promise((wake) => setTimeout(wake, 200));
-        outcome = upOutcome(reaches, instanceViews(runtime.store));
+        outcome = look();
         show(outcome);
         if (options.once && (outcome.done || Date.now() - started > timeoutMs)) break;
       }
