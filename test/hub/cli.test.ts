@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { writeHubFile } from "../../src/cli/hub-state.js";
-import { type CliIo, EXIT } from "../../src/cli/io.js";
-import { main } from "../../src/cli/main.js";
+import { EXIT } from "../../src/cli/io.js";
 import { type HubHttp, startHubHttp } from "../../src/hub/http.js";
+import { runCli } from "../helpers/cli.js";
 import { assignmentYaml, file, nodes } from "./helpers/fleet.js";
 import { startHarness } from "./helpers/harness.js";
 
@@ -12,23 +12,7 @@ afterEach(async () => {
   http = undefined;
 });
 
-async function steward(dir: string, ...argv: string[]) {
-  let stdout = "";
-  let stderr = "";
-  const io: CliIo = {
-    stdout: (text) => {
-      stdout += text;
-    },
-    stderr: (text) => {
-      stderr += text;
-    },
-    env: { USER: "alice" },
-    cwd: dir,
-    isTty: false,
-  };
-  const code = await main(["--state", dir, ...argv], io);
-  return { code, stdout, stderr };
-}
+const steward = (dir: string, ...argv: string[]) => runCli(["--state", dir, ...argv], dir, { USER: "alice" });
 
 const broken = assignmentYaml("app", {
   nodes: ["n1", "n2"],
