@@ -4,7 +4,7 @@
  * revisions). `HubRuntime` wires those parts together; `steward up` runs the same runtime with the
  * embedded defaults. This file is the only place that knows all of them.
  */
-import { resolve } from "node:path";
+import { join, resolve } from "node:path";
 import { Command } from "commander";
 import type { Logger } from "pino";
 import { parseDuration } from "../model/duration.js";
@@ -32,6 +32,8 @@ export interface HubRuntimeOptions {
   cwd: string;
   /** Attempt lease (how long a result may take before the attempt is ambiguous). */
   leaseMs?: number;
+  /** NATS: a bus for `nats` nodes (`steward hub --nats`), or a local fleet (`steward up --transport nats`). */
+  nats?: import("../transport/nats/runtime.js").NatsSetup;
 }
 
 /** Every part of a running hub, started in order and stopped in reverse. */
@@ -43,6 +45,7 @@ export class HubRuntime {
   private loop: import("../repo/loop.js").SyncLoop | undefined;
   private publisher: import("../status/publisher.js").StatusPublisher | undefined;
   private local: import("../transport/local.js").LocalTransport | undefined;
+  private nats: import("../transport/nats/runtime.js").NatsRuntime | undefined;
   private closeDb: (() => void) | undefined;
   private readonly analyses: import("../model/load.js").AnalysisCache = new Map();
 
@@ -101,9 +104,24 @@ export class HubRuntime {
     }
     const declared = await this.recordDeclarations();
     this.publisher = await this.statusPublisher();
+    if (this.options.nats) {
+      const { startNatsRuntime } = await import("../transport/nats/runtime.js");
+      const root = this.options.root;
+      this.nats = await startNatsRuntime(this.options.nats, {
+        localNodes: store
+          .nodes()
+          .filter((n) => n.transport === "local")
+          .map((n) => n.name),
+        rootOf: (node) => (root ? join(root, node) : undefined),
+        stateDir: paths.dir,
+        log: logger.child({ component: "nats" }),
+      });
+    }
     this.hub = new Hub({
       store,
-      transports: [this.local],
+      transports: this.nats?.replacesLocal
+        ? [this.nats.transport]
+        : [this.local, ...(this.nats ? [this.nats.transport] : [])],
       logger: logger.child({ component: "hub" }),
       ...(this.options.leaseMs ? { timing: { leaseMs: this.options.leaseMs } } : {}),
       ...(this.publisher ? { statusSink: this.publisher } : {}),
@@ -195,6 +213,7 @@ export class HubRuntime {
     await this.loop?.stop();
     await this.http?.close();
     await this.hub?.stop();
+    await this.nats?.stop();
     if (this.publisher) {
       // The last statuses (a converged `steward up --once`, say) are worth a short wait; a forge that
       // is down keeps them as desired, posted at the next start.
@@ -228,6 +247,11 @@ interface HubCommandOptions extends StatusFlags {
   syncInterval: string;
   webhookSecretEnv?: string;
   lease?: string;
+  nats?: string;
+  natsCreds?: string;
+  natsTlsCa?: string;
+  natsTlsCert?: string;
+  natsTlsKey?: string;
 }
 
 /** Parses a duration flag, with the flag's name in the error. */
@@ -237,6 +261,18 @@ export function durationFlag(flag: string, value: string): number {
   } catch {
     throw new UsageError(`${flag} ${JSON.stringify(value)} is not a duration: write e.g. 30s, 5m or 1h`);
   }
+}
+
+/** The `--nats*` flags as a bus setup, files resolved against the working directory. */
+function natsBus(options: HubCommandOptions, cwd: string): import("../transport/nats/runtime.js").NatsSetup {
+  const file = (path: string | undefined) => (path ? resolve(cwd, path) : undefined);
+  const tls = { ca: file(options.natsTlsCa), cert: file(options.natsTlsCert), key: file(options.natsTlsKey) };
+  return {
+    kind: "bus",
+    servers: options.nats as string,
+    ...(options.natsCreds ? { creds: resolve(cwd, options.natsCreds) } : {}),
+    ...(tls.ca || tls.cert || tls.key ? { tls } : {}),
+  };
 }
 
 /** Waits for SIGINT or SIGTERM. */
@@ -267,7 +303,12 @@ export function hubCommand(io: CliIo, globals: () => GlobalOptions, _exit: (code
     )
     .option("--sync-interval <duration>", "how often to fetch the fleet repo", "1m")
     .option("--webhook-secret-env <name>", "environment variable holding the webhook's shared secret")
-    .option("--lease <duration>", "how long an attempt's result may take before it is ambiguous", "10m");
+    .option("--lease <duration>", "how long an attempt's result may take before it is ambiguous", "10m")
+    .option("--nats <url>", "also reach nodes declared `transport: nats` over this NATS server")
+    .option("--nats-creds <file>", "with --nats: the hub's credentials (from `steward nats config`)")
+    .option("--nats-tls-ca <file>", "with --nats: CA that signed the server's certificate")
+    .option("--nats-tls-cert <file>", "with --nats: client certificate, when the server verifies clients")
+    .option("--nats-tls-key <file>", "with --nats: the client certificate's key");
   addStatusFlags(command);
   return command.action(async (options: HubCommandOptions) => {
     const { statePaths } = await import("./hub-state.js");
@@ -292,6 +333,7 @@ export function hubCommand(io: CliIo, globals: () => GlobalOptions, _exit: (code
       cwd: io.cwd,
       leaseMs: durationFlag("--lease", options.lease ?? "10m"),
       ...(webhookSecret ? { webhookSecret } : {}),
+      ...(options.nats ? { nats: natsBus(options, io.cwd) } : {}),
     });
     try {
       await runtime.start();

@@ -51,7 +51,7 @@ export function addNatsAgent(agent: Command, io: CliIo, stateDir: (command: Comm
       } catch (error) {
         throw new UsageError(`--heartbeat ${options.heartbeat}: ${(error as Error).message}`);
       }
-      const [{ Agent }, { runNatsAgent }, { pino }] = await Promise.all([
+      const [{ Agent }, { runNatsAgent, AGENT_RUNNING }, { pino }] = await Promise.all([
         import("../agent/agent.js"),
         import("../transport/nats/agent.js"),
         import("pino"),
@@ -78,7 +78,7 @@ export function addNatsAgent(agent: Command, io: CliIo, stateDir: (command: Comm
         tls,
         ...(options.creds ? { creds: resolve(io.cwd, options.creds) } : {}),
       });
-      log.info({ node: options.node, server: options.nats }, "agent running over NATS");
+      log.info({ node: options.node, server: options.nats }, AGENT_RUNNING);
       const signal = await new Promise<string>((resolveSignal) => {
         process.once("SIGTERM", () => resolveSignal("SIGTERM"));
         process.once("SIGINT", () => resolveSignal("SIGINT"));

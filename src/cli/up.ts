@@ -9,7 +9,7 @@
 import { cpSync, existsSync, mkdirSync } from "node:fs";
 import { isAbsolute, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { Command } from "commander";
+import { Command, Option } from "commander";
 import type { InstanceView } from "../hub/views.js";
 import { EnvironmentError } from "../model/errors.js";
 import type { StatusFlags } from "../status/settings.js";
@@ -103,6 +103,7 @@ export function progressLines(outcome: UpOutcome, unreachableTransports: Map<str
 }
 
 interface UpOptions extends StatusFlags {
+  transport: "local" | "nats";
   repo?: string;
   root?: string;
   once?: boolean;
@@ -117,6 +118,14 @@ export function upCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: 
     )
     .option("--repo <path|url>", "the fleet repository (default: the example fleet in <state>/repo)")
     .option("--root <dir>", "local nodes apply under <dir>/<node>/ (default: <state>/root)")
+    .addOption(
+      new Option(
+        "--transport <name>",
+        "how local nodes are reached: in process, or as agent processes on a local nats-server",
+      )
+        .choices(["local", "nats"])
+        .default("local"),
+    )
     .option("--once", "exit when the outcome is known: 0 when everything converged, 1 otherwise")
     .option("--timeout <duration>", "with --once: give up after this long", "5m")
     .option("--listen <host:port>", "HTTP address for healthz, metrics and revisions", "127.0.0.1:0");
@@ -158,6 +167,10 @@ export function upCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: 
       ),
       env: io.env,
       cwd: io.cwd,
+      // The agents run as this very program (whatever file it was started from).
+      ...(options.transport === "nats"
+        ? { nats: { kind: "local-fleet" as const, steward: [process.execPath, process.argv[1] ?? ""] } }
+        : {}),
     });
     const started = Date.now();
     try {

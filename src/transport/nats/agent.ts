@@ -53,6 +53,9 @@ export interface NatsAgent {
   stop(): Promise<void>;
 }
 
+/** What `steward agent --nats` logs once its loop runs (a local fleet waits for it). */
+export const AGENT_RUNNING = "agent running over NATS";
+
 /** How long one pull request waits on the server; bounds the pause after a server restart. */
 export const PULL_EXPIRES_MS = 3_000;
 

@@ -8,6 +8,9 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import type { TransportName } from "../../hub/transport.js";
+import { EnvironmentError } from "../../model/errors.js";
+import { AGENT_RUNNING } from "./agent.js";
 import { newUserSeed, planNatsConfig, readSeed, writeNatsConfig } from "./config.js";
 import type { NatsTransportOptions } from "./hub.js";
 import { NatsServerProcess, stopChild, tieToProcess } from "./server.js";
@@ -23,6 +26,13 @@ export interface LocalFleetOptions {
   heartbeatIntervalMs?: number;
   /** Each line an agent prints (it logs to stderr); default: dropped. */
   onOutput?: (node: string, line: string) => void;
+  /** Each node's root (its filesystem); default `<dir>/nodes/<node>/root`. */
+  rootOf?: (node: string) => string;
+  /**
+   * The transport name `hubOptions()` routes by (see NatsTransportOptions.name): `local` when the
+   * fleet stands in for nodes declared `local`. Default `nats`.
+   */
+  routeAs?: TransportName;
   /** Called when an agent process exits while the fleet runs. */
   onExit?: (node: string, code: number | null) => void;
 }
@@ -42,7 +52,7 @@ export interface LocalFleet {
   readonly hubCreds: string;
   readonly server: NatsServerProcess;
   readonly agents: ReadonlyMap<string, LocalAgent>;
-  /** Options for `createNatsTransport` that reach this fleet as the hub (every node over the bus). */
+  /** Options for `createNatsTransport` that reach this fleet as the hub. */
   hubOptions(): NatsTransportOptions;
   /** Stops every agent (SIGTERM, then SIGKILL after 5 s), then the server. */
   stop(): Promise<void>;
@@ -53,7 +63,10 @@ export function stewardCommand(): string[] {
   return [process.execPath, fileURLToPath(new URL("../../../bin/steward.js", import.meta.url))];
 }
 
-/** Writes the configuration, starts the server, then one agent process per node. */
+/**
+ * Writes the configuration, starts the server, then one agent process per node; resolves once every
+ * agent runs (rejects, stopping what started, if one exits first).
+ */
 export async function startLocalFleet(options: LocalFleetOptions): Promise<LocalFleet> {
   const dir = resolve(options.dir);
   const busDir = join(dir, "nats");
@@ -70,9 +83,10 @@ export async function startLocalFleet(options: LocalFleetOptions): Promise<Local
   await server.start();
   const steward = options.steward ?? stewardCommand();
   const agents = new Map<string, LocalAgent>();
+  const running: Promise<void>[] = [];
   let stopping = false;
   for (const node of options.nodes) {
-    const root = join(dir, "nodes", node, "root");
+    const root = options.rootOf?.(node) ?? join(dir, "nodes", node, "root");
     const state = join(dir, "nodes", node, "state");
     mkdirSync(root, { recursive: true });
     mkdirSync(state, { recursive: true });
@@ -93,8 +107,21 @@ export async function startLocalFleet(options: LocalFleetOptions): Promise<Local
     ];
     const child = spawn(steward[0] as string, args, { stdio: ["ignore", "pipe", "pipe"] });
     tieToProcess(child);
+    let markRunning: () => void = () => {};
+    running.push(
+      new Promise<void>((resolveRunning, reject) => {
+        markRunning = resolveRunning;
+        child.once("exit", (code) =>
+          reject(new EnvironmentError(`the agent of ${node} exited with code ${code} before it ran`)),
+        );
+      }),
+    );
     const forward = (chunk: Buffer) => {
-      for (const line of chunk.toString().split("\n")) if (line) options.onOutput?.(node, line);
+      for (const line of chunk.toString().split("\n")) {
+        if (!line) continue;
+        if (line.includes(AGENT_RUNNING)) markRunning();
+        options.onOutput?.(node, line);
+      }
     };
     child.stdout?.on("data", forward);
     child.stderr?.on("data", forward);
@@ -102,6 +129,15 @@ export async function startLocalFleet(options: LocalFleetOptions): Promise<Local
       if (!stopping) options.onExit?.(node, code);
     });
     agents.set(node, { node, root, state, process: child });
+  }
+  // Ready when every agent runs its loop, so the hub's first dispatches find them listening.
+  try {
+    await Promise.all(running);
+  } catch (error) {
+    stopping = true;
+    await Promise.all([...agents.values()].map((agent) => stopChild(agent.process)));
+    await server.stop();
+    throw error;
   }
   return {
     url: server.url,
@@ -112,7 +148,7 @@ export async function startLocalFleet(options: LocalFleetOptions): Promise<Local
       servers: server.url,
       creds: join(busDir, "credentials", "hub.nk"),
       nodes: options.nodes,
-      anyDeclaredTransport: true,
+      name: options.routeAs ?? "nats",
       ...(options.heartbeatIntervalMs ? { heartbeat: { intervalMs: options.heartbeatIntervalMs } } : {}),
     }),
     stop: async () => {

@@ -77,11 +77,11 @@ export interface NatsTransportOptions {
   /** Nodes expected on the bus: their consumers are created and their heartbeats watched from start. */
   nodes?: string[];
   /**
-   * Reach every node dispatched to, whatever transport it declares (`steward up --transport nats`
-   * runs the whole example fleet over the bus). Default false: a node declaring another transport
-   * is refused as `WrongTransport`.
+   * The transport name the hub routes by: nodes declaring it are dispatched here, others are refused
+   * as `WrongTransport`. Default `nats`; `steward up --transport nats` passes `local`, so the
+   * example's local nodes run as agent processes on the bus.
    */
-  anyDeclaredTransport?: boolean;
+  name?: TransportName;
   heartbeat?: {
     /** Interval assumed for a node that has not beaten yet; default 5,000 ms (the agents' default). */
     intervalMs?: number;
@@ -118,7 +118,6 @@ export interface SilenceChange {
 
 /** The NATS transport with what only the bus offers besides the Transport port. */
 export interface NatsTransport extends Transport {
-  readonly name: "nats";
   /** The connection (after `start`). */
   readonly connection: NatsConnection;
   /** Open conditions mirrored into KV `steward-conditions` (after `start`). */
@@ -160,7 +159,7 @@ export function createNatsTransport(options: NatsTransportOptions): NatsTranspor
 const DEFAULT_INTERVAL_MS = 5_000;
 
 class NatsHubTransport implements NatsTransport {
-  readonly name = "nats" satisfies TransportName;
+  readonly name: TransportName;
   private nc: NatsConnection | undefined;
   private js: JetStreamClient | undefined;
   private jsm: JetStreamManager | undefined;
@@ -181,8 +180,10 @@ class NatsHubTransport implements NatsTransport {
   private hubDeliveriesExhausted = false;
   private storageNearLimit = false;
   private stopped = false;
+  private starting: Promise<void> | undefined;
 
   constructor(private readonly options: NatsTransportOptions) {
+    this.name = options.name ?? "nats";
     this.clock = options.clock ?? (() => new Date());
     this.log = options.log ?? silentLog;
     this.watch = new SilenceWatch({
@@ -203,7 +204,13 @@ class NatsHubTransport implements NatsTransport {
     return this.mirror;
   }
 
-  async start(events: TransportEvents): Promise<void> {
+  /** Starts listening; a dispatch that comes meanwhile (the hub reconciles as it starts) waits for it. */
+  start(events: TransportEvents): Promise<void> {
+    this.starting ??= this.open(events);
+    return this.starting;
+  }
+
+  private async open(events: TransportEvents): Promise<void> {
     this.events = events;
     const nc =
       this.options.connection ??
@@ -263,9 +270,9 @@ class NatsHubTransport implements NatsTransport {
 
   async dispatch(bundle: Bundle, node: Node): Promise<void> {
     const name = node.metadata.name;
-    if (node.spec.transport !== "nats" && !this.options.anyDeclaredTransport)
+    if (node.spec.transport !== this.name)
       throw new DispatchError(
-        `node ${name} is reached over ${node.spec.transport}, not nats`,
+        `node ${name} is reached over ${node.spec.transport}, not ${this.name}`,
         "permanent",
         "WrongTransport",
       );
@@ -275,6 +282,7 @@ class NatsHubTransport implements NatsTransport {
         "permanent",
         "NodeMismatch",
       );
+    await this.started();
     if (!this.js || this.stopped)
       throw new DispatchError("the NATS transport is not running", "transient", "TransportStopped");
     try {
@@ -302,6 +310,7 @@ class NatsHubTransport implements NatsTransport {
 
   async requestReport(node: Node): Promise<void> {
     const name = node.metadata.name;
+    await this.started();
     if (!this.nc || this.stopped)
       throw new DispatchError("the NATS transport is not running", "transient", "TransportStopped");
     try {
@@ -322,6 +331,11 @@ class NatsHubTransport implements NatsTransport {
         { cause: error },
       );
     }
+  }
+
+  /** Waits for a start in progress; a failed start leaves the transport not running. */
+  private async started(): Promise<void> {
+    await this.starting?.catch(() => undefined);
   }
 
   silentSince(node: string, assignment?: string): Date | undefined {

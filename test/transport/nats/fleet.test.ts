@@ -40,6 +40,7 @@ describe("nats fleet - agent processes on one machine converge the example repo 
     fleet = await startLocalFleet({
       dir: join(dir, "fleet"),
       nodes: NODES,
+      routeAs: "local",
       heartbeatIntervalMs: 500,
       onOutput: (node, line) => output.push(`${node}: ${line}`),
       onExit: (node, code) => output.push(`${node} exited with ${code}`),
@@ -76,7 +77,7 @@ describe("nats fleet - agent processes on one machine converge the example repo 
       for (const instance of instances.filter((i) => i.assignment === assignment)) {
         const node = desired.nodes.get(instance.node)?.value;
         if (!node) throw new Error(`no node ${instance.node}`);
-        // The example declares these nodes `local`; the local fleet reaches every node over NATS.
+        // The example declares these nodes `local`; this fleet stands in for them over NATS.
         await hub?.dispatch(bundleFor(instance, 1, ulid(), new Date()), node);
       }
     };
