@@ -1,40 +1,42 @@
 #!/usr/bin/env node
-// The NATS transport under a fleet: a real nats-server (configuration and per-node credentials from
-// `steward nats config`), 200 agents in 4 processes (a real Agent each, own connection, root and
-// state), and the hub's transport in this process. One "commit" changes every instance at once.
-// Measured: commit → instance converged (a report showing the new generation, converged), p50 and
-// p99 over instances; then how fast the hub's transport ingests reports from the stream.
-// Until the hub itself is on main this is the transport path: dispatch → agent apply → result and
-// report back, with the hub's handlers only recording. BENCH_AGENT=echo swaps the Agent for one that
-// applies nothing, leaving the transport alone.
+// A fleet on NATS: a real nats-server (configuration and per-node credentials from `steward nats
+// config`), 200 agents in 4 processes (a real Agent each, with its own connection, root and state),
+// and the hub. One commit changes every instance (200 nodes × 2 assignments).
+//
+// BENCH_PATH=hub (default) is the product path: the syncer, the hub with its SQLite store, the NATS
+// transport, the agents. Measured: commit → each instance converged (the hub's intent at the new
+// generation marked converged), p50 and p99 over instances; then the hub's report ingestion rate: 20,000
+// full reports waiting on the stream (published while the hub was down) taken in by a starting hub.
+// BENCH_PATH=transport measures the transport alone in this process: dispatch → apply → the report
+// showing the instance converged, and reports delivered to handlers that only count.
+// BENCH_AGENT=echo swaps the Agent for one that applies nothing (see bench/nats-agents.mjs).
 // Prints `figure nats_converged_p50_ms`, `figure nats_converged_p99_ms`, `figure nats_reports_per_s`.
 import { execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { jetstream } from "@nats-io/jetstream";
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect, nkeyAuthenticator } from "@nats-io/transport-node";
+import pino from "pino";
 import { ulid } from "ulid";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const NODES = Number(process.env.BENCH_NODES ?? 200);
 const PROCESSES = Number(process.env.BENCH_PROCESSES ?? 4);
-const ASSIGNMENTS_PER_NODE = 2;
+const ASSIGNMENTS = 2;
 const INGEST_REPORTS = Number(process.env.BENCH_REPORTS ?? 20_000);
+const PATH = process.env.BENCH_PATH ?? "hub";
 
 execFileSync("npm", ["run", "build"], { cwd: root, stdio: ["ignore", "ignore", "inherit"] });
-const { contentHash } = await import("../dist/model/canonical.js");
-const { DEFAULT_BUDGET } = await import("../dist/model/fleet.js");
-const { bundleFor } = await import("../dist/model/render.js");
 const { newUserSeed, planNatsConfig, writeNatsConfig } = await import("../dist/transport/nats/config.js");
 const { NatsServerProcess, stopChild } = await import("../dist/transport/nats/server.js");
-const { createNatsTransport } = await import("../dist/transport/nats/hub.js");
+const { REPORTS_STREAM, HUB_REPORTS_CONSUMER, subjects } = await import("../dist/transport/nats/subjects.js");
 
 const dir = mkdtempSync(join(tmpdir(), "steward-bench-nats-"));
 // 200 hosts do not share one disk: on one machine their fsyncs would queue on a single device, so
-// the agents' roots and state go to memory (/dev/shm) when there is one. The server's store stays on
-// disk. BENCH_AGENTS_DIR overrides.
+// the agents' roots and state go to memory (/dev/shm) when there is one. The server's store and the
+// hub's database stay on disk. BENCH_AGENTS_DIR overrides.
 const agentsBase = process.env.BENCH_AGENTS_DIR ?? (existsSync("/dev/shm") ? "/dev/shm" : tmpdir());
 const agentsDir = mkdtempSync(join(agentsBase, "steward-bench-nats-agents-"));
 const nodes = Array.from({ length: NODES }, (_, i) => `node-${i}`);
@@ -43,6 +45,7 @@ writeNatsConfig(planNatsConfig({ dir: busDir, nodes }, () => undefined, newUserS
 const server = new NatsServerProcess({ configFile: join(busDir, "nats-server.conf") });
 await server.start();
 const credsDir = join(busDir, "credentials");
+const hubCreds = join(credsDir, "hub.nk");
 const children = [];
 
 /** CPU milliseconds used so far by the server, this process (the hub) and the agent processes (Linux). */
@@ -66,43 +69,25 @@ function quantile(sorted, q) {
   return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)];
 }
 
-function bundle(node, assignment, generation) {
-  const spec = {
-    assignment,
-    node,
-    state: "running",
-    dependsOn: [],
-    roots: ["/srv"],
-    resources: [0, 1, 2].map((i) => ({
-      kind: "file",
-      path: `/srv/${assignment}/config-${i}.conf`,
-      content: `# ${assignment} on ${node}\ngeneration = ${generation}\nworkers = ${i + 2}\n`,
-    })),
-    probes: [],
-  };
-  return bundleFor({ spec, hash: contentHash(spec), budget: DEFAULT_BUDGET }, generation, ulid(), new Date());
+async function until(check, what, timeoutMs = 180_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
 }
 
-try {
-  // Agents: PROCESSES processes, NODES / PROCESSES agents each.
+/** Agents: PROCESSES processes, NODES / PROCESSES agents each; resolves once all run. */
+async function startAgents() {
   const perProcess = Math.ceil(NODES / PROCESSES);
   await Promise.all(
     Array.from({ length: PROCESSES }, (_, p) => {
       const share = nodes.slice(p * perProcess, (p + 1) * perProcess);
-      const child = spawn(
-        process.execPath,
-        [
-          join(root, "bench/nats-agents.mjs"),
-          JSON.stringify({
-            url: server.url,
-            dir: join(dir, "agents"),
-            credsDir,
-            nodes: share,
-            heartbeatIntervalMs: 5_000,
-          }),
-        ],
-        { stdio: ["ignore", "pipe", "inherit"], env: process.env },
-      );
+      const config = { url: server.url, dir: agentsDir, credsDir, nodes: share, heartbeatIntervalMs: 5_000 };
+      const child = spawn(process.execPath, [join(root, "bench/nats-agents.mjs"), JSON.stringify(config)], {
+        stdio: ["ignore", "pipe", "inherit"],
+        env: process.env,
+      });
       children.push(child);
       return new Promise((resolve, reject) => {
         child.stdout.on("data", (chunk) => chunk.toString().includes("ready") && resolve());
@@ -110,13 +95,178 @@ try {
       });
     }),
   );
+}
 
-  // The hub's transport; its handlers record when each instance is seen converged.
+/** Publishes `count` copies of real reports (newer each time) on the stream, as the hub's identity. */
+async function preloadReports(latest, count) {
+  const nc = await connect({
+    servers: server.url,
+    authenticator: nkeyAuthenticator(new TextEncoder().encode(readFileSync(hubCreds, "utf8").trim())),
+    inboxPrefix: "_INBOX_hub",
+    noAsyncTraces: true,
+  });
+  const js = jetstream(nc);
+  const base = Date.now() + 60_000;
+  const batch = [];
+  for (let i = 0; i < count; i++) {
+    const report = latest[i % latest.length];
+    const copy = { ...report, takenAt: new Date(base + i).toISOString(), seq: 1_000_000 + i };
+    batch.push(js.publish(subjects.report(report.node), JSON.stringify(copy)));
+    if (batch.length === 1_000) await Promise.all(batch.splice(0));
+  }
+  await Promise.all(batch);
+  await nc.close();
+}
+
+/** The product path: syncer, hub and store, NATS transport, agents. */
+async function throughTheHub() {
+  const { HubRuntime } = await import("../dist/cli/hub.js");
+  const repo = join(dir, "fleet");
+  const env = { ...process.env, GIT_CONFIG_NOSYSTEM: "1", HOME: dir };
+  const git = (...args) => execFileSync("git", args, { cwd: repo, env, stdio: "pipe" });
+  const writeFleet = (version) => {
+    mkdirSync(join(repo, "nodes"), { recursive: true });
+    mkdirSync(join(repo, "assignments"), { recursive: true });
+    for (const node of nodes)
+      writeFileSync(
+        join(repo, "nodes", `${node}.yaml`),
+        `apiVersion: steward.dev/v1\nkind: Node\nmetadata:\n  name: ${node}\n  labels: {bench: "yes"}\nspec:\n  transport: nats\n  roots: [/srv]\n`,
+      );
+    for (let a = 0; a < ASSIGNMENTS; a++) {
+      const files = [0, 1, 2]
+        .map(
+          (i) =>
+            `    - kind: file\n      name: config-${i}\n      path: /srv/app-${a}/config-${i}.conf\n      content: "generation of version ${version}, workers ${i + 2}"\n`,
+        )
+        .join("");
+      writeFileSync(
+        join(repo, "assignments", `app-${a}.yaml`),
+        `apiVersion: steward.dev/v1\nkind: Assignment\nmetadata:\n  name: app-${a}\nspec:\n  selector: {matchLabels: {bench: "yes"}}\n  resources:\n${files}`,
+      );
+    }
+    git("add", "-A");
+    git(
+      "-c",
+      "user.name=bench",
+      "-c",
+      "user.email=bench@example.com",
+      "commit",
+      "-q",
+      "-m",
+      `version ${version}`,
+    );
+  };
+  mkdirSync(repo, { recursive: true });
+  git("init", "-q", "-b", "main");
+  writeFleet(1);
+  const state = join(dir, "state");
+  mkdirSync(state, { recursive: true });
+  const runtime = () =>
+    new HubRuntime({
+      paths: {
+        dir: state,
+        db: join(state, "hub.db"),
+        hubFile: join(state, "hub.json"),
+        root: join(dir, "root"),
+        repo,
+        git: join(state, "git"),
+        log: join(state, "hub.log"),
+      },
+      repo,
+      branch: "main",
+      listen: "127.0.0.1:0",
+      syncIntervalMs: 3_600_000,
+      statusFlags: { status: "none" },
+      logger: pino({ level: "silent" }),
+      env,
+      cwd: dir,
+      nats: { kind: "bus", servers: server.url, creds: hubCreds },
+    });
+  const total = NODES * ASSIGNMENTS;
+  const converged = (hub, generation) =>
+    hub.store.db
+      .prepare("SELECT converged_at FROM intents WHERE status = 'converged' AND generation = ?")
+      .all(generation)
+      .map((row) => Date.parse(row.converged_at));
+
+  let hub = runtime();
+  await hub.start();
+  await until(() => converged(hub, 1).length >= total, "generation 1 converged");
+  // The commit: sync nudged as a webhook would, reconcile, dispatch over NATS, apply, report back.
+  writeFleet(2);
+  const cpuBefore = cpuTimes();
+  const committedAt = Date.now();
+  await fetch(`${hub.http.url}/nudge`, { method: "POST", body: JSON.stringify({ sync: true }) });
+  await until(() => converged(hub, 2).length >= total, "generation 2 converged");
+  const cpuAfter = cpuTimes();
+  const times = converged(hub, 2)
+    .map((at) => at - committedAt)
+    .sort((a, b) => a - b);
+
+  // Ingestion: the hub is down while 20,000 reports pile up; a starting hub takes them in.
+  const latest = hub.store.db
+    .prepare("SELECT node FROM reports")
+    .all()
+    .map((row) => row.node);
+  const kvReports = await lastReports();
+  await hub.stop();
+  await preloadReports(
+    kvReports.filter((r) => latest.includes(r.node)),
+    INGEST_REPORTS,
+  );
+  const watcher = await connect({
+    servers: server.url,
+    authenticator: nkeyAuthenticator(new TextEncoder().encode(readFileSync(hubCreds, "utf8").trim())),
+    inboxPrefix: "_INBOX_hub",
+  });
+  const jsm = await jetstreamManager(watcher);
+  const waiting = async () => {
+    const info = await jsm.consumers.info(REPORTS_STREAM, HUB_REPORTS_CONSUMER);
+    return info.num_pending + info.num_ack_pending;
+  };
+  const backlog = await waiting();
+  hub = runtime();
+  void hub.start();
+  let began = 0;
+  await until(async () => {
+    const left = await waiting();
+    if (!began && left < backlog) began = performance.now();
+    return left === 0;
+  }, "the backlog taken in");
+  const perSecond = backlog / ((performance.now() - began) / 1000);
+  await watcher.close();
+  await hub.stop();
+  return {
+    times,
+    perSecond,
+    cpuBefore,
+    cpuAfter,
+    what: "through the hub (syncer, SQLite store, NATS transport)",
+  };
+}
+
+/** The last report of every node, from KV steward-observed. */
+async function lastReports() {
+  const { createNatsTransport } = await import("../dist/transport/nats/hub.js");
+  const reader = createNatsTransport({ servers: server.url, creds: hubCreds });
+  const noop = { report() {}, result() {}, heartbeat() {}, lost() {}, health() {} };
+  await reader.start(noop);
+  const reports = await reader.lastReports();
+  await reader.stop();
+  return reports;
+}
+
+/** The transport alone, in this process: handlers record when each instance is seen converged. */
+async function throughTheTransport() {
+  const { contentHash } = await import("../dist/model/canonical.js");
+  const { DEFAULT_BUDGET } = await import("../dist/model/fleet.js");
+  const { bundleFor } = await import("../dist/model/render.js");
+  const { createNatsTransport } = await import("../dist/transport/nats/hub.js");
   let target = 1;
   let convergedAt = new Map();
   const events = {
     report(report) {
-      const now = performance.now();
+      const now = Date.now();
       for (const instance of report.instances) {
         const key = `${instance.assignment}@${report.node}`;
         if (instance.generation === target && instance.converged && !convergedAt.has(key))
@@ -130,64 +280,58 @@ try {
     },
     health() {},
   };
-  const hubOptions = { servers: server.url, creds: join(credsDir, "hub.nk"), nodes };
+  const hubOptions = { servers: server.url, creds: hubCreds, nodes };
   const hub = createNatsTransport(hubOptions);
   await hub.start(events);
-
-  const instances = nodes.flatMap((node) =>
-    Array.from({ length: ASSIGNMENTS_PER_NODE }, (_, a) => ({ node, assignment: `app-${a}` })),
-  );
   const natsNode = (name) => ({
     apiVersion: "steward.dev/v1",
     kind: "Node",
     metadata: { name },
     spec: { transport: "nats", roots: ["/srv"] },
   });
-  async function commit(generation) {
+  const bundle = (node, assignment, generation) => {
+    const files = [0, 1, 2].map((i) => ({
+      kind: "file",
+      path: `/srv/${assignment}/config-${i}.conf`,
+      content: `generation of version ${generation}, workers ${i + 2}`,
+    }));
+    const spec = {
+      assignment,
+      node,
+      state: "running",
+      dependsOn: [],
+      roots: ["/srv"],
+      resources: files,
+      probes: [],
+    };
+    return bundleFor(
+      { spec, hash: contentHash(spec), budget: DEFAULT_BUDGET },
+      generation,
+      ulid(),
+      new Date(),
+    );
+  };
+  const instances = nodes.flatMap((node) =>
+    Array.from({ length: ASSIGNMENTS }, (_, a) => ({ node, assignment: `app-${a}` })),
+  );
+  const commit = async (generation) => {
     target = generation;
     convergedAt = new Map();
-    const started = performance.now();
+    const started = Date.now();
     await Promise.all(
       instances.map((i) => hub.dispatch(bundle(i.node, i.assignment, generation), natsNode(i.node))),
     );
-    const deadline = Date.now() + 120_000;
-    while (convergedAt.size < instances.length) {
-      if (Date.now() > deadline) throw new Error(`only ${convergedAt.size}/${instances.length} converged`);
-      await new Promise((r) => setTimeout(r, 5));
-    }
+    await until(() => convergedAt.size >= instances.length, `generation ${generation} converged`);
     return [...convergedAt.values()].map((t) => t - started).sort((a, b) => a - b);
-  }
-
-  await commit(1); // warm-up: every agent applies once, connections and consumers are hot
+  };
+  await commit(1);
   const cpuBefore = cpuTimes();
   const times = await commit(2);
   const cpuAfter = cpuTimes();
-  const p50 = quantile(times, 0.5);
-  const p99 = quantile(times, 0.99);
 
-  // Ingestion: with the hub away, the stream holds INGEST_REPORTS real reports; a fresh hub
-  // transport drains them.
   const latest = await hub.lastReports();
   await hub.stop();
-  const publisher = await connect({
-    servers: server.url,
-    authenticator: nkeyAuthenticator(
-      new TextEncoder().encode(readFileSync(join(credsDir, "hub.nk"), "utf8").trim()),
-    ),
-    inboxPrefix: "_INBOX_hub",
-  });
-  const js = jetstream(publisher);
-  const batch = [];
-  for (let i = 0; i < INGEST_REPORTS; i++) {
-    const report = latest[i % latest.length];
-    batch.push(
-      js.publish(`steward.report.${report.node}`, JSON.stringify({ ...report, seq: 1_000_000 + i })),
-    );
-    if (batch.length === 1_000) await Promise.all(batch.splice(0));
-  }
-  await Promise.all(batch);
-  await publisher.close();
-
+  await preloadReports(latest, INGEST_REPORTS);
   let ingested = 0;
   let first = 0;
   let last = 0;
@@ -202,13 +346,19 @@ try {
       last = now;
     },
   });
-  const deadline = Date.now() + 120_000;
-  while (ingested < INGEST_REPORTS && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+  await until(() => ingested >= INGEST_REPORTS, "the backlog taken in");
   await drain.stop();
   const perSecond = ingested / ((last - first) / 1000);
+  return { times, perSecond, cpuBefore, cpuAfter, what: "the transport alone (handlers only record)" };
+}
 
+try {
+  await startAgents();
+  const { times, perSecond, cpuBefore, cpuAfter, what } =
+    PATH === "transport" ? await throughTheTransport() : await throughTheHub();
+  const agents = process.env.BENCH_AGENT === "echo" ? "echo agents (nothing applied)" : "agents";
   console.log(
-    `# ${NODES} ${process.env.BENCH_AGENT === "echo" ? "echo agents (nothing applied)" : "agents"} in ${PROCESSES} processes, ${instances.length} instances, agents' files in ${agentsBase}; transport path (hub handlers only record)`,
+    `# ${NODES} ${agents} in ${PROCESSES} processes, ${times.length} instances, agents' files in ${agentsBase}; ${what}`,
   );
   if (cpuBefore && cpuAfter) {
     const used = (key) => cpuAfter[key] - cpuBefore[key];
@@ -216,8 +366,8 @@ try {
       `# CPU during the commit: nats-server ${used("server")} ms, hub ${used("hub")} ms, agents ${used("agents")} ms (load average ${loadavg()[0].toFixed(1)} on ${cpus().length} cores)`,
     );
   }
-  console.log(`figure nats_converged_p50_ms ${p50.toFixed(0)} ms`);
-  console.log(`figure nats_converged_p99_ms ${p99.toFixed(0)} ms`);
+  console.log(`figure nats_converged_p50_ms ${quantile(times, 0.5).toFixed(0)} ms`);
+  console.log(`figure nats_converged_p99_ms ${quantile(times, 0.99).toFixed(0)} ms`);
   console.log(`figure nats_reports_per_s ${perSecond.toFixed(0)} 1/s`);
 } finally {
   await Promise.all(children.map((child) => stopChild(child)));
@@ -225,3 +375,4 @@ try {
   rmSync(dir, { recursive: true, force: true });
   rmSync(agentsDir, { recursive: true, force: true });
 }
+process.exit(0);
