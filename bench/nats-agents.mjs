@@ -11,7 +11,7 @@ import { Agent } from "../dist/agent/agent.js";
 import { runNatsAgent } from "../dist/transport/nats/agent.js";
 
 const { url, dir, credsDir, nodes, heartbeatIntervalMs } = JSON.parse(process.argv[2]);
-/** Remembers generations and reports them converged; touches nothing. */
+/** Remembers generations (and hashes) and reports them converged; touches nothing. */
 function echoAgent(node) {
   const generations = new Map();
   const report = () => ({
@@ -20,9 +20,11 @@ function echoAgent(node) {
     node,
     takenAt: new Date().toISOString(),
     agent: { version: "echo" },
-    instances: [...generations].map(([assignment, generation]) => ({
+    instances: [...generations].map(([assignment, { generation, hash }]) => ({
       assignment,
       generation,
+      hash,
+      observedGeneration: generation,
       state: "running",
       converged: true,
       resources: [],
@@ -31,7 +33,7 @@ function echoAgent(node) {
   });
   return {
     async apply(bundle) {
-      generations.set(bundle.spec.assignment, bundle.generation);
+      generations.set(bundle.spec.assignment, { generation: bundle.generation, hash: bundle.hash });
       const now = new Date().toISOString();
       const { attemptId, generation } = bundle;
       const result = {
