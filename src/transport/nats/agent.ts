@@ -12,21 +12,14 @@ import { setTimeout as delay } from "node:timers/promises";
 import { type Consumer, type JetStreamClient, type JsMsg, jetstream } from "@nats-io/jetstream";
 import type { NatsConnection, Subscription } from "@nats-io/transport-node";
 import type { AgentReply, AttemptResult, Bundle, Report } from "../../model/generated.js";
+import type { LocalAgent } from "../local.js";
 import { connectNats, type NatsTls } from "./connect.js";
 import type { HeartbeatMessage } from "./heartbeats.js";
 import { type NatsLog, silentLog } from "./log.js";
 import { ATTEMPTS_STREAM, attemptConsumer, identities, OBSERVED_BUCKET, subjects } from "./subjects.js";
 
-/** What the loop needs of the Agent (src/agent/agent.ts). */
-export interface AgentRuntime {
-  /** Observes, plans and applies the bundle; de-duplicates by attempt id (a replay says `duplicate`). */
-  apply(bundle: Bundle): Promise<AgentReply>;
-  /** A fresh full report of the node. */
-  observe(): Promise<Report>;
-  /** Starts the Agent's own observation loop (drift, probes); each fresh report goes to `onReport`. */
-  start?(onReport: (report: Report) => void | Promise<void>): void | Promise<void>;
-  stop?(): void | Promise<void>;
-}
+/** What the loop needs of the Agent (src/agent/agent.ts): the same as the local transport does. */
+export type AgentRuntime = LocalAgent;
 
 export interface NatsAgentOptions {
   node: string;

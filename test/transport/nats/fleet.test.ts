@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { ulid } from "ulid";
@@ -8,7 +8,8 @@ import { directorySource, loadRepo } from "../../../src/model/load.js";
 import { bundleFor, type DesiredState } from "../../../src/model/render.js";
 import { type LocalFleet, startLocalFleet } from "../../../src/transport/nats/fleet.js";
 import { createNatsTransport, type NatsTransport } from "../../../src/transport/nats/hub.js";
-import { freePort, killServices } from "../../agent/helpers.js";
+import { killServices } from "../../agent/helpers.js";
+import { exampleRepoOnFreePorts } from "../../helpers/example-repo.js";
 import { recordEvents } from "../../helpers/transport-events.js";
 
 const NODES = ["db-1", "web-1", "web-2"];
@@ -26,13 +27,7 @@ describe("nats fleet - agent processes on one machine converge the example repo 
     execFileSync("npx", ["tsc", "-p", "tsconfig.build.json"], { cwd: resolve("."), stdio: "inherit" });
     dir = mkdtempSync(join(tmpdir(), "steward-nats-fleet-"));
     const repo = join(dir, "repo");
-    cpSync(resolve("examples/repo"), repo, { recursive: true });
-    for (const node of ["web-1", "web-2"]) {
-      const file = join(repo, "nodes", `${node}.yaml`);
-      const port = await freePort();
-      ports.set(node, port);
-      writeFileSync(file, readFileSync(file, "utf8").replace(/httpPort: "\d+"/, `httpPort: "${port}"`));
-    }
+    for (const [node, port] of await exampleRepoOnFreePorts(repo)) ports.set(node, port);
     const loaded = await loadRepo(directorySource(repo));
     expect(loaded.ok).toBe(true);
     desired = loaded.desired as DesiredState;

@@ -1,9 +1,10 @@
 import { execFileSync } from "node:child_process";
-import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { freePort, killServices } from "../../agent/helpers.js";
+import { killServices } from "../../agent/helpers.js";
+import { exampleRepoOnFreePorts } from "../../helpers/example-repo.js";
 import { runSteward } from "../../hub/helpers/process.js";
 
 /** Command lines of running processes that contain `text`. */
@@ -31,16 +32,8 @@ describe("nats up - steward up --transport nats runs the local nodes as agent pr
   });
 
   it("nats up - the example fleet converges over NATS and the processes are gone after --once", async () => {
-    // The example fleet, with its web ports moved to free ones (other tests may use the declared ones).
     const repo = join(dir, "repo");
-    cpSync(resolve("examples/repo"), repo, { recursive: true });
-    for (const node of ["web-1", "web-2"]) {
-      const file = join(repo, "nodes", `${node}.yaml`);
-      writeFileSync(
-        file,
-        readFileSync(file, "utf8").replace(/httpPort: "\d+"/, `httpPort: "${await freePort()}"`),
-      );
-    }
+    await exampleRepoOnFreePorts(repo);
     const git = (...args: string[]) =>
       execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@example.com", ...args], { cwd: repo });
     git("init", "-q", "-b", "main");
