@@ -1,0 +1,94 @@
+/**
+ * Shared pieces of the SSH transport tests: Node documents for loopback sshd servers, and a recorder
+ * of the events a transport delivers that a test can wait on.
+ */
+import type { TransportEvents, TransportHealth } from "../../../src/hub/transport.js";
+import type { AttemptResult, Node, Report, SshTarget } from "../../../src/model/generated.js";
+import type { Sshd } from "../../helpers/sshd.js";
+
+/** A Node document reaching `server` over SSH; its root holds the node's managed files. */
+export function sshNode(
+  name: string,
+  server: Sshd,
+  options: { pin?: boolean; hostKey?: string; steward?: string; jump?: SshTarget["jump"] } = {},
+): Node {
+  const ssh: SshTarget = { host: server.host, port: server.port, user: server.user };
+  if (options.hostKey) ssh.hostKey = options.hostKey;
+  else if (options.pin !== false) ssh.hostKey = server.hostKey.publicKey;
+  if (options.steward) ssh.steward = options.steward;
+  if (options.jump) ssh.jump = options.jump;
+  return {
+    apiVersion: "steward.dev/v1",
+    kind: "Node",
+    metadata: { name },
+    spec: {
+      transport: "ssh",
+      ssh,
+      roots: [`${server.root}/managed`],
+      vars: { root: `${server.root}/managed` },
+    },
+  };
+}
+
+export type RecordedEvent =
+  | { type: "report"; report: Report }
+  | { type: "result"; result: AttemptResult }
+  | { type: "heartbeat"; node: string; at: Date }
+  | { type: "lost"; attemptId: string; node: string; reason: string }
+  | { type: "health"; health: TransportHealth };
+
+/** TransportEvents that remember everything, in order, and let a test wait for an event. */
+export class EventLog implements TransportEvents {
+  readonly events: RecordedEvent[] = [];
+  private waiters: { match: (event: RecordedEvent) => boolean; resolve: (event: RecordedEvent) => void }[] =
+    [];
+
+  report(report: Report): void {
+    this.push({ type: "report", report });
+  }
+  result(result: AttemptResult): void {
+    this.push({ type: "result", result });
+  }
+  heartbeat(node: string, at: Date): void {
+    this.push({ type: "heartbeat", node, at });
+  }
+  lost(attemptId: string, node: string, reason: string): void {
+    this.push({ type: "lost", attemptId, node, reason });
+  }
+  health(health: TransportHealth): void {
+    this.push({ type: "health", health });
+  }
+
+  of<T extends RecordedEvent["type"]>(type: T): Extract<RecordedEvent, { type: T }>[] {
+    return this.events.filter((event): event is Extract<RecordedEvent, { type: T }> => event.type === type);
+  }
+
+  /** Resolves with the first event (already seen or still to come) that matches. */
+  waitFor<T extends RecordedEvent["type"]>(
+    type: T,
+    match: (event: Extract<RecordedEvent, { type: T }>) => boolean = () => true,
+    timeoutMs = 20_000,
+  ): Promise<Extract<RecordedEvent, { type: T }>> {
+    const test = (event: RecordedEvent) =>
+      event.type === type && match(event as Extract<RecordedEvent, { type: T }>);
+    const seen = this.events.find(test);
+    if (seen) return Promise.resolve(seen as Extract<RecordedEvent, { type: T }>);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no ${type} event within ${timeoutMs} ms`)), timeoutMs);
+      this.waiters.push({
+        match: test,
+        resolve: (event) => {
+          clearTimeout(timer);
+          resolve(event as Extract<RecordedEvent, { type: T }>);
+        },
+      });
+    });
+  }
+
+  private push(event: RecordedEvent): void {
+    this.events.push(event);
+    const ready = this.waiters.filter((waiter) => waiter.match(event));
+    this.waiters = this.waiters.filter((waiter) => !waiter.match(event));
+    for (const waiter of ready) waiter.resolve(event);
+  }
+}
