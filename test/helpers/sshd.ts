@@ -55,7 +55,7 @@ export interface SshdOptions {
   port?: number;
   /** Environment of sessions, on top of `HOME` (the server's root). `PATH` here replaces sshd's default. */
   env?: Record<string, string>;
-  /** Extra sshd_config lines. */
+  /** Extra sshd_config lines; they win over the defaults. */
   config?: string[];
   /** Directory to create the server's files in; a new temp directory when absent. */
   dir?: string;
@@ -138,6 +138,8 @@ async function launch(
   writeFileSync(
     configFile,
     [
+      // sshd keeps the first value it reads for a keyword, so the caller's lines go first.
+      ...(o.config ?? []),
       `ListenAddress 127.0.0.1:${o.port}`,
       `HostKey ${o.hostKey.privateKeyFile}`,
       "PidFile none",
@@ -157,7 +159,6 @@ async function launch(
         .map(([key, value]) => `${key}=${value}`)
         .join(" ")}`,
       "LogLevel INFO",
-      ...(o.config ?? []),
       "",
     ].join("\n"),
   );

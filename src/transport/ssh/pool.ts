@@ -46,15 +46,24 @@ export class HostPool {
           const controller = new AbortController();
           this.controllers.add(controller);
           const timer = setTimeout(() => controller.abort(new Error("timeout")), timeoutMs);
-          job(controller.signal)
-            .then(resolve, reject)
-            .finally(() => {
-              clearTimeout(timer);
-              this.controllers.delete(controller);
-              this.running--;
-              this.busyHosts.delete(host);
-              this.pump();
-            });
+          // The slot is handed on before the caller hears back, so the next job is already running.
+          const release = () => {
+            clearTimeout(timer);
+            this.controllers.delete(controller);
+            this.running--;
+            this.busyHosts.delete(host);
+            this.pump();
+          };
+          job(controller.signal).then(
+            (value) => {
+              release();
+              resolve(value);
+            },
+            (error: unknown) => {
+              release();
+              reject(error);
+            },
+          );
         },
       });
       this.pump();
