@@ -190,11 +190,17 @@ export function interpretRun(outcome: ExecOutcome, expect: Expectation, context:
       reason: "SessionDropped",
       message: `${subject}: the session dropped while the agent ran; the outcome is unknown`,
     };
-  const status = outcome.signal ? `signal ${outcome.signal}` : `exit ${outcome.code}`;
+  const stderr = tail(outcome.stderr) ? `; stderr: ${tail(outcome.stderr)}` : "";
+  if (outcome.signal)
+    return {
+      kind: "lost",
+      reason: "AgentKilled",
+      message: `${subject}: the agent was killed (${outcome.signal}) before answering; the outcome is unknown${stderr}`,
+    };
   return {
     kind: "lost",
-    reason: outcome.signal ? "AgentKilled" : "NoAnswer",
-    message: `${subject}: the agent ended (${status}) without a valid answer: it ${answer.problem}${outcome.truncated ? " (output cut at the size limit)" : ""}${tail(outcome.stderr) ? `; stderr: ${tail(outcome.stderr)}` : ""}`,
+    reason: "NoAnswer",
+    message: `${subject}: the agent ended (exit ${outcome.code}) without a valid answer: it ${answer.problem}${outcome.truncated ? " (output cut at the size limit)" : ""}${stderr}`,
   };
 }
 

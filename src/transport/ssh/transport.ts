@@ -69,8 +69,12 @@ export interface SshTransportSettings {
   now: () => Date;
 }
 
-const APPLY_ARGS = ["agent", "apply", "--bundle", "-", "--json"];
-const OBSERVE_ARGS = ["agent", "observe", "--json"];
+/** `steward agent apply|observe` for this node: the agent refuses bundles for another node and reports under this name. */
+function agentArgs(command: "apply" | "observe", node: string): string[] {
+  return command === "apply"
+    ? ["agent", "apply", "--node", node, "--bundle", "-", "--json"]
+    : ["agent", "observe", "--node", node, "--json"];
+}
 
 /** Where to connect for a Node: its `spec.ssh`, with defaults (port 22, user root, jump user = user). */
 export function endpointsOf(node: Node): { target: SshEndpoint; jump?: SshEndpoint } {
@@ -129,7 +133,14 @@ export class SshTransport implements Transport {
       this.onHost(node, "apply", bundle.attemptId, async (signal) => {
         let answer: Answer;
         try {
-          answer = await this.runAgent(node, APPLY_ARGS, JSON.stringify(bundle), "reply", signal, onStarted);
+          answer = await this.runAgent(
+            node,
+            agentArgs("apply", name),
+            JSON.stringify(bundle),
+            "reply",
+            signal,
+            onStarted,
+          );
         } catch (error) {
           const failure = await this.refused(node, error);
           refuse(failure);
@@ -171,7 +182,14 @@ export class SshTransport implements Transport {
     await this.onHost(node, "observe", undefined, async (signal) => {
       let answer: Answer;
       try {
-        answer = await this.runAgent(node, OBSERVE_ARGS, undefined, "report", signal, () => {});
+        answer = await this.runAgent(
+          node,
+          agentArgs("observe", node.metadata.name),
+          undefined,
+          "report",
+          signal,
+          () => {},
+        );
       } catch (error) {
         failure = await this.refused(node, error);
         return { outcome: "refused", reason: failure.reason };

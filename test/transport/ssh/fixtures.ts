@@ -2,9 +2,26 @@
  * Shared pieces of the SSH transport tests: Node documents for loopback sshd servers, and a recorder
  * of the events a transport delivers that a test can wait on.
  */
+import { execFileSync } from "node:child_process";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { ulid } from "ulid";
 import type { TransportEvents, TransportHealth } from "../../../src/hub/transport.js";
-import type { AttemptResult, Node, Report, SshTarget } from "../../../src/model/generated.js";
+import { contentHash } from "../../../src/model/canonical.js";
+import type {
+  AttemptResult,
+  Bundle,
+  InstanceSpec,
+  Node,
+  Report,
+  Resource,
+  SshTarget,
+} from "../../../src/model/generated.js";
 import type { Sshd } from "../../helpers/sshd.js";
+
+const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), "../../..");
 
 /** A Node document reaching `server` over SSH; its root holds the node's managed files. */
 export function sshNode(
@@ -91,4 +108,48 @@ export class EventLog implements TransportEvents {
     this.waiters = this.waiters.filter((waiter) => !waiter.match(event));
     for (const waiter of ready) waiter.resolve(event);
   }
+}
+
+let builtAgent: string | undefined;
+
+/**
+ * The single-file agent, built once per test process by scripts/build-agent.mjs into a temp dir (so
+ * tests never depend on a stale dist/). Returns the file's path; its `.sha256` lies beside it.
+ */
+export function testAgentFile(): string {
+  if (builtAgent) return builtAgent;
+  const out = join(mkdtempSync(join(tmpdir(), "steward-agent-build-")), "steward-agent.mjs");
+  const entry = process.env.STEWARD_TEST_AGENT_ENTRY;
+  execFileSync(
+    process.execPath,
+    [join(REPO_ROOT, "scripts/build-agent.mjs"), "--out", out, ...(entry ? ["--entry", entry] : [])],
+    { cwd: REPO_ROOT, stdio: "pipe" },
+  );
+  builtAgent = out;
+  return out;
+}
+
+/** An attempt for `node`: the assignment's whole desired spec at `generation`. */
+export function testBundle(
+  node: Node,
+  options: { assignment?: string; generation: number; resources: Resource[]; attemptId?: string },
+): Bundle {
+  const spec: InstanceSpec = {
+    assignment: options.assignment ?? "app",
+    node: node.metadata.name,
+    state: "running",
+    dependsOn: [],
+    roots: node.spec.roots,
+    resources: options.resources,
+    probes: [],
+  };
+  return {
+    apiVersion: "steward.dev/v1",
+    kind: "Bundle",
+    attemptId: options.attemptId ?? ulid(),
+    generation: options.generation,
+    hash: contentHash(spec),
+    spec,
+    issuedAt: new Date().toISOString(),
+  };
 }

@@ -1,0 +1,117 @@
+import { createHash } from "node:crypto";
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  createSshTransport,
+  loadAgentArtifact,
+  ObservationScheduler,
+} from "../../../src/transport/ssh/index.js";
+import { uploadedAgentPath } from "../../../src/transport/ssh/launch.js";
+import { type SshdFleet, startSshdFleet } from "../../helpers/sshd.js";
+import { EventLog, sshNode, testAgentFile, testBundle } from "./fixtures.js";
+
+// A host with sshd and Node.js but no steward: the transport uploads the single-file agent, then every
+// attempt and observation runs it one shot.
+let fleet: SshdFleet;
+let agentFile: string;
+
+beforeAll(async () => {
+  agentFile = testAgentFile();
+  fleet = await startSshdFleet(1);
+});
+afterAll(() => fleet.stop());
+
+describe("ssh transport - apply and report", () => {
+  it("ssh transport - uploads the agent to a host without steward, applies the bundle and delivers result and report", async () => {
+    const server = fleet.servers[0]!;
+    const events = new EventLog();
+    const transport = createSshTransport({
+      keyFile: fleet.clientKey.privateKeyFile,
+      agentSocket: null,
+      agentFile,
+    });
+    await transport.start(events);
+    const node = sshNode("web-1", server);
+    const root = node.spec.roots[0]!;
+    const bundle = testBundle(node, {
+      generation: 1,
+      resources: [{ kind: "file", path: `${root}/etc/app.conf`, content: "listen 8080\n" }],
+    });
+
+    await transport.dispatch(bundle, node);
+    const result = await events.waitFor("result");
+    expect(result.result).toMatchObject({
+      attemptId: bundle.attemptId,
+      node: "web-1",
+      generation: 1,
+      outcome: "succeeded",
+    });
+    const report = await events.waitFor("report");
+    expect(report.report.node).toBe("web-1");
+    expect(report.report.instances).toEqual([
+      expect.objectContaining({ assignment: "app", generation: 1, converged: true }),
+    ]);
+    // The file is really there, on the host's own root.
+    expect(readFileSync(`${root}/etc/app.conf`, "utf8")).toBe("listen 8080\n");
+    // Result, then report, then the heartbeat the reply counts as.
+    await events.waitFor("heartbeat");
+    expect(events.events.map((e) => e.type)).toEqual(["result", "report", "heartbeat"]);
+    expect(transport.lastObserved("web-1")).toBeInstanceOf(Date);
+
+    // The agent sits at its versioned path with the bytes the hub built (checked on the host by sha256).
+    const artifact = loadAgentArtifact(agentFile);
+    const uploaded = readFileSync(join(server.root, uploadedAgentPath(artifact.id)));
+    expect(createHash("sha256").update(uploaded).digest("hex")).toBe(artifact.sha256);
+    expect(readdirSync(join(server.root, ".steward/agent", artifact.id))).toEqual(["steward-agent.mjs"]);
+    await transport.stop();
+  });
+
+  it("ssh transport - reuses the uploaded agent and observes without changing anything", async () => {
+    const server = fleet.servers[0]!;
+    const events = new EventLog();
+    const transport = createSshTransport({
+      keyFile: fleet.clientKey.privateKeyFile,
+      agentSocket: null,
+      agentFile,
+    });
+    await transport.start(events);
+    const node = sshNode("web-1", server);
+    const sftpBefore = server.log().split("subsystem request for sftp").length;
+    const scheduler = new ObservationScheduler({ transport, nodes: () => [node], intervalMs: 60_000 });
+    await scheduler.round();
+    await scheduler.stop();
+    const report = await events.waitFor("report");
+    expect(report.report.instances).toEqual([
+      expect.objectContaining({ assignment: "app", generation: 1, converged: true }),
+    ]);
+    expect(scheduler.lastObserved("web-1")).toBeInstanceOf(Date);
+    expect(events.of("heartbeat").map((e) => e.node)).toEqual(["web-1"]);
+    // No second upload: the host already had this version of the agent.
+    expect(server.log().split("subsystem request for sftp").length).toBe(sftpBefore);
+    await transport.stop();
+  });
+
+  it("ssh transport - a failed attempt's reply is delivered with the result's own failure class", async () => {
+    const server = fleet.servers[0]!;
+    const events = new EventLog();
+    const transport = createSshTransport({
+      keyFile: fleet.clientKey.privateKeyFile,
+      agentSocket: null,
+      agentFile,
+    });
+    await transport.start(events);
+    const node = sshNode("web-1", server);
+    const bundle = testBundle(node, {
+      assignment: "job",
+      generation: 1,
+      resources: [{ kind: "command", name: "fails", run: ["sh", "-c", "echo nope >&2; exit 3"] }],
+    });
+    await transport.dispatch(bundle, node);
+    const result = await events.waitFor("result");
+    expect(result.result).toMatchObject({ attemptId: bundle.attemptId, outcome: "failed" });
+    expect(result.result.failureClass).toBeDefined();
+    expect(events.of("lost")).toEqual([]);
+    await transport.stop();
+  });
+});
