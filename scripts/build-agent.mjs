@@ -13,6 +13,8 @@ import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+/** Matches MIN_NODE_MAJOR in src/transport/ssh/launch.ts. */
+const MIN_NODE_MAJOR = 20;
 const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
 
 function argument(name, fallback) {
@@ -67,6 +69,10 @@ const result = await build({
   write: false,
   outfile,
   legalComments: "none",
+  // Every run on a host compiles the whole file: smaller source starts faster. Names are kept so
+  // errors and stack traces still say what failed.
+  minify: true,
+  keepNames: true,
   logLevel: "warning",
   metafile: true,
   plugins: [bakeVersion, refuseNative],
@@ -80,6 +86,9 @@ const result = await build({
       `// steward-agent ${pkg.version} — single-file agent built by scripts/build-agent.mjs; run: node steward-agent.mjs agent --help`,
       'import { createRequire as __stewardCreateRequire } from "node:module";',
       "const require = __stewardCreateRequire(import.meta.url);",
+      // Before any agent code: an older node (say, downgraded after the upload) is refused the way the
+      // SSH launcher refuses it (status 191, `steward-ssh: old-node`), so nothing runs half-way.
+      `if (+process.versions.node.split(".")[0] < ${MIN_NODE_MAJOR}) { process.stderr.write("steward-ssh: old-node node " + process.version + " found at " + process.execPath + " (the agent needs Node.js >= ${MIN_NODE_MAJOR})\\n"); process.exit(191); }`,
     ].join("\n"),
   },
 });

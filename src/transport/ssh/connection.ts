@@ -231,6 +231,9 @@ function connectHop(
     port: endpoint.port,
     username: endpoint.user,
     readyTimeout: options.timeoutMs,
+    // A kept connection whose host went away is noticed and closed instead of hanging the next job.
+    keepaliveInterval: 15_000,
+    keepaliveCountMax: 3,
     // Ask for a key of a type we hold, so a host with several keys presents the pinned one.
     ...(known.trusted.length > 0
       ? { algorithms: { serverHostKey: hostKeyAlgorithms(known.trusted) as never } }

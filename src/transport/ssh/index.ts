@@ -6,7 +6,7 @@
 import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
-import { utils } from "ssh2";
+import ssh2 from "ssh2";
 import { EnvironmentError, UsageError } from "../../model/errors.js";
 import { defaultAgentFile } from "./artifact.js";
 import type { SshEndpoint } from "./connection.js";
@@ -18,12 +18,13 @@ export { KnownHostsFile } from "./hostkeys.js";
 export { ObservationScheduler, type ObservationSchedulerOptions } from "./observer.js";
 export { endpointsOf, type SshLogger, type SshProgress, SshTransport } from "./transport.js";
 
-/** Defaults: 16 hosts at once, 10 s to connect, 10 min per host for one job. */
+/** Defaults: 16 hosts at once, 10 s to connect, 10 min per host for one job, connections kept 60 s. */
 export const SSH_DEFAULTS = {
   concurrency: 16,
   connectTimeoutMs: 10_000,
   hostTimeoutMs: 10 * 60_000,
   stopGraceMs: 10_000,
+  idleMs: 60_000,
 } as const;
 
 /** What the hub passes in; every field is optional. */
@@ -44,6 +45,8 @@ export interface SshTransportOptions {
   hostTimeoutMs?: number;
   /** How long `stop()` lets running jobs finish; default 10 s. */
   stopGraceMs?: number;
+  /** How long a node's connection stays open after a job, for the next one (like ControlPersist); default 60 s, 0: never kept. */
+  idleMs?: number;
   /** The single-file agent to upload; default `dist/steward-agent.mjs` of this package. */
   agentFile?: string;
   /** Called as each host finishes a job. */
@@ -81,7 +84,7 @@ export function createSshTransport(options: SshTransportOptions = {}): SshTransp
         { cause: error },
       );
     }
-    const parsed = utils.parseKey(privateKey);
+    const parsed = ssh2.utils.parseKey(privateKey);
     if (parsed instanceof Error)
       throw new EnvironmentError(
         /encrypted|passphrase/i.test(parsed.message)
@@ -108,6 +111,7 @@ export function createSshTransport(options: SshTransportOptions = {}): SshTransp
     connectTimeoutMs: options.connectTimeoutMs ?? SSH_DEFAULTS.connectTimeoutMs,
     hostTimeoutMs: options.hostTimeoutMs ?? SSH_DEFAULTS.hostTimeoutMs,
     stopGraceMs: options.stopGraceMs ?? SSH_DEFAULTS.stopGraceMs,
+    idleMs: options.idleMs ?? SSH_DEFAULTS.idleMs,
     agentFile: options.agentFile ?? defaultAgentFile(),
     ...(options.onProgress ? { onProgress: options.onProgress } : {}),
     ...(options.logger ? { logger: options.logger } : {}),

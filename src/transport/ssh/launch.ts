@@ -53,14 +53,17 @@ export function launcherScript(launch: AgentLaunch, args: readonly string[]): st
       `exec ${launch.command} ${argv}`,
     );
   } else {
+    // The usual case first and without spawning anything: the agent is there and node is on PATH.
+    // The agent checks node's version itself as its first statement (build-agent.mjs's banner).
+    const start = [`echo "${STARTED_LINE}" >&2`, `exec node "$agent" ${argv}`];
     lines.push(
       `agent="$HOME/${uploadedAgentPath(launch.id)}"`,
+      `if [ -f "$agent" ] && command -v node >/dev/null 2>&1; then ${start.join("; ")}; fi`,
       `if ! command -v node >/dev/null 2>&1; then echo "steward-ssh: no-node node not found on PATH=$PATH" >&2; exit ${LAUNCHER_EXIT.noNode}; fi`,
       `v=$(node --version 2>/dev/null)`,
       `case "$v" in v[2-9][0-9].*|v[1-9][0-9][0-9]*) ;; *) echo "steward-ssh: old-node node $v found at $(command -v node)" >&2; exit ${LAUNCHER_EXIT.oldNode};; esac`,
-      `if [ ! -f "$agent" ]; then echo "steward-ssh: no-agent $agent" >&2; exit ${LAUNCHER_EXIT.noAgent}; fi`,
-      `echo "${STARTED_LINE}" >&2`,
-      `exec node "$agent" ${argv}`,
+      `echo "steward-ssh: no-agent $agent" >&2`,
+      `exit ${LAUNCHER_EXIT.noAgent}`,
     );
   }
   return `${lines.join("\n")}\n`;
@@ -143,7 +146,9 @@ export function interpretRun(outcome: ExecOutcome, expect: Expectation, context:
   // A complete, valid answer settles the attempt whatever the exit status: its result says the class.
   if ("reply" in answer) return { kind: "reply", reply: answer.reply };
   if ("report" in answer) return { kind: "report", report: answer.report };
-  if (!context.started) {
+  // The agent's own first statement refuses an old node with the launcher's status: nothing ran.
+  const oldNode = outcome.code === LAUNCHER_EXIT.oldNode && outcome.stderr.includes("steward-ssh: old-node ");
+  if (!context.started || oldNode) {
     if (outcome.code === LAUNCHER_EXIT.noAgent)
       return { kind: "agentMissing", path: launcherMessage(outcome.stderr, "no-agent") };
     if (outcome.code === LAUNCHER_EXIT.noNode || outcome.code === LAUNCHER_EXIT.oldNode) {

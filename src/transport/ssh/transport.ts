@@ -19,7 +19,13 @@ import type { DispatchError as DispatchErrorType, Transport, TransportEvents } f
 import { DispatchError } from "../../hub/transport.js";
 import type { Bundle, Node, Report } from "../../model/generated.js";
 import { type AgentArtifact, AgentArtifactError, loadAgentArtifact } from "./artifact.js";
-import { connect, type HostKeyPolicy, type SshCredentials, type SshEndpoint } from "./connection.js";
+import {
+  connect,
+  type HostKeyPolicy,
+  type SshConnection,
+  type SshCredentials,
+  type SshEndpoint,
+} from "./connection.js";
 import { installAgent } from "./install.js";
 import {
   type AgentLaunch,
@@ -62,6 +68,8 @@ export interface SshTransportSettings {
   hostTimeoutMs: number;
   /** How long `stop` waits for running jobs before cutting them off. */
   stopGraceMs: number;
+  /** How long a node's connection is kept open after a job for the next one; 0 closes at once. */
+  idleMs: number;
   /** The single-file agent to upload. */
   agentFile: string;
   onProgress?: (progress: SshProgress) => void;
@@ -104,6 +112,10 @@ export class SshTransport implements Transport {
   private readonly pool: HostPool;
   private readonly observed = new Map<string, Date>();
   private readonly degraded = new Map<string, string>();
+  private readonly kept = new Map<
+    string,
+    { connection: SshConnection; identity: string; timer: NodeJS.Timeout }
+  >();
   private artifact: AgentArtifact | undefined;
   private stopping = false;
 
@@ -221,6 +233,7 @@ export class SshTransport implements Transport {
     const cutOff = setTimeout(() => this.pool.abortAll("transport stopping"), this.settings.stopGraceMs);
     await this.pool.idle();
     clearTimeout(cutOff);
+    this.closeKept();
   }
 
   private started(): TransportEvents {
@@ -295,12 +308,15 @@ export class SshTransport implements Transport {
         "NoCredentials",
       );
     const { target, jump } = endpointsOf(node);
-    const connection = await connect(target, jump, {
-      credentials,
-      hostKeys: this.settings.hostKeys,
-      timeoutMs: this.settings.connectTimeoutMs,
-      node: name,
-    });
+    const identity = JSON.stringify([target, jump ?? null]);
+    let { connection, reused } = await this.connectionFor(name, identity, () =>
+      connect(target, jump, {
+        credentials,
+        hostKeys: this.settings.hostKeys,
+        timeoutMs: this.settings.connectTimeoutMs,
+        node: name,
+      }),
+    );
     const cutOff = () => connection.close();
     if (signal.aborted) cutOff();
     signal.addEventListener("abort", cutOff);
@@ -310,8 +326,9 @@ export class SshTransport implements Transport {
       for (let round = 0; ; round++) {
         let started = false;
         let seen = "";
-        const outcome = await connection
-          .exec(launcherScript(launch, args), {
+        const script = launcherScript(launch, args);
+        const run = () =>
+          connection.exec(script, {
             ...(stdin !== undefined ? { stdin } : {}),
             onStderr: (text) => {
               if (started) return;
@@ -321,8 +338,23 @@ export class SshTransport implements Transport {
                 onStarted();
               }
             },
+          });
+        const outcome = await run()
+          .catch(async (error: unknown) => {
+            // A kept connection may have died while idle; no channel opened, so nothing ran: reconnect once.
+            if (!reused || signal.aborted) throw error;
+            connection.close();
+            reused = false;
+            connection = await connect(target, jump, {
+              credentials,
+              hostKeys: this.settings.hostKeys,
+              timeoutMs: this.settings.connectTimeoutMs,
+              node: name,
+            });
+            return run();
           })
           .catch((error: unknown) => {
+            if (error instanceof DispatchError) throw error;
             throw new DispatchError(
               `node "${name}" (${connection.label}): could not open a session (${error instanceof Error ? error.message : String(error)}) — retrying`,
               "transient",
@@ -353,8 +385,51 @@ export class SshTransport implements Transport {
       }
     } finally {
       signal.removeEventListener("abort", cutOff);
-      connection.close();
+      if (signal.aborted) connection.close();
+      else this.park(name, identity, connection);
     }
+  }
+
+  /**
+   * The node's kept connection when it still leads to the same place, else a new one. Keeping a
+   * connection for `idleMs` after a job (like OpenSSH's ControlPersist) spares the next dispatch or
+   * observation the handshake: most of a fan-out's cost on fast hosts.
+   */
+  private async connectionFor(
+    name: string,
+    identity: string,
+    open: () => Promise<SshConnection>,
+  ): Promise<{ connection: SshConnection; reused: boolean }> {
+    const kept = this.kept.get(name);
+    if (kept) {
+      this.kept.delete(name);
+      clearTimeout(kept.timer);
+      if (kept.identity === identity && !kept.connection.closed)
+        return { connection: kept.connection, reused: true };
+      kept.connection.close();
+    }
+    return { connection: await open(), reused: false };
+  }
+
+  private park(name: string, identity: string, connection: SshConnection): void {
+    if (this.stopping || connection.closed || this.settings.idleMs <= 0) {
+      connection.close();
+      return;
+    }
+    const timer = setTimeout(() => {
+      if (this.kept.get(name)?.connection === connection) this.kept.delete(name);
+      connection.close();
+    }, this.settings.idleMs);
+    timer.unref();
+    this.kept.set(name, { connection, identity, timer });
+  }
+
+  private closeKept(): void {
+    for (const kept of this.kept.values()) {
+      clearTimeout(kept.timer);
+      kept.connection.close();
+    }
+    this.kept.clear();
   }
 
   /** Delivers a report, counts it as a heartbeat, and clears a degraded state. */

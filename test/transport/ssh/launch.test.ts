@@ -166,6 +166,14 @@ describe("ssh launcher - what a run means", () => {
       expect: { kind: "refused", failureClass: "permanent", reason: "NoNodeRuntime" },
     },
     {
+      name: "an agent refusing an old node as its first statement is permanent: nothing ran",
+      run: outcome({
+        code: LAUNCHER_EXIT.oldNode,
+        stderr: `${STARTED_LINE}\nsteward-ssh: old-node node v18.19.1 found at /usr/bin/node (the agent needs Node.js >= 20)\n`,
+      }),
+      expect: { kind: "refused", failureClass: "permanent", reason: "NoNodeRuntime" },
+    },
+    {
       name: "a launcher that fails on its own (nologin shell) is permanent",
       run: outcome({ code: 1, stderr: "This account is currently not available.\n" }),
       context: { started: false },
