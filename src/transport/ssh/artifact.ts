@@ -2,7 +2,7 @@
  * The single-file agent the hub uploads to hosts that have no steward: `dist/steward-agent.mjs`, built
  * by `npm run build:agent`, with its sha256 in `steward-agent.mjs.sha256` (sha256sum format). The file
  * names its version in its second line (`// steward-agent 0.1.0`), so the remote path
- * `~/.steward/agent/<version>-<sha256 prefix>/` changes whenever the bytes do.
+ * `~/.steward/bin/<version>-<sha256 prefix>/` changes whenever the bytes do.
  */
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";

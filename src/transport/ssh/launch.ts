@@ -25,7 +25,7 @@ export const MIN_NODE_MAJOR = 20;
 export type AgentLaunch =
   /** `spec.ssh.steward`: a command the operator installed. */
   | { kind: "installed"; command: string }
-  /** The uploaded single-file agent, `$HOME/.steward/agent/<id>/steward-agent.mjs`, run with `node`. */
+  /** The uploaded single-file agent, `$HOME/.steward/bin/<id>/steward-agent.mjs`, run with `node` (the agent keeps its state in `$HOME/.steward/agent`). */
   | { kind: "uploaded"; id: string };
 
 /** Quotes a string for POSIX sh. */
@@ -35,7 +35,7 @@ export function shellQuote(text: string): string {
 
 /** The remote path (under `$HOME`) of the uploaded agent with this id. */
 export function uploadedAgentPath(id: string): string {
-  return `.steward/agent/${id}/${AGENT_FILE_NAME}`;
+  return `.steward/bin/${id}/${AGENT_FILE_NAME}`;
 }
 
 /**

@@ -63,7 +63,7 @@ describe("ssh transport - apply and report", () => {
     const artifact = loadAgentArtifact(agentFile);
     const uploaded = readFileSync(join(server.root, uploadedAgentPath(artifact.id)));
     expect(createHash("sha256").update(uploaded).digest("hex")).toBe(artifact.sha256);
-    expect(readdirSync(join(server.root, ".steward/agent", artifact.id))).toEqual(["steward-agent.mjs"]);
+    expect(readdirSync(join(server.root, ".steward/bin", artifact.id))).toEqual(["steward-agent.mjs"]);
     await transport.stop();
   });
 
