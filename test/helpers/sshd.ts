@@ -67,6 +67,8 @@ export interface Sshd {
   port: number;
   /** The local user sessions run as (the tests' own user). */
   user: string;
+  /** Process id of the listening sshd (SIGSTOP it to make a host that accepts TCP but never answers). */
+  pid: number;
   /** The server's own root: sessions' `HOME`; removed by `stop({ remove: true })`. */
   root: string;
   /** Directory holding the config, keys and log. */
@@ -192,6 +194,7 @@ async function launch(
     host: "127.0.0.1",
     port: o.port,
     user: userInfo().username,
+    pid,
     root: o.root,
     dir: o.dir,
     hostKey: o.hostKey,

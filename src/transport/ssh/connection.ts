@@ -53,6 +53,8 @@ export interface ConnectOptions {
   timeoutMs: number;
   /** The node's name, for messages and the first-use record. */
   node: string;
+  /** Gives up connecting when it aborts (the per-host timeout, or the transport stopping). */
+  signal?: AbortSignal;
 }
 
 /** What a remote command did. */
@@ -260,19 +262,47 @@ function connectHop(
   return new Promise((resolve, reject) => {
     const client = new Client();
     let settled = false;
+    const signal = options.signal;
+    const onAbort = () => {
+      if (settled) return;
+      settled = true;
+      client.destroy();
+      const stopping = String(signal?.reason).includes("stopping");
+      reject(
+        new DispatchError(
+          stopping
+            ? `node "${options.node}": stopped connecting to ${role}${describe(endpoint)}${via}: the SSH transport is stopping`
+            : `node "${options.node}": ${role}${describe(endpoint)}${via} did not complete the connection within the per-host timeout — retrying`,
+          "transient",
+          stopping ? "TransportStopped" : "ConnectTimeout",
+        ),
+      );
+    };
+    if (signal?.aborted) {
+      onAbort();
+      return;
+    }
+    signal?.addEventListener("abort", onAbort, { once: true });
     client.once("ready", () => {
+      signal?.removeEventListener("abort", onAbort);
+      if (settled) {
+        client.destroy();
+        return;
+      }
       settled = true;
       resolve(client);
     });
     client.on("error", (error: Error & { level?: string; code?: string }) => {
       if (settled) return;
       settled = true;
+      signal?.removeEventListener("abort", onAbort);
       client.destroy();
       reject(classifyConnectError(error, { endpoint, known, presented, verdict, options, role, via }));
     });
     client.once("close", () => {
       if (settled) return;
       settled = true;
+      signal?.removeEventListener("abort", onAbort);
       reject(
         new DispatchError(
           `node "${options.node}": ${role}${describe(endpoint)}${via} closed the connection before it was ready — retrying`,

@@ -315,6 +315,7 @@ export class SshTransport implements Transport {
         hostKeys: this.settings.hostKeys,
         timeoutMs: this.settings.connectTimeoutMs,
         node: name,
+        signal,
       }),
     );
     const cutOff = () => connection.close();
@@ -350,6 +351,7 @@ export class SshTransport implements Transport {
               hostKeys: this.settings.hostKeys,
               timeoutMs: this.settings.connectTimeoutMs,
               node: name,
+              signal,
             });
             return run();
           })

@@ -153,3 +153,18 @@ export function testBundle(
     issuedAt: new Date().toISOString(),
   };
 }
+
+/** Polls `probe` until it returns a value; fails naming `what` after `timeoutMs`. */
+export async function until<T>(
+  probe: () => T | undefined | Promise<T | undefined>,
+  what: string,
+  timeoutMs = 20_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Report } from "../../../src/model/generated.js";
 import { createSshTransport } from "../../../src/transport/ssh/index.js";
 import { type SshdFleet, startSshdFleet } from "../../helpers/sshd.js";
-import { EventLog, sshNode, testAgentFile, testBundle } from "./fixtures.js";
+import { EventLog, sshNode, testAgentFile, testBundle, until } from "./fixtures.js";
 
 // The session drops while the agent runs a one-shot command. The hub hears `lost` (ambiguous), asks
 // the host for a report instead of re-running, and a later attempt for the same generation does not
@@ -16,20 +16,6 @@ beforeAll(async () => {
   fleet = await startSshdFleet(1);
 });
 afterAll(() => fleet.stop());
-
-async function until<T>(
-  probe: () => T | undefined | Promise<T | undefined>,
-  what: string,
-  timeoutMs = 20_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 describe("ssh transport - session lost mid-run", () => {
   it("ssh transport - a session killed while the agent runs is lost, and the next call settles from a report without re-running", async () => {
