@@ -114,4 +114,28 @@ describe("ssh transport - apply and report", () => {
     expect(events.of("lost")).toEqual([]);
     await transport.stop();
   });
+
+  it("ssh transport - keeps a node's connection for the next job, and reconnects once when it died idle", async () => {
+    const server = fleet.servers[0]!;
+    const events = new EventLog();
+    const transport = createSshTransport({
+      keyFile: fleet.clientKey.privateKeyFile,
+      agentSocket: null,
+      agentFile,
+    });
+    await transport.start(events);
+    const node = sshNode("web-1", server);
+    const logins = () => server.log().split("Accepted publickey").length - 1;
+    const before = logins();
+    await transport.requestReport(node);
+    await transport.requestReport(node);
+    expect(logins() - before).toBe(1);
+    // The kept connection dies while idle (host rebooted, NAT forgot it): the next job still works.
+    for (const pid of server.sessionPids()) process.kill(pid, "SIGKILL");
+    await transport.requestReport(node);
+    expect(logins() - before).toBe(2);
+    expect(events.of("report")).toHaveLength(3);
+    expect(events.of("health")).toEqual([]);
+    await transport.stop();
+  });
 });

@@ -1,13 +1,14 @@
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DispatchError } from "../../../src/hub/transport.js";
 import { connect } from "../../../src/transport/ssh/connection.js";
 import { KnownHostsFile } from "../../../src/transport/ssh/hostkeys.js";
+import { createSshTransport } from "../../../src/transport/ssh/index.js";
 import { endpointsOf } from "../../../src/transport/ssh/transport.js";
 import { generateKeyPair, type KeyPair, type Sshd, startSshd } from "../../helpers/sshd.js";
-import { sshNode } from "./fixtures.js";
+import { EventLog, sshNode, testAgentFile, testBundle } from "./fixtures.js";
 
 // Two servers: a bastion, and a host the hub reaches only through it (ProxyJump-style).
 let dir: string;
@@ -94,5 +95,31 @@ describe("ssh transport - jump host", () => {
       "JumpForwardFailed",
     ]);
     expect((error as DispatchError).message).toContain("could not reach 127.0.0.1:1");
+  });
+
+  it("ssh transport - applies a bundle on a host behind the bastion, uploading the agent through the hop", async () => {
+    const events = new EventLog();
+    const transport = createSshTransport({
+      keyFile: clientKey.privateKeyFile,
+      agentSocket: null,
+      agentFile: testAgentFile(),
+    });
+    await transport.start(events);
+    const node = sshNode("behind-1", target, {
+      jump: { host: bastion.host, port: bastion.port, hostKey: bastion.hostKey.publicKey },
+    });
+    const root = node.spec.roots[0]!;
+    const bundle = testBundle(node, {
+      generation: 1,
+      resources: [{ kind: "file", path: `${root}/behind.conf`, content: "reached through the bastion\n" }],
+    });
+    await transport.dispatch(bundle, node);
+    const result = await events.waitFor("result");
+    expect(result.result).toMatchObject({ attemptId: bundle.attemptId, outcome: "succeeded" });
+    expect(readFileSync(`${root}/behind.conf`, "utf8")).toBe("reached through the bastion\n");
+    // The agent went to the target's home, not the bastion's.
+    expect(existsSync(join(target.root, ".steward/bin"))).toBe(true);
+    expect(existsSync(join(bastion.root, ".steward"))).toBe(false);
+    await transport.stop();
   });
 });
