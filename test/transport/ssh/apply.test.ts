@@ -1,37 +1,19 @@
 import { createHash } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  createSshTransport,
-  loadAgentArtifact,
-  ObservationScheduler,
-} from "../../../src/transport/ssh/index.js";
+import { describe, expect, it } from "vitest";
+import { loadAgentArtifact, ObservationScheduler } from "../../../src/transport/ssh/index.js";
 import { uploadedAgentPath } from "../../../src/transport/ssh/launch.js";
-import { type SshdFleet, startSshdFleet } from "../../helpers/sshd.js";
-import { EventLog, sshNode, testAgentFile, testBundle } from "./fixtures.js";
+import { sshNode, testAgentFile, testBundle, withHosts } from "./fixtures.js";
 
 // A host with sshd and Node.js but no steward: the transport uploads the single-file agent, then every
 // attempt and observation runs it one shot.
-let fleet: SshdFleet;
-let agentFile: string;
-
-beforeAll(async () => {
-  agentFile = testAgentFile();
-  fleet = await startSshdFleet(1);
-});
-afterAll(() => fleet.stop());
+const hosts = withHosts(1);
 
 describe("ssh transport - apply and report", () => {
   it("ssh transport - uploads the agent to a host without steward, applies the bundle and delivers result and report", async () => {
-    const server = fleet.servers[0]!;
-    const events = new EventLog();
-    const transport = createSshTransport({
-      keyFile: fleet.clientKey.privateKeyFile,
-      agentSocket: null,
-      agentFile,
-    });
-    await transport.start(events);
+    const server = hosts.fleet().servers[0]!;
+    const { transport, events } = await hosts.start();
     const node = sshNode("web-1", server);
     const root = node.spec.roots[0]!;
     const bundle = testBundle(node, {
@@ -60,7 +42,7 @@ describe("ssh transport - apply and report", () => {
     expect(transport.lastObserved("web-1")).toBeInstanceOf(Date);
 
     // The agent sits at its versioned path with the bytes the hub built (checked on the host by sha256).
-    const artifact = loadAgentArtifact(agentFile);
+    const artifact = loadAgentArtifact(testAgentFile());
     const uploaded = readFileSync(join(server.root, uploadedAgentPath(artifact.id)));
     expect(createHash("sha256").update(uploaded).digest("hex")).toBe(artifact.sha256);
     expect(readdirSync(join(server.root, ".steward/bin", artifact.id))).toEqual(["steward-agent.mjs"]);
@@ -68,14 +50,8 @@ describe("ssh transport - apply and report", () => {
   });
 
   it("ssh transport - reuses the uploaded agent and observes without changing anything", async () => {
-    const server = fleet.servers[0]!;
-    const events = new EventLog();
-    const transport = createSshTransport({
-      keyFile: fleet.clientKey.privateKeyFile,
-      agentSocket: null,
-      agentFile,
-    });
-    await transport.start(events);
+    const server = hosts.fleet().servers[0]!;
+    const { transport, events } = await hosts.start();
     const node = sshNode("web-1", server);
     const sftpBefore = server.log().split("subsystem request for sftp").length;
     const scheduler = new ObservationScheduler({ transport, nodes: () => [node], intervalMs: 60_000 });
@@ -93,14 +69,8 @@ describe("ssh transport - apply and report", () => {
   });
 
   it("ssh transport - a failed attempt's reply is delivered with the result's own failure class", async () => {
-    const server = fleet.servers[0]!;
-    const events = new EventLog();
-    const transport = createSshTransport({
-      keyFile: fleet.clientKey.privateKeyFile,
-      agentSocket: null,
-      agentFile,
-    });
-    await transport.start(events);
+    const server = hosts.fleet().servers[0]!;
+    const { transport, events } = await hosts.start();
     const node = sshNode("web-1", server);
     const bundle = testBundle(node, {
       assignment: "job",
@@ -116,14 +86,8 @@ describe("ssh transport - apply and report", () => {
   });
 
   it("ssh transport - keeps a node's connection for the next job, and reconnects once when it died idle", async () => {
-    const server = fleet.servers[0]!;
-    const events = new EventLog();
-    const transport = createSshTransport({
-      keyFile: fleet.clientKey.privateKeyFile,
-      agentSocket: null,
-      agentFile,
-    });
-    await transport.start(events);
+    const server = hosts.fleet().servers[0]!;
+    const { transport, events } = await hosts.start();
     const node = sshNode("web-1", server);
     const logins = () => server.log().split("Accepted publickey").length - 1;
     const before = logins();

@@ -1,40 +1,27 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { DispatchError } from "../../../src/hub/transport.js";
-import { createSshTransport, type SshProgress } from "../../../src/transport/ssh/index.js";
-import { type SshdFleet, startSshdFleet } from "../../helpers/sshd.js";
-import { EventLog, sshNode, testAgentFile, testBundle, until } from "./fixtures.js";
+import type { SshProgress } from "../../../src/transport/ssh/index.js";
+import { refusalOf, sshNode, testBundle, until, withHosts } from "./fixtures.js";
 
 // Twenty hosts, one of them dead: its sshd is stopped (SIGSTOP), so the kernel still accepts the TCP
 // connection but nothing ever answers — the worst kind of dead, which only a timeout ends.
-let fleet: SshdFleet;
-let agentFile: string;
-
-beforeAll(async () => {
-  agentFile = testAgentFile();
-  fleet = await startSshdFleet(20);
-}, 60_000);
-afterAll(() => fleet.stop());
+const hosts = withHosts(20);
 
 describe("ssh transport - fan-out", () => {
   it("ssh transport - one dead host among twenty does not delay the others", async () => {
-    const dead = fleet.servers[7]!;
+    const dead = hosts.fleet().servers[7]!;
     const deadPid = dead.pid;
     process.kill(deadPid, "SIGSTOP");
     try {
       const progress: SshProgress[] = [];
-      const events = new EventLog();
-      const transport = createSshTransport({
-        keyFile: fleet.clientKey.privateKeyFile,
-        agentSocket: null,
-        agentFile,
+      const { transport, events } = await hosts.start({
         concurrency: 4,
         // Far longer than the live hosts need: they must all finish while the dead one still waits.
         connectTimeoutMs: 10 * 60_000,
         stopGraceMs: 0,
         onProgress: (p) => progress.push(p),
       });
-      await transport.start(events);
-      const nodes = fleet.servers.map((server, i) => sshNode(`host-${i}`, server));
+      const nodes = hosts.fleet().servers.map((server, i) => sshNode(`host-${i}`, server));
       const settled: string[] = [];
       const dispatches = nodes.map((node) => {
         const root = node.spec.roots[0]!;
@@ -74,26 +61,12 @@ describe("ssh transport - fan-out", () => {
   }, 90_000);
 
   it("ssh transport - a host that accepts TCP but never answers is a transient ConnectTimeout at the per-host timeout", async () => {
-    const dead = fleet.servers[3]!;
+    const dead = hosts.fleet().servers[3]!;
     process.kill(dead.pid, "SIGSTOP");
     try {
-      const events = new EventLog();
-      const transport = createSshTransport({
-        keyFile: fleet.clientKey.privateKeyFile,
-        agentSocket: null,
-        agentFile,
-        hostTimeoutMs: 500,
-      });
-      await transport.start(events);
-      const error = await transport.requestReport(sshNode("host-3", dead)).then(
-        () => undefined,
-        (e: unknown) => e,
-      );
-      expect(error).toBeInstanceOf(DispatchError);
-      expect([(error as DispatchError).failureClass, (error as DispatchError).reason]).toEqual([
-        "transient",
-        "ConnectTimeout",
-      ]);
+      const { transport } = await hosts.start({ hostTimeoutMs: 500 });
+      const error = await refusalOf(transport.requestReport(sshNode("host-3", dead)));
+      expect([error.failureClass, error.reason]).toEqual(["transient", "ConnectTimeout"]);
       await transport.stop();
     } finally {
       process.kill(dead.pid, "SIGCONT");

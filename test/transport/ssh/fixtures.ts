@@ -8,7 +8,8 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ulid } from "ulid";
-import type { TransportEvents, TransportHealth } from "../../../src/hub/transport.js";
+import { afterAll, beforeAll } from "vitest";
+import { DispatchError, type TransportEvents, type TransportHealth } from "../../../src/hub/transport.js";
 import { contentHash } from "../../../src/model/canonical.js";
 import type {
   AttemptResult,
@@ -19,7 +20,12 @@ import type {
   Resource,
   SshTarget,
 } from "../../../src/model/generated.js";
-import type { Sshd } from "../../helpers/sshd.js";
+import {
+  createSshTransport,
+  type SshTransport,
+  type SshTransportOptions,
+} from "../../../src/transport/ssh/index.js";
+import { type Sshd, type SshdFleet, startSshdFleet } from "../../helpers/sshd.js";
 
 const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), "../../..");
 
@@ -167,4 +173,50 @@ export async function until<T>(
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
+}
+
+/** A started SSH transport that authenticates with `keyFile` only (no ssh-agent), and what it delivers. */
+export async function startTransport(
+  keyFile: string,
+  options: SshTransportOptions = {},
+): Promise<{ transport: SshTransport; events: EventLog }> {
+  const events = new EventLog();
+  const transport = createSshTransport({ keyFile, agentSocket: null, ...options });
+  await transport.start(events);
+  return { transport, events };
+}
+
+/** The DispatchError `promise` rejects with (fails the test if it resolves or rejects otherwise). */
+export async function refusalOf(promise: Promise<unknown>): Promise<DispatchError> {
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  if (!(error instanceof DispatchError)) throw new Error(`expected a DispatchError, got ${String(error)}`);
+  return error;
+}
+
+/**
+ * Loopback hosts for one test file (started before its tests, stopped after), and a way to start a
+ * transport that reaches them with the test agent.
+ */
+export function withHosts(count: number): {
+  fleet: () => SshdFleet;
+  start: (options?: SshTransportOptions) => Promise<{ transport: SshTransport; events: EventLog }>;
+} {
+  let fleet: SshdFleet | undefined;
+  beforeAll(async () => {
+    testAgentFile();
+    fleet = await startSshdFleet(count);
+  }, 60_000);
+  afterAll(() => fleet?.stop());
+  const started = () => {
+    if (!fleet) throw new Error("withHosts: the hosts start in beforeAll");
+    return fleet;
+  };
+  return {
+    fleet: started,
+    start: (options = {}) =>
+      startTransport(started().clientKey.privateKeyFile, { agentFile: testAgentFile(), ...options }),
+  };
 }

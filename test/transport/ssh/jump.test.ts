@@ -2,13 +2,11 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DispatchError } from "../../../src/hub/transport.js";
 import { connect } from "../../../src/transport/ssh/connection.js";
 import { KnownHostsFile } from "../../../src/transport/ssh/hostkeys.js";
-import { createSshTransport } from "../../../src/transport/ssh/index.js";
 import { endpointsOf } from "../../../src/transport/ssh/transport.js";
 import { generateKeyPair, type KeyPair, type Sshd, startSshd } from "../../helpers/sshd.js";
-import { EventLog, sshNode, testAgentFile, testBundle } from "./fixtures.js";
+import { refusalOf, sshNode, startTransport, testAgentFile, testBundle } from "./fixtures.js";
 
 // Two servers: a bastion, and a host the hub reaches only through it (ProxyJump-style).
 let dir: string;
@@ -70,14 +68,10 @@ describe("ssh transport - jump host", () => {
       jump: { host: bastion.host, port: bastion.port, hostKey: target.hostKey.publicKey },
     });
     const { target: end, jump } = endpointsOf(node);
-    const error = await connect(end, jump, options()).then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    expect(error).toBeInstanceOf(DispatchError);
-    expect((error as DispatchError).reason).toBe("HostKeyChanged");
-    expect((error as DispatchError).message).toContain("jump host");
-    expect((error as DispatchError).message).toContain("spec.ssh.jump.hostKey");
+    const error = await refusalOf(connect(end, jump, options()));
+    expect(error.reason).toBe("HostKeyChanged");
+    expect(error.message).toContain("jump host");
+    expect(error.message).toContain("spec.ssh.jump.hostKey");
   });
 
   it("ssh transport - a target the bastion cannot reach is a transient failure naming both", async () => {
@@ -85,26 +79,15 @@ describe("ssh transport - jump host", () => {
       jump: { host: bastion.host, port: bastion.port, hostKey: bastion.hostKey.publicKey },
     });
     const { target: end, jump } = endpointsOf(node);
-    const error = await connect({ ...end, port: 1 }, jump, options()).then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    expect(error).toBeInstanceOf(DispatchError);
-    expect([(error as DispatchError).failureClass, (error as DispatchError).reason]).toEqual([
-      "transient",
-      "JumpForwardFailed",
-    ]);
-    expect((error as DispatchError).message).toContain("could not reach 127.0.0.1:1");
+    const error = await refusalOf(connect({ ...end, port: 1 }, jump, options()));
+    expect([error.failureClass, error.reason]).toEqual(["transient", "JumpForwardFailed"]);
+    expect(error.message).toContain("could not reach 127.0.0.1:1");
   });
 
   it("ssh transport - applies a bundle on a host behind the bastion, uploading the agent through the hop", async () => {
-    const events = new EventLog();
-    const transport = createSshTransport({
-      keyFile: clientKey.privateKeyFile,
-      agentSocket: null,
+    const { transport, events } = await startTransport(clientKey.privateKeyFile, {
       agentFile: testAgentFile(),
     });
-    await transport.start(events);
     const node = sshNode("behind-1", target, {
       jump: { host: bastion.host, port: bastion.port, hostKey: bastion.hostKey.publicKey },
     });

@@ -1,32 +1,17 @@
 import { existsSync, readFileSync } from "node:fs";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { Report } from "../../../src/model/generated.js";
-import { createSshTransport } from "../../../src/transport/ssh/index.js";
-import { type SshdFleet, startSshdFleet } from "../../helpers/sshd.js";
-import { EventLog, sshNode, testAgentFile, testBundle, until } from "./fixtures.js";
+import { sshNode, testBundle, until, withHosts } from "./fixtures.js";
 
 // The session drops while the agent runs a one-shot command. The hub hears `lost` (ambiguous), asks
 // the host for a report instead of re-running, and a later attempt for the same generation does not
 // run the command again.
-let fleet: SshdFleet;
-let agentFile: string;
-
-beforeAll(async () => {
-  agentFile = testAgentFile();
-  fleet = await startSshdFleet(1);
-});
-afterAll(() => fleet.stop());
+const hosts = withHosts(1);
 
 describe("ssh transport - session lost mid-run", () => {
   it("ssh transport - a session killed while the agent runs is lost, and the next call settles from a report without re-running", async () => {
-    const server = fleet.servers[0]!;
-    const events = new EventLog();
-    const transport = createSshTransport({
-      keyFile: fleet.clientKey.privateKeyFile,
-      agentSocket: null,
-      agentFile,
-    });
-    await transport.start(events);
+    const server = hosts.fleet().servers[0]!;
+    const { transport, events } = await hosts.start();
     const node = sshNode("batch-1", server);
     const root = node.spec.roots[0]!;
     const counter = `${root}/ran`;
@@ -72,14 +57,8 @@ describe("ssh transport - session lost mid-run", () => {
   });
 
   it("ssh transport - an agent killed mid-run is lost (AgentKilled), never a result", async () => {
-    const server = fleet.servers[0]!;
-    const events = new EventLog();
-    const transport = createSshTransport({
-      keyFile: fleet.clientKey.privateKeyFile,
-      agentSocket: null,
-      agentFile,
-    });
-    await transport.start(events);
+    const server = hosts.fleet().servers[0]!;
+    const { transport, events } = await hosts.start();
     const node = sshNode("batch-1", server);
     const root = node.spec.roots[0]!;
     const marker = `${root}/slow-started`;

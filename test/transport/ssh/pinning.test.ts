@@ -1,12 +1,11 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DispatchError } from "../../../src/hub/transport.js";
 import { connect, type SshEndpoint } from "../../../src/transport/ssh/connection.js";
 import { KnownHostsFile } from "../../../src/transport/ssh/hostkeys.js";
 import { createSshTransport } from "../../../src/transport/ssh/index.js";
 import { generateKeyPair, type KeyPair, type Sshd, startSshd } from "../../helpers/sshd.js";
-import { EventLog, sshNode } from "./fixtures.js";
+import { EventLog, refusalOf, sshNode, startTransport } from "./fixtures.js";
 
 let server: Sshd;
 let clientKey: KeyPair;
@@ -19,15 +18,6 @@ beforeAll(async () => {
   writeFileSync(join(server.dir, "authorized_keys"), `${clientKey.publicKey}\n`);
 });
 afterAll(() => server.stop({ remove: true }));
-
-async function refusal(promise: Promise<unknown>): Promise<DispatchError> {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(DispatchError);
-  return error as DispatchError;
-}
 
 function endpoint(hostKey?: string): SshEndpoint {
   return { host: server.host, port: server.port, user: server.user, ...(hostKey ? { hostKey } : {}) };
@@ -62,12 +52,10 @@ describe("ssh transport - pinned host keys", () => {
   });
 
   it("ssh transport - refuses a changed host key permanently, with a degraded HostKeyChanged event", async () => {
-    const events = new EventLog();
-    const transport = createSshTransport({ keyFile: clientKey.privateKeyFile, agentSocket: null });
-    await transport.start(events);
+    const { transport, events } = await startTransport(clientKey.privateKeyFile);
     const node = sshNode("changed-1", server, { hostKey: otherKey.publicKey });
     const logBefore = server.log().length;
-    const error = await refusal(transport.requestReport(node));
+    const error = await refusalOf(transport.requestReport(node));
     expect(error.failureClass).toBe("permanent");
     expect(error.reason).toBe("HostKeyChanged");
     expect(error.message).toContain('node "changed-1"');
@@ -86,7 +74,7 @@ describe("ssh transport - pinned host keys", () => {
   it("ssh transport - refuses a key that differs from the known_hosts entry", async () => {
     const file = join(server.dir, "known_hosts_stale");
     writeFileSync(file, `[${server.host}]:${server.port} ${otherKey.publicKey}\n`);
-    const error = await refusal(connectWith({ knownHosts: file }));
+    const error = await refusalOf(connectWith({ knownHosts: file }));
     expect([error.failureClass, error.reason]).toEqual(["permanent", "HostKeyChanged"]);
     expect(error.message).toContain(file);
   });
@@ -101,7 +89,7 @@ describe("ssh transport - pinned host keys", () => {
     });
     await transport.start(events);
     const node = sshNode("unknown-1", server, { pin: false });
-    const error = await refusal(
+    const error = await refusalOf(
       transport.dispatch(
         {
           apiVersion: "steward.dev/v1",
@@ -141,7 +129,7 @@ describe("ssh transport - pinned host keys", () => {
     const impostor = await startSshd({ authorizedKeys: [clientKey.publicKey], port: undefined });
     try {
       writeFileSync(file, recorded.replace(`]:${server.port} `, `]:${impostor.port} `));
-      const error = await refusal(
+      const error = await refusalOf(
         connect({ host: impostor.host, port: impostor.port, user: impostor.user }, undefined, {
           credentials: { privateKey: readFileSync(clientKey.privateKeyFile) },
           hostKeys: { knownHosts: new KnownHostsFile(file), trustOnFirstUse: true },
@@ -158,7 +146,7 @@ describe("ssh transport - pinned host keys", () => {
 
 describe("ssh transport - client authentication", () => {
   it("ssh transport - a client key the host does not authorise is refused permanently (AuthFailed)", async () => {
-    const error = await refusal(connectWith({ hostKey: server.hostKey.publicKey, key: otherKey }));
+    const error = await refusalOf(connectWith({ hostKey: server.hostKey.publicKey, key: otherKey }));
     expect([error.failureClass, error.reason]).toEqual(["permanent", "AuthFailed"]);
     expect(error.message).toContain(`user "${server.user}"`);
   });
@@ -167,7 +155,7 @@ describe("ssh transport - client authentication", () => {
     const closed = await startSshd({ authorizedKeys: [] });
     const port = closed.port;
     await closed.stop({ remove: true });
-    const error = await refusal(
+    const error = await refusalOf(
       connect({ host: "127.0.0.1", port, user: "root" }, undefined, {
         credentials: { privateKey: readFileSync(clientKey.privateKeyFile) },
         hostKeys: { knownHosts: new KnownHostsFile("/nonexistent"), trustOnFirstUse: false },
@@ -198,7 +186,7 @@ describe("ssh transport - client authentication", () => {
       const transport = createSshTransport({ env: { SSH_AUTH_SOCK: socket, HOME: server.dir } });
       await transport.start(events);
       // The launcher runs (so authentication worked); this node's steward command is missing on purpose.
-      const error = await refusal(
+      const error = await refusalOf(
         transport.requestReport(sshNode("agent-1", server, { steward: "steward-not-installed" })),
       );
       expect(error.reason).toBe("StewardNotFound");

@@ -2,15 +2,13 @@ import { createHash } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DispatchError } from "../../../src/hub/transport.js";
 import type { AgentArtifact } from "../../../src/transport/ssh/artifact.js";
 import { connect } from "../../../src/transport/ssh/connection.js";
 import { KnownHostsFile } from "../../../src/transport/ssh/hostkeys.js";
-import { createSshTransport } from "../../../src/transport/ssh/index.js";
 import { installAgent } from "../../../src/transport/ssh/install.js";
 import { uploadedAgentPath } from "../../../src/transport/ssh/launch.js";
 import { generateKeyPair, type KeyPair, type Sshd, startSshd } from "../../helpers/sshd.js";
-import { EventLog, sshNode } from "./fixtures.js";
+import { refusalOf, sshNode, startTransport } from "./fixtures.js";
 
 // Hosts whose runtime is wrong for the agent: no node on PATH, or a node that is too old. The
 // launcher stops before the agent, so the artifact here is never run.
@@ -46,25 +44,10 @@ afterAll(async () => {
   await Promise.all([noNode, oldNode, plain].map((server) => server.stop({ remove: true })));
 });
 
-async function refusal(promise: Promise<unknown>): Promise<DispatchError> {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(DispatchError);
-  return error as DispatchError;
-}
-
 describe("ssh transport - Node.js on the host", () => {
   it("ssh transport - a host without node fails permanently with NoNodeRuntime and says what to do", async () => {
-    const events = new EventLog();
-    const transport = createSshTransport({
-      keyFile: clientKey.privateKeyFile,
-      agentSocket: null,
-      agentFile: artifactFile,
-    });
-    await transport.start(events);
-    const error = await refusal(transport.requestReport(sshNode("bare-1", noNode)));
+    const { transport, events } = await startTransport(clientKey.privateKeyFile, { agentFile: artifactFile });
+    const error = await refusalOf(transport.requestReport(sshNode("bare-1", noNode)));
     expect([error.failureClass, error.reason]).toEqual(["permanent", "NoNodeRuntime"]);
     expect(error.message).toContain('node "bare-1"');
     expect(error.message).toContain("node not found on PATH=/nonexistent");
@@ -78,14 +61,8 @@ describe("ssh transport - Node.js on the host", () => {
   });
 
   it("ssh transport - a host with Node.js older than 20 fails permanently, naming the version found", async () => {
-    const events = new EventLog();
-    const transport = createSshTransport({
-      keyFile: clientKey.privateKeyFile,
-      agentSocket: null,
-      agentFile: artifactFile,
-    });
-    await transport.start(events);
-    const error = await refusal(transport.requestReport(sshNode("old-1", oldNode)));
+    const { transport } = await startTransport(clientKey.privateKeyFile, { agentFile: artifactFile });
+    const error = await refusalOf(transport.requestReport(sshNode("old-1", oldNode)));
     expect([error.failureClass, error.reason]).toEqual(["permanent", "NoNodeRuntime"]);
     expect(error.message).toContain("node v18.19.1 found at");
     await transport.stop();
@@ -131,7 +108,7 @@ describe("ssh transport - installing the agent", () => {
     const artifact = artifactOf(Buffer.from("// steward-agent 0.0.0-test\nbytes\n"), "0".repeat(64));
     const path = join(plain.root, uploadedAgentPath(artifact.id));
     const connection = await session();
-    const error = await refusal(
+    const error = await refusalOf(
       installAgent(connection, artifact, path, "plain-1").finally(() => connection.close()),
     );
     expect([error.failureClass, error.reason]).toEqual(["transient", "AgentChecksumMismatch"]);
