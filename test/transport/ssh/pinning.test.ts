@@ -42,6 +42,31 @@ describe("ssh transport - pinned host keys", () => {
     expect(run.code).toBe(0);
   });
 
+  it("ssh transport - asks a host with several keys for the pinned type (an RSA pin beside an ed25519 key)", async () => {
+    const rsa = generateKeyPair(server.dir, "host_rsa", "rsa");
+    const both = await startSshd({
+      authorizedKeys: [clientKey.publicKey],
+      config: [`HostKey ${rsa.privateKeyFile}`],
+    });
+    try {
+      const connection = await connect(
+        { host: both.host, port: both.port, user: both.user, hostKey: rsa.publicKey },
+        undefined,
+        {
+          credentials: { privateKey: readFileSync(clientKey.privateKeyFile) },
+          hostKeys: { knownHosts: new KnownHostsFile("/nonexistent"), trustOnFirstUse: false },
+          timeoutMs: 5_000,
+          node: "n1",
+        },
+      );
+      const run = await connection.exec("echo rsa-ok");
+      connection.close();
+      expect(run.stdout.toString().trim()).toBe("rsa-ok");
+    } finally {
+      await both.stop({ remove: true });
+    }
+  });
+
   it("ssh transport - connects when known_hosts lists the host's key", async () => {
     const file = join(server.dir, "known_hosts_good");
     writeFileSync(file, `# fleet keys\n${server.knownHostsLine}\n`);
