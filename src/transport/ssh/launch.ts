@@ -80,6 +80,11 @@ export type RunVerdict =
   | { kind: "agentMissing"; path: string }
   /** Nothing ran; `error` says whether to retry. */
   | { kind: "refused"; error: DispatchError }
+  /**
+   * The agent refused the request itself (exit 2 with its one-line error: a bundle it cannot apply,
+   * the wrong node, an option it does not know): it applied nothing, and asking again will not help.
+   */
+  | { kind: "rejected"; message: string }
   /** The agent started and no answer came back: the attempt is ambiguous. */
   | { kind: "lost"; reason: string; message: string };
 
@@ -194,6 +199,14 @@ export function interpretRun(outcome: ExecOutcome, expect: Expectation, context:
       kind: "lost",
       reason: "SessionDropped",
       message: `${subject}: the session dropped while the agent ran; the outcome is unknown`,
+    };
+  // The CLI's contract: exit 2 with `steward: <message>` means refused before doing anything. An
+  // internal error also exits 2, but may have come half-way: that one stays ambiguous.
+  const refusal = outcome.stderr.split("\n").find((line) => line.startsWith("steward: "));
+  if (outcome.code === 2 && !outcome.dropped && refusal && !refusal.startsWith("steward: internal error"))
+    return {
+      kind: "rejected",
+      message: `${subject}: the agent refused: ${refusal.slice("steward: ".length)}`,
     };
   const stderr = tail(outcome.stderr) ? `; stderr: ${tail(outcome.stderr)}` : "";
   if (outcome.signal)

@@ -17,7 +17,7 @@
  */
 import type { DispatchError as DispatchErrorType, Transport, TransportEvents } from "../../hub/transport.js";
 import { DispatchError } from "../../hub/transport.js";
-import type { Bundle, Node, Report } from "../../model/generated.js";
+import type { AttemptResult, Bundle, Node, Report } from "../../model/generated.js";
 import { type AgentArtifact, AgentArtifactError, loadAgentArtifact } from "./artifact.js";
 import {
   connect,
@@ -103,7 +103,27 @@ export function endpointsOf(node: Node): { target: SshEndpoint; jump?: SshEndpoi
   return { target, jump };
 }
 
-type Answer = Extract<RunVerdict, { kind: "reply" | "report" | "lost" }>;
+type Answer = Extract<RunVerdict, { kind: "reply" | "report" | "rejected" | "lost" }>;
+
+/**
+ * The result of an attempt the agent refused outright (it applied nothing): permanent, so the hub
+ * blocks the generation with the agent's own words instead of asking again and again.
+ */
+function rejectedResult(bundle: Bundle, node: string, message: string, at: Date): AttemptResult {
+  return {
+    attemptId: bundle.attemptId,
+    node,
+    assignment: bundle.spec.assignment,
+    generation: bundle.generation,
+    outcome: "failed",
+    failureClass: "permanent",
+    reason: "AgentRejected",
+    message,
+    resources: [],
+    startedAt: at.toISOString(),
+    finishedAt: at.toISOString(),
+  };
+}
 
 /** The SSH adapter of the hub's Transport port. */
 export class SshTransport implements Transport {
@@ -168,6 +188,11 @@ export class SshTransport implements Transport {
           await events.lost(bundle.attemptId, name, answer.message);
           return { outcome: "lost", reason: answer.reason };
         }
+        if (answer.kind === "rejected") {
+          this.settings.logger?.warn({ node: name, attemptId: bundle.attemptId }, answer.message);
+          await events.result(rejectedResult(bundle, name, answer.message, this.settings.now()));
+          return { outcome: "answered", reason: "AgentRejected" };
+        }
         if (answer.kind === "reply") {
           await events.result(answer.reply.result);
           await this.delivered(node, answer.reply.report);
@@ -210,6 +235,10 @@ export class SshTransport implements Transport {
         // Observing changes nothing, so a lost observation is simply no report: retry later.
         failure = new DispatchError(answer.message, "transient", answer.reason);
         return { outcome: "lost", reason: answer.reason };
+      }
+      if (answer.kind === "rejected") {
+        failure = await this.refused(node, new DispatchError(answer.message, "permanent", "AgentRejected"));
+        return { outcome: "refused", reason: failure.reason };
       }
       if (answer.kind === "report") await this.delivered(node, answer.report);
       return { outcome: "answered" };

@@ -85,6 +85,25 @@ describe("ssh transport - apply and report", () => {
     await transport.stop();
   });
 
+  it("ssh transport - a bundle the agent refuses outright becomes a permanent failed result, not a loss", async () => {
+    const server = hosts.fleet().servers[0]!;
+    const { transport, events } = await hosts.start();
+    const node = sshNode("web-1", server);
+    // Rendered for another node: the agent on web-1 must not apply it.
+    const bundle = testBundle(sshNode("web-2", server), { generation: 1, resources: [] });
+    await transport.dispatch(bundle, node);
+    const result = await events.waitFor("result");
+    expect(result.result).toMatchObject({
+      attemptId: bundle.attemptId,
+      outcome: "failed",
+      failureClass: "permanent",
+      reason: "AgentRejected",
+    });
+    expect(result.result.message).toContain('bundle is for node "web-2" but this agent is node "web-1"');
+    expect(events.of("lost")).toEqual([]);
+    await transport.stop();
+  });
+
   it("ssh transport - keeps a node's connection for the next job, and reconnects once when it died idle", async () => {
     const server = hosts.fleet().servers[0]!;
     const { transport, events } = await hosts.start();

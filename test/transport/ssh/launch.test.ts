@@ -151,6 +151,23 @@ describe("ssh launcher - what a run means", () => {
       expect: { kind: "lost", reason: "NoAnswer" },
     },
     {
+      name: "an agent refusing the request itself (exit 2, one line) applied nothing",
+      run: outcome({
+        code: 2,
+        stderr: `${STARTED_LINE}\nsteward: bundle is for node "n2" but this agent is node "n1"\n`,
+      }),
+      expect: {
+        kind: "rejected",
+        message:
+          'node "n1" (root@h:22): the agent refused: bundle is for node "n2" but this agent is node "n1"',
+      },
+    },
+    {
+      name: "an internal error may have come half-way: lost, not rejected",
+      run: outcome({ code: 2, stderr: `${STARTED_LINE}\nsteward: internal error: boom\n` }),
+      expect: { kind: "lost", reason: "NoAnswer" },
+    },
+    {
       name: "a dropped session before the start cannot be proven unstarted: ambiguous",
       run: outcome({ code: null, dropped: true }),
       context: { started: false },
