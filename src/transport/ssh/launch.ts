@@ -139,7 +139,7 @@ export function parseAnswer(
   const findings = schemaFindings(validatorFor(AGENT_SCHEMA_ID, definition), value);
   if (findings.length > 0)
     return {
-      problem: `printed a ${definition} that does not match the schema: ${findings[0]?.message ?? ""}`,
+      problem: `printed an answer that does not match the ${definition} schema: ${findings[0]?.message ?? ""}`,
     };
   return expect === "reply" ? { reply: value as AgentReply } : { report: value as Report };
 }
