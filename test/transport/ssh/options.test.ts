@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { EnvironmentError, UsageError } from "../../../src/model/errors.js";
-import { createSshTransport } from "../../../src/transport/ssh/index.js";
+import { createSshTransport, SSH_HUB_FLAGS, sshOptionsFromFlags } from "../../../src/transport/ssh/index.js";
 import { EventLog, refusalOf, sshNode, withHosts } from "./fixtures.js";
 
 const hosts = withHosts(1);
@@ -45,6 +45,33 @@ describe("ssh transport - options", () => {
       expect(error).toBeInstanceOf(UsageError);
       expect((error as Error).message).toContain("--ssh-concurrency must be a whole number >= 1");
     }
+  });
+
+  it("ssh transport - the hub's --ssh-* flags become transport options, paths from the working directory", () => {
+    expect(SSH_HUB_FLAGS.map(([flag]) => flag.split(" ")[0])).toEqual([
+      "--ssh-key",
+      "--ssh-known-hosts",
+      "--ssh-concurrency",
+      "--ssh-tofu",
+    ]);
+    const env = { HOME: "/home/hub" };
+    expect(
+      sshOptionsFromFlags(
+        { sshKey: "keys/id", sshKnownHosts: "/etc/steward/known_hosts", sshConcurrency: "32", sshTofu: true },
+        "/srv/hub",
+        env,
+      ),
+    ).toEqual({
+      env,
+      keyFile: "/srv/hub/keys/id",
+      knownHostsFile: "/etc/steward/known_hosts",
+      concurrency: 32,
+      trustOnFirstUse: true,
+    });
+    expect(sshOptionsFromFlags({}, "/srv/hub", env)).toEqual({ env, trustOnFirstUse: false });
+    const error = thrown(() => sshOptionsFromFlags({ sshConcurrency: "many" }, "/", env));
+    expect(error).toBeInstanceOf(UsageError);
+    expect((error as Error).message).toBe('--ssh-concurrency must be a whole number >= 1 (got "many")');
   });
 
   it("ssh transport - without a key file or ssh-agent, dispatching fails permanently with NoCredentials", async () => {
