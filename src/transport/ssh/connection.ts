@@ -43,7 +43,7 @@ export interface HostKeyPolicy {
   /** Accept an unknown key once and record it in `knownHosts`. Off unless the operator asks. */
   trustOnFirstUse: boolean;
   /** Told about every key accepted on first use (for logs); the key is already recorded. */
-  onTrustedFirstUse?: (endpoint: SshEndpoint, key: PublicKey) => void;
+  onTrustedFirstUse?: (endpoint: SshEndpoint, key: PublicKey, node: string) => void;
 }
 
 export interface ConnectOptions {
@@ -250,7 +250,7 @@ function connectHop(
           presented,
           `steward-tofu node=${options.node} at=${new Date().toISOString()}`,
         );
-        options.hostKeys.onTrustedFirstUse?.(endpoint, presented);
+        options.hostKeys.onTrustedFirstUse?.(endpoint, presented, options.node);
         verdict = { kind: "trusted" };
       }
       return verdict.kind === "trusted";

@@ -10,7 +10,7 @@ import ssh2 from "ssh2";
 import { EnvironmentError, UsageError } from "../../model/errors.js";
 import { defaultAgentFile } from "./artifact.js";
 import type { SshEndpoint } from "./connection.js";
-import { KnownHostsFile, type PublicKey } from "./hostkeys.js";
+import { fingerprint, KnownHostsFile, type PublicKey } from "./hostkeys.js";
 import { type SshLogger, type SshProgress, SshTransport } from "./transport.js";
 
 export { type AgentArtifact, AgentArtifactError, loadAgentArtifact } from "./artifact.js";
@@ -52,7 +52,7 @@ export interface SshTransportOptions {
   /** Called as each host finishes a job. */
   onProgress?: (progress: SshProgress) => void;
   /** Told about keys accepted on first use (they are recorded in the known_hosts file too). */
-  onTrustedFirstUse?: (endpoint: SshEndpoint, key: PublicKey) => void;
+  onTrustedFirstUse?: (endpoint: SshEndpoint, key: PublicKey, node: string) => void;
   logger?: SshLogger;
   now?: () => Date;
   /** Environment for `SSH_AUTH_SOCK` and `HOME`; default `process.env`. */
@@ -105,7 +105,20 @@ export function createSshTransport(options: SshTransportOptions = {}): SshTransp
     hostKeys: {
       knownHosts,
       trustOnFirstUse: options.trustOnFirstUse ?? false,
-      ...(options.onTrustedFirstUse ? { onTrustedFirstUse: options.onTrustedFirstUse } : {}),
+      // A key trusted on first use is recorded in the file and said out loud in the log.
+      onTrustedFirstUse: (endpoint, key, node) => {
+        options.logger?.warn(
+          {
+            node,
+            host: endpoint.host,
+            port: endpoint.port,
+            key: `${key.type} ${fingerprint(key)}`,
+            file: knownHosts.path,
+          },
+          "trusted an unknown host key on first use (--ssh-tofu) and recorded it",
+        );
+        options.onTrustedFirstUse?.(endpoint, key, node);
+      },
     },
     concurrency,
     connectTimeoutMs: options.connectTimeoutMs ?? SSH_DEFAULTS.connectTimeoutMs,
