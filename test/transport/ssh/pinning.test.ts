@@ -169,6 +169,28 @@ describe("ssh transport - pinned host keys", () => {
   });
 });
 
+describe("ssh transport - trust on first use through the transport", () => {
+  it("ssh transport - --ssh-tofu records the key in the known_hosts file and warns in the log", async () => {
+    const file = join(server.dir, "known_hosts_transport_tofu");
+    const warnings: [Record<string, unknown>, string][] = [];
+    const { transport } = await startTransport(clientKey.privateKeyFile, {
+      knownHostsFile: file,
+      trustOnFirstUse: true,
+      // No agent build here: the run stops right after the connection, which is all this test needs.
+      agentFile: "/nonexistent/steward-agent.mjs",
+      logger: { info: () => {}, warn: (fields, message) => warnings.push([fields, message]) },
+    });
+    const error = await refusalOf(transport.requestReport(sshNode("tofu-1", server, { pin: false })));
+    expect(error.reason).toBe("AgentNotBuilt");
+    expect(readFileSync(file, "utf8")).toContain(`${server.knownHostsLine} steward-tofu node=tofu-1`);
+    expect(warnings[0]).toEqual([
+      expect.objectContaining({ node: "tofu-1", port: server.port, file }),
+      "trusted an unknown host key on first use (--ssh-tofu) and recorded it",
+    ]);
+    await transport.stop();
+  });
+});
+
 describe("ssh transport - client authentication", () => {
   it("ssh transport - a client key the host does not authorise is refused permanently (AuthFailed)", async () => {
     const error = await refusalOf(connectWith({ hostKey: server.hostKey.publicKey, key: otherKey }));
