@@ -5,7 +5,11 @@
  */
 import { Command, CommanderError } from "commander";
 import { isStewardError, UsageError } from "../model/errors.js";
+import { historyCommand } from "./history.js";
 import { type CliIo, EXIT, type GlobalOptions, processIo } from "./io.js";
+import { planCommand } from "./plan.js";
+import { rollbackCommand } from "./rollback.js";
+import { syncCommand } from "./sync.js";
 import { validateCommand } from "./validate.js";
 import { VERSION } from "./version.js";
 
@@ -27,7 +31,13 @@ export async function main(argv: string[], io: CliIo = processIo()): Promise<num
     .configureOutput({ writeOut: io.stdout, writeErr: io.stderr })
     .exitOverride();
   const globals = () => program.opts<GlobalOptions>();
-  const commands: Command[] = [validateCommand(io, globals, exit)];
+  const commands: Command[] = [
+    validateCommand(io, globals, exit),
+    syncCommand(io, globals, exit),
+    planCommand(io, globals, exit),
+    rollbackCommand(io, globals, exit),
+    historyCommand(io, globals, exit),
+  ];
   for (const command of commands) {
     command
       .configureOutput({ writeOut: io.stdout, writeErr: io.stderr })

@@ -74,7 +74,8 @@ function isYaml(path: string): boolean {
 }
 
 function inDotDirectory(path: string): boolean {
-  return path.split("/").some((segment, i, all) => i < all.length - 1 && segment.startsWith("."));
+  const directory = path.slice(0, path.lastIndexOf("/") + 1);
+  return directory.startsWith(".") || directory.includes("/.");
 }
 
 /** Analyses a file's bytes: parse, then validate each document against its kind's schema. */
@@ -95,27 +96,38 @@ export async function loadRepo(
 ): Promise<LoadResult> {
   const cache = options.cache;
   const files = await source.files();
-  const byPath = new Map(files.map((f) => [f.path, f]));
+  // Built on first use: a fleet without `source:` files never needs it.
+  let byPathIndex: Map<string, RepoFile> | undefined;
+  const byPath = () => {
+    if (!byPathIndex) {
+      byPathIndex = new Map();
+      for (const file of files) byPathIndex.set(file.path, file);
+    }
+    return byPathIndex;
+  };
   const texts = new Map<string, string>();
   const diagnostics: Diagnostic[] = [];
   const used = new Set<string>();
 
   const analyze = async (file: RepoFile): Promise<FileAnalysis> => {
-    used.add(file.id ?? "");
-    const hit = file.id ? cache?.get(file.id) : undefined;
-    if (hit) return hit;
     const analysis = analyzeFile(await source.read(file));
     if (file.id && cache) cache.set(file.id, analysis);
     return analysis;
   };
+  // A cache hit stays synchronous: a warm sync of a large fleet is mostly hits.
+  const cached = (file: RepoFile): FileAnalysis | undefined => {
+    used.add(file.id ?? "");
+    return file.id ? cache?.get(file.id) : undefined;
+  };
 
   // steward.yaml first: it says which files to ignore.
-  const fleetFile = byPath.get(FLEET_FILE);
+  const fleetFile = files.find((f) => f.path === FLEET_FILE);
   let ignore: string[] = [];
-  const analyses = new Map<string, FileAnalysis>();
+  // A list (not a map) in file order: a lookup by path is needed only for a file with a diagnostic.
+  const analyses: { path: string; analysis: FileAnalysis }[] = [];
   if (fleetFile) {
-    const analysis = await analyze(fleetFile);
-    analyses.set(FLEET_FILE, analysis);
+    const analysis = cached(fleetFile) ?? (await analyze(fleetFile));
+    analyses.push({ path: FLEET_FILE, analysis });
     const fleetDoc = analysis.documents.find((d) => d.kind === "Fleet" && d.findings.length === 0);
     ignore = (fleetDoc?.value as Fleet | undefined)?.spec?.ignore ?? [];
   }
@@ -128,20 +140,22 @@ export async function loadRepo(
       !f.path.startsWith(".") &&
       !ignored(f.path),
   );
-  for (const file of candidates) analyses.set(file.path, await analyze(file));
+  for (const file of candidates)
+    analyses.push({ path: file.path, analysis: cached(file) ?? (await analyze(file)) });
 
   // Files referenced by `source:` are content, not documents, even when they are YAML.
   const sourcePaths = new Set<string>();
-  for (const analysis of analyses.values())
+  for (const { analysis } of analyses)
     for (const doc of analysis.documents)
       if (doc.kind === "Assignment" && doc.findings.length === 0)
         for (const resource of (doc.value as Assignment).spec.resources)
           if ("source" in resource && resource.source) sourcePaths.add(resource.source);
 
   const documents: AnyDocument[] = [];
-  const locatable = new Map<SourcedDocument<unknown>, string>();
+  let analysisByPath: Map<string, FileAnalysis> | undefined;
   const push = (document: SourcedDocument<unknown>, finding: Finding) => {
-    const text = locatable.get(document);
+    analysisByPath ??= new Map(analyses.map((a) => [a.path, a.analysis]));
+    const text = analysisByPath.get(document.file)?.parsed.text;
     const pos =
       text !== undefined ? locate(text, document.index, finding.path, finding.key) : { line: 0, column: 0 };
     if (text !== undefined) texts.set(document.file, text);
@@ -156,24 +170,17 @@ export async function loadRepo(
     if (finding.fix) diagnostic.fix = finding.fix;
     diagnostics.push(diagnostic);
   };
-  for (const [path, analysis] of analyses) {
+  for (const { path, analysis } of analyses) {
     if (sourcePaths.has(path) && path !== FLEET_FILE) continue;
     for (const problem of analysis.parsed.problems) {
       diagnostics.push({ ...problem, file: path });
       if (analysis.parsed.text !== undefined) texts.set(path, analysis.parsed.text);
     }
-    for (const doc of analysis.documents) {
-      const document: AnyDocument = {
-        file: path,
-        index: doc.index,
-        value: doc.value,
-        valid: doc.findings.length === 0,
-      };
-      if (doc.kind) document.kind = doc.kind;
-      if (doc.name) document.name = doc.name;
-      if (analysis.parsed.text !== undefined) locatable.set(document, analysis.parsed.text);
+    const fileDocuments = documentsOf(analysis, path);
+    for (let i = 0; i < fileDocuments.length; i++) {
+      const document = fileDocuments[i]!;
       documents.push(document);
-      for (const finding of doc.findings) push(document, finding);
+      for (const finding of analysis.documents[i]!.findings) push(document, finding);
     }
   }
 
@@ -193,12 +200,14 @@ export async function loadRepo(
     else if (doc.kind === "Fleet" && doc.file === FLEET_FILE && !fleetDocument)
       fleetDocument = doc as FleetDocument;
   }
+  const sortedNodes = sortedByName(nodes);
+  const sortedAssignments = sortedByName(assignments);
   for (const { document, finding } of semanticFindings({
     documents,
-    nodes: sortedByName(nodes),
-    assignments: sortedByName(assignments),
+    nodes: sortedNodes,
+    assignments: sortedAssignments,
     invalidNames,
-    exists: (path) => byPath.has(path),
+    exists: (path) => byPath().has(path),
   }))
     push(document, finding);
 
@@ -210,7 +219,7 @@ export async function loadRepo(
   const result: LoadResult = {
     ok: !hasErrors(sorted),
     diagnostics: sorted,
-    filesRead: analyses.size,
+    filesRead: analyses.length,
     lineOf,
   };
   if (!result.ok) return result;
@@ -218,13 +227,11 @@ export async function loadRepo(
   const fleet = fleetSettings((fleetDocument?.value as Fleet | undefined)?.spec);
   const sources = new Map<string, SourceContent>();
   for (const path of sourcePaths) {
-    const file = byPath.get(path);
+    const file = byPath().get(path);
     if (!file) continue;
     const bytes = await source.read(file);
     sources.set(path, { id: file.id ?? bytesHash(bytes), bytes });
   }
-  const sortedNodes = sortedByName(nodes);
-  const sortedAssignments = sortedByName(assignments);
   const missing: MissingVariable[] = [];
   const instances = renderInstances(fleet, sortedNodes, sortedAssignments, sources, missing);
   if (missing.length > 0) {
@@ -250,7 +257,40 @@ export async function loadRepo(
 }
 
 function sortedByName<T>(map: Map<string, T>): Map<string, T> {
+  let previous: string | undefined;
+  let sorted = true;
+  for (const key of map.keys()) {
+    if (previous !== undefined && previous > key) {
+      sorted = false;
+      break;
+    }
+    previous = key;
+  }
+  // Files are listed in path order, so names usually arrive sorted already.
+  if (sorted) return map;
   return new Map([...map.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+}
+
+/** The documents of a file at a path; kept with the analysis so their identity survives a sync. */
+const fileDocuments = new WeakMap<FileAnalysis, { path: string; documents: AnyDocument[] }>();
+
+function documentsOf(analysis: FileAnalysis, path: string): AnyDocument[] {
+  const known = fileDocuments.get(analysis);
+  if (known?.path === path) return known.documents;
+  // Every document gets the same shape (kind and name present, maybe undefined): the checks read
+  // these fields on thousands of documents, and one shape keeps those reads fast.
+  const documents = analysis.documents.map(
+    (doc): AnyDocument => ({
+      file: path,
+      index: doc.index,
+      value: doc.value,
+      valid: doc.findings.length === 0,
+      kind: doc.kind || undefined,
+      name: doc.name || undefined,
+    }),
+  );
+  fileDocuments.set(analysis, { path, documents });
+  return documents;
 }
 
 /** A RepoSource over a directory: every file below it, skipping dot-directories like .git. */

@@ -4,10 +4,11 @@
  * applies, not where the YAML lives, so renaming a file changes nothing while any change of content
  * (including back to older content) changes the hash.
  */
-import { canonicalJson, contentHash } from "./canonical.js";
+import { contentHash } from "./canonical.js";
 import type { AssignmentDocument, NodeDocument } from "./documents.js";
 import { type EffectiveBudget, effectiveBudget, type FleetSettings } from "./fleet.js";
 import type { Assignment, Bundle, InstanceSpec, Node, Resource, Rollout } from "./generated.js";
+import { PerNodeMemo } from "./memo.js";
 import { substitute } from "./template.js";
 
 /** One assignment on one node: the unit of convergence. */
@@ -74,12 +75,23 @@ function renderResource(resource: Resource, sources: ReadonlyMap<string, SourceC
   return rendered;
 }
 
-const renderCache = new WeakMap<Assignment, Map<string, Instance>>();
+/** What a rendered instance depends on besides the assignment and node values it is keyed by. */
+interface RenderMemo {
+  sourceIds: string;
+  attempts: number;
+  withinMs: number;
+  mode: string;
+  file: string;
+  instance: Instance;
+}
+
+/** Rendered instances by assignment value, then node value: both keep their identity while their file is unchanged. */
+const renderCache = new PerNodeMemo<Assignment, RenderMemo>();
 
 /**
- * Renders one assignment for one node. Memoised on the assignment value's identity (unchanged files
- * keep their parsed values between syncs), the node's roots and the content ids of `source:` files,
- * so a sync re-renders only what changed.
+ * Renders one assignment for one node. Memoised on the identity of the assignment and node values
+ * (unchanged files keep their parsed values between syncs), the content ids of `source:` files and
+ * the fleet settings, so a sync re-renders only what changed.
  */
 export function renderInstance(
   assignment: AssignmentDocument,
@@ -89,13 +101,19 @@ export function renderInstance(
   missing: MissingVariable[] = [],
 ): Instance {
   const spec = assignment.value.spec;
-  const sourceIds = spec.resources
-    .map((r) => ("source" in r && r.source ? (sources.get(r.source)?.id ?? "missing") : ""))
-    .join(",");
-  const memoKey = `${canonicalJson(node)}\0${sourceIds}\0${fleet.budget.attempts}/${fleet.budget.withinMs}/${fleet.mode}\0${assignment.file}`;
-  let memo = renderCache.get(assignment.value);
-  const cached = memo?.get(memoKey);
-  if (cached) return cached;
+  let sourceIds = "";
+  for (const r of spec.resources)
+    if ("source" in r && r.source) sourceIds += `${sources.get(r.source)?.id ?? "missing"},`;
+  const cached = renderCache.get(assignment.value, node);
+  if (
+    cached &&
+    cached.sourceIds === sourceIds &&
+    cached.attempts === fleet.budget.attempts &&
+    cached.withinMs === fleet.budget.withinMs &&
+    cached.mode === fleet.mode &&
+    cached.file === assignment.file
+  )
+    return cached.instance;
   const name = assignment.value.metadata.name;
   const context = { node, assignment: assignment.value };
   const before = missing.length;
@@ -124,11 +142,14 @@ export function renderInstance(
     file: assignment.file,
   };
   if (missing.length > before) return instance;
-  if (!memo) {
-    memo = new Map();
-    renderCache.set(assignment.value, memo);
-  }
-  memo.set(memoKey, instance);
+  renderCache.set(assignment.value, node, {
+    sourceIds,
+    attempts: fleet.budget.attempts,
+    withinMs: fleet.budget.withinMs,
+    mode: fleet.mode,
+    file: assignment.file,
+    instance,
+  });
   return instance;
 }
 
@@ -143,8 +164,20 @@ export interface MissingVariable {
 /** The nodes an assignment lands on, sorted by name. */
 export function placement(assignment: Assignment, nodes: ReadonlyMap<string, NodeDocument>): Node[] {
   const placed: Node[] = [];
-  for (const node of nodes.values()) if (selects(assignment, node.value)) placed.push(node.value);
-  return placed.sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : 1));
+  if (assignment.spec.selector?.matchLabels) {
+    for (const node of nodes.values()) if (selects(assignment, node.value)) placed.push(node.value);
+  } else {
+    // Placed by name only: look the names up instead of scanning every node (a fleet has thousands
+    // of assignments, and this runs for each of them on every sync).
+    const names = assignment.spec.nodes ?? [];
+    const unique = names.length > 16 ? new Set(names) : names;
+    for (const name of unique) {
+      const node = nodes.get(name)?.value;
+      if (node && (unique !== names || !placed.includes(node))) placed.push(node);
+    }
+  }
+  if (placed.length > 1) placed.sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : 1));
+  return placed;
 }
 
 /** Every instance of the repository, keyed and sorted by instance key. */
@@ -161,7 +194,9 @@ export function renderInstances(
       list.push(renderInstance(assignment, node, fleet, sources, missing));
   }
   list.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-  return new Map(list.map((instance) => [instance.key, instance]));
+  const instances = new Map<string, Instance>();
+  for (const instance of list) instances.set(instance.key, instance);
+  return instances;
 }
 
 /** The message an attempt carries: the instance's whole desired spec at a generation. */

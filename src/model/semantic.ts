@@ -5,7 +5,8 @@
 import { posix } from "node:path";
 import type { AnyDocument, AssignmentDocument, NodeDocument, SourcedDocument } from "./documents.js";
 import type { Finding } from "./findings.js";
-import type { Resource } from "./generated.js";
+import type { Assignment, Node, Resource } from "./generated.js";
+import { PerNodeMemo } from "./memo.js";
 import { containingRoot, hasDotSegments } from "./paths.js";
 import { placement, resourceName } from "./render.js";
 import { didYouMean } from "./suggest.js";
@@ -91,7 +92,8 @@ function findCycle(edges: ReadonlyMap<string, readonly string[]>): string[] | un
 }
 
 function checkDuplicateNames(input: SemanticInput, push: Push): void {
-  const seen = new Map<string, AnyDocument>();
+  // Per kind, so no `kind/name` key is built for each of thousands of documents.
+  const seen = new Map<string, Map<string, AnyDocument>>();
   let fleet: AnyDocument | undefined;
   for (const doc of input.documents) {
     if (doc.kind === "Fleet") {
@@ -115,8 +117,12 @@ function checkDuplicateNames(input: SemanticInput, push: Push): void {
       continue;
     }
     if (!doc.kind || !doc.name) continue;
-    const id = `${doc.kind}/${doc.name}`;
-    const first = seen.get(id);
+    let ofKind = seen.get(doc.kind);
+    if (!ofKind) {
+      ofKind = new Map();
+      seen.set(doc.kind, ofKind);
+    }
+    const first = ofKind.get(doc.name);
     if (first)
       push(doc, {
         severity: "error",
@@ -125,7 +131,7 @@ function checkDuplicateNames(input: SemanticInput, push: Push): void {
         message: `${doc.kind} "${doc.name}" is declared twice (also in ${first.file})`,
         fix: "rename one of them or delete the duplicate",
       });
-    else seen.set(id, doc);
+    else ofKind.set(doc.name, doc);
   }
 }
 
@@ -168,11 +174,140 @@ function checkNodes(input: SemanticInput, push: Push): void {
   }
 }
 
+/** What the checks of one assignment document need from it, worked out once per parsed document. */
+interface AssignmentFacts {
+  /** Findings that depend on this document alone. */
+  findings: Finding[];
+  /** Canonical path fields that must be inside each placed node's roots. */
+  confined: { index: number; field: (string | number)[]; path: string }[];
+  /** What each resource owns on a host (before per-node substitution). */
+  owned: { index: number; template: string }[];
+  /** Well-formed `source:` paths, which must exist in the repository. */
+  sources: { index: number; source: string }[];
+}
+
+/** What one assignment means on one node: confinement findings and the things it owns there. */
+interface PlacementFacts {
+  findings: Finding[];
+  owned: { index: number; thing: string }[];
+}
+
+// Both are memoised on the identity of the parsed values, which stay the same while their files do,
+// so a sync of a large fleet re-checks only the documents that changed (the cross-document checks
+// below still run over every document, but they are lookups).
+const assignmentFacts = new WeakMap<Assignment, AssignmentFacts>();
+const placementFacts = new PerNodeMemo<Assignment, PlacementFacts>();
+
+function factsOf(assignment: Assignment): AssignmentFacts {
+  const cached = assignmentFacts.get(assignment);
+  if (cached) return cached;
+  const spec = assignment.spec;
+  const name = assignment.metadata.name;
+  const facts: AssignmentFacts = { findings: [], confined: [], owned: [], sources: [] };
+  const names = new Map<string, number>();
+  const edges = new Map<string, string[]>();
+  for (const [i, resource] of spec.resources.entries()) {
+    const resName = resourceName(resource);
+    const first = names.get(resName);
+    if (first !== undefined)
+      facts.findings.push({
+        severity: "error",
+        code: "resource/duplicate",
+        path: ["spec", "resources", i, resource.name ? "name" : "path"],
+        message: `resource "${resName}" is declared twice in assignment "${name}" (first at spec.resources[${first}])`,
+        fix: "remove the duplicate or give each resource its own name",
+      });
+    else names.set(resName, i);
+    edges.set(resName, resource.dependsOn ?? []);
+    for (const field of confinedPaths(resource)) {
+      if (hasDotSegments(field.path) || field.path.includes("//"))
+        facts.findings.push({
+          severity: "error",
+          code: "path/dot-segments",
+          path: ["spec", "resources", i, ...field.field],
+          message: `${JSON.stringify(field.path)} is not a canonical path (it has \`.\`, \`..\` or \`//\`)`,
+          fix: "write the absolute path without `.` or `..` segments",
+        });
+      else facts.confined.push({ index: i, ...field });
+    }
+    if ((resource.kind === "file" || resource.kind === "systemd-unit") && resource.source !== undefined) {
+      const source = resource.source;
+      if (source.startsWith("/") || hasDotSegments(source) || source.startsWith("./"))
+        facts.findings.push({
+          severity: "error",
+          code: "source/path",
+          path: ["spec", "resources", i, "source"],
+          message: `source ${JSON.stringify(source)} must be a path relative to the repository root, without \`.\` or \`..\``,
+          fix: 'write it like "files/nginx.conf"',
+        });
+      else facts.sources.push({ index: i, source });
+    }
+    const template = ownedThing(resource);
+    if (template) facts.owned.push({ index: i, template });
+  }
+  for (const [i, resource] of spec.resources.entries()) {
+    for (const [j, dependency] of (resource.dependsOn ?? []).entries())
+      if (!names.has(dependency))
+        facts.findings.push({
+          severity: "error",
+          code: "depends-on/unknown",
+          path: ["spec", "resources", i, "dependsOn", j],
+          message: `resource "${dependency}" does not exist in assignment "${name}"${didYouMean(dependency, names.keys())}`,
+          fix: "name a resource of the same assignment (its name, or its path for files)",
+        });
+    if (resource.kind === "service")
+      for (const [j, dependency] of (resource.restartOn ?? []).entries())
+        if (!names.has(dependency))
+          facts.findings.push({
+            severity: "error",
+            code: "restart-on/unknown",
+            path: ["spec", "resources", i, "restartOn", j],
+            message: `resource "${dependency}" does not exist in assignment "${name}"${didYouMean(dependency, names.keys())}`,
+            fix: "name a resource of the same assignment",
+          });
+  }
+  const cycle = findCycle(edges);
+  if (cycle) {
+    const index = names.get(cycle[0]!) ?? 0;
+    facts.findings.push({
+      severity: "error",
+      code: "depends-on/cycle",
+      path: ["spec", "resources", index, "dependsOn"],
+      message: `resources depend on each other in a cycle: ${cycle.join(" → ")}`,
+      fix: "remove one dependsOn so the order is well defined",
+    });
+  }
+  assignmentFacts.set(assignment, facts);
+  return facts;
+}
+
+function placementFactsOf(assignment: Assignment, node: Node): PlacementFacts {
+  const cached = placementFacts.get(assignment, node);
+  if (cached) return cached;
+  const facts: PlacementFacts = { findings: [], owned: [] };
+  const context = { node, assignment };
+  for (const { index, field, path } of factsOf(assignment).confined) {
+    const actual = substituteString(path, context, () => {});
+    if (containingRoot(actual, node.spec.roots)) continue;
+    facts.findings.push({
+      severity: "error",
+      code: "path/outside-roots",
+      path: ["spec", "resources", index, ...field],
+      message: `${JSON.stringify(actual)} is outside the roots of node "${node.metadata.name}" (${node.spec.roots.join(", ")})`,
+      fix: `move it under a declared root, or add a root to nodes/${node.metadata.name}`,
+    });
+  }
+  for (const { index, template } of factsOf(assignment).owned)
+    facts.owned.push({ index, thing: substituteString(template, context, () => {}) });
+  placementFacts.set(assignment, node, facts);
+  return facts;
+}
+
 function checkAssignment(
   doc: AssignmentDocument,
   input: SemanticInput,
   push: Push,
-  owners: Map<string, Map<string, { doc: AssignmentDocument; index: number }>>,
+  owners: Map<string, Map<string, AssignmentDocument>>,
 ): void {
   const spec = doc.value.spec;
   const name = doc.value.metadata.name;
@@ -206,126 +341,50 @@ function checkAssignment(
     });
   }
   const canary = spec.rollout?.canary?.nodes ?? [];
-  const placedNames = new Set(placed.map((n) => n.metadata.name));
-  for (const [i, nodeName] of canary.entries())
-    if (!placedNames.has(nodeName) && !input.invalidNames.has(`Node/${nodeName}`))
-      push(doc, {
-        severity: "error",
-        code: "rollout/canary-node",
-        path: ["spec", "rollout", "canary", "nodes", i],
-        message: `canary node "${nodeName}" is not one of the nodes this assignment is placed on`,
-        fix: `use one of: ${[...placedNames].join(", ") || "(none)"}`,
-      });
+  if (canary.length > 0) {
+    const placedNames = new Set(placed.map((n) => n.metadata.name));
+    for (const [i, nodeName] of canary.entries())
+      if (!placedNames.has(nodeName) && !input.invalidNames.has(`Node/${nodeName}`))
+        push(doc, {
+          severity: "error",
+          code: "rollout/canary-node",
+          path: ["spec", "rollout", "canary", "nodes", i],
+          message: `canary node "${nodeName}" is not one of the nodes this assignment is placed on`,
+          fix: `use one of: ${[...placedNames].join(", ") || "(none)"}`,
+        });
+  }
 
-  // Resources: names, dependencies, paths and sources.
-  const names = new Map<string, number>();
-  const edges = new Map<string, string[]>();
-  for (const [i, resource] of spec.resources.entries()) {
-    const resName = resourceName(resource);
-    const first = names.get(resName);
-    if (first !== undefined)
+  const facts = factsOf(doc.value);
+  for (const finding of facts.findings) push(doc, finding);
+  for (const { index, source } of facts.sources)
+    if (!input.exists(source))
       push(doc, {
         severity: "error",
-        code: "resource/duplicate",
-        path: ["spec", "resources", i, resource.name ? "name" : "path"],
-        message: `resource "${resName}" is declared twice in assignment "${name}" (first at spec.resources[${first}])`,
-        fix: "remove the duplicate or give each resource its own name",
+        code: "source/missing",
+        path: ["spec", "resources", index, "source"],
+        message: `source file ${JSON.stringify(source)} does not exist in the repository`,
+        fix: "add the file, or fix the path (relative to the repository root)",
       });
-    else names.set(resName, i);
-    edges.set(resName, resource.dependsOn ?? []);
-    for (const field of confinedPaths(resource)) {
-      if (hasDotSegments(field.path) || field.path.includes("//"))
-        push(doc, {
-          severity: "error",
-          code: "path/dot-segments",
-          path: ["spec", "resources", i, ...field.field],
-          message: `${JSON.stringify(field.path)} is not a canonical path (it has \`.\`, \`..\` or \`//\`)`,
-          fix: "write the absolute path without `.` or `..` segments",
-        });
-      else
-        for (const node of placed) {
-          const actual = substituteString(field.path, { node, assignment: doc.value }, () => {});
-          if (containingRoot(actual, node.spec.roots)) continue;
-          push(doc, {
-            severity: "error",
-            code: "path/outside-roots",
-            path: ["spec", "resources", i, ...field.field],
-            message: `${JSON.stringify(actual)} is outside the roots of node "${node.metadata.name}" (${node.spec.roots.join(", ")})`,
-            fix: `move it under a declared root, or add a root to nodes/${node.metadata.name}`,
-          });
-        }
+  for (const node of placed) {
+    const onNode = placementFactsOf(doc.value, node);
+    for (const finding of onNode.findings) push(doc, finding);
+    let perNode = owners.get(node.metadata.name);
+    if (!perNode) {
+      perNode = new Map();
+      owners.set(node.metadata.name, perNode);
     }
-    if ((resource.kind === "file" || resource.kind === "systemd-unit") && resource.source !== undefined) {
-      const source = resource.source;
-      if (source.startsWith("/") || hasDotSegments(source) || source.startsWith("./"))
+    for (const { index, thing } of onNode.owned) {
+      const other = perNode.get(thing);
+      if (other && other.value.metadata.name !== name)
         push(doc, {
           severity: "error",
-          code: "source/path",
-          path: ["spec", "resources", i, "source"],
-          message: `source ${JSON.stringify(source)} must be a path relative to the repository root, without \`.\` or \`..\``,
-          fix: 'write it like "files/nginx.conf"',
+          code: "resource/conflict",
+          path: ["spec", "resources", index],
+          message: `${thing.replace(":", " ")} on node "${node.metadata.name}" is also managed by assignment "${other.value.metadata.name}" (${other.file})`,
+          fix: "manage it from one assignment only; steward never picks a winner between two",
         });
-      else if (!input.exists(source))
-        push(doc, {
-          severity: "error",
-          code: "source/missing",
-          path: ["spec", "resources", i, "source"],
-          message: `source file ${JSON.stringify(source)} does not exist in the repository`,
-          fix: "add the file, or fix the path (relative to the repository root)",
-        });
+      else if (!other) perNode.set(thing, doc);
     }
-    const ownedTemplate = ownedThing(resource);
-    if (ownedTemplate)
-      for (const node of placed) {
-        const owned = substituteString(ownedTemplate, { node, assignment: doc.value }, () => {});
-        let perNode = owners.get(node.metadata.name);
-        if (!perNode) {
-          perNode = new Map();
-          owners.set(node.metadata.name, perNode);
-        }
-        const other = perNode.get(owned);
-        if (other && other.doc.value.metadata.name !== name)
-          push(doc, {
-            severity: "error",
-            code: "resource/conflict",
-            path: ["spec", "resources", i],
-            message: `${owned.replace(":", " ")} on node "${node.metadata.name}" is also managed by assignment "${other.doc.value.metadata.name}" (${other.doc.file})`,
-            fix: "manage it from one assignment only; steward never picks a winner between two",
-          });
-        else if (!other) perNode.set(owned, { doc, index: i });
-      }
-  }
-  for (const [i, resource] of spec.resources.entries()) {
-    for (const [j, dependency] of (resource.dependsOn ?? []).entries())
-      if (!names.has(dependency))
-        push(doc, {
-          severity: "error",
-          code: "depends-on/unknown",
-          path: ["spec", "resources", i, "dependsOn", j],
-          message: `resource "${dependency}" does not exist in assignment "${name}"${didYouMean(dependency, names.keys())}`,
-          fix: "name a resource of the same assignment (its name, or its path for files)",
-        });
-    if (resource.kind === "service")
-      for (const [j, dependency] of (resource.restartOn ?? []).entries())
-        if (!names.has(dependency))
-          push(doc, {
-            severity: "error",
-            code: "restart-on/unknown",
-            path: ["spec", "resources", i, "restartOn", j],
-            message: `resource "${dependency}" does not exist in assignment "${name}"${didYouMean(dependency, names.keys())}`,
-            fix: "name a resource of the same assignment",
-          });
-  }
-  const cycle = findCycle(edges);
-  if (cycle) {
-    const index = names.get(cycle[0]!) ?? 0;
-    push(doc, {
-      severity: "error",
-      code: "depends-on/cycle",
-      path: ["spec", "resources", index, "dependsOn"],
-      message: `resources depend on each other in a cycle: ${cycle.join(" → ")}`,
-      fix: "remove one dependsOn so the order is well defined",
-    });
   }
 }
 
@@ -335,10 +394,13 @@ export function semanticFindings(input: SemanticInput): LocatedFinding[] {
   const push: Push = (document, finding) => out.push({ document, finding });
   checkDuplicateNames(input, push);
   checkNodes(input, push);
-  const owners = new Map<string, Map<string, { doc: AssignmentDocument; index: number }>>();
+  // Per node: what each owned thing (`path:/etc/x`, `service:web`) is managed by, first come.
+  const owners = new Map<string, Map<string, AssignmentDocument>>();
   for (const doc of input.assignments.values()) checkAssignment(doc, input, push, owners);
+  // Only assignments with dependencies can be on a cycle; most have none.
   const assignmentEdges = new Map<string, string[]>();
-  for (const [name, doc] of input.assignments) assignmentEdges.set(name, doc.value.spec.dependsOn ?? []);
+  for (const [name, doc] of input.assignments)
+    if (doc.value.spec.dependsOn?.length) assignmentEdges.set(name, doc.value.spec.dependsOn);
   const cycle = findCycle(assignmentEdges);
   if (cycle) {
     const doc = input.assignments.get(cycle[0]!)!;
