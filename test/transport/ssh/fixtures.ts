@@ -125,12 +125,10 @@ let builtAgent: string | undefined;
 export function testAgentFile(): string {
   if (builtAgent) return builtAgent;
   const out = join(mkdtempSync(join(tmpdir(), "steward-agent-build-")), "steward-agent.mjs");
-  const entry = process.env.STEWARD_TEST_AGENT_ENTRY;
-  execFileSync(
-    process.execPath,
-    [join(REPO_ROOT, "scripts/build-agent.mjs"), "--out", out, ...(entry ? ["--entry", entry] : [])],
-    { cwd: REPO_ROOT, stdio: "pipe" },
-  );
+  execFileSync(process.execPath, [join(REPO_ROOT, "scripts/build-agent.mjs"), "--out", out], {
+    cwd: REPO_ROOT,
+    stdio: "pipe",
+  });
   builtAgent = out;
   return out;
 }
