@@ -9,7 +9,7 @@
 // `figure ansible_fanout_20_hosts_ms <v> ms` when ansible-playbook is installed (same files, same hosts).
 import { execFileSync, spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { cpus, loadavg, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { build } from "esbuild";
@@ -172,6 +172,12 @@ try {
     );
   }
   times.sort((a, b) => a - b);
+  // Every host is a process on this machine: its load is part of the figure.
+  console.log(
+    `load average ${loadavg()
+      .map((v) => v.toFixed(2))
+      .join(" ")} on ${cpus().length} cores`,
+  );
   console.log(`figure ssh_fanout_${HOSTS}_hosts_ms ${times[Math.floor(times.length / 2)].toFixed(0)} ms`);
 
   const ansible = spawnSync("ansible-playbook", ["--version"], { encoding: "utf8" });
