@@ -32,8 +32,11 @@ export function readProcess(pid: number): ProcessInfo | undefined {
   return { pid, state, startTime: fields[19] ?? "", cmdline };
 }
 
-/** True when `pid` is still the very process recorded (same start time and command line). */
-export function isSameProcess(record: { pid: number; startTime: string; cmdline: string }): boolean {
+/**
+ * True when `pid` is still the very process recorded. The pid and its start time are the identity;
+ * the command line is not compared, since it changes at exec, a moment after the spawn recorded it.
+ */
+export function isSameProcess(record: { pid: number; startTime: string }): boolean {
   const info = readProcess(record.pid);
-  return info !== undefined && info.startTime === record.startTime && info.cmdline === record.cmdline;
+  return info !== undefined && info.startTime === record.startTime;
 }

@@ -88,7 +88,9 @@ describe("agent service", () => {
     expect(seen.instances[0]!.converged).toBe(false);
 
     const healed = await agent.apply(again(attempt));
-    expect(healed.result.resources[3]).toMatchObject({ action: "started" });
+    expect(healed.result.resources[3], JSON.stringify(healed.result.resources[3])).toMatchObject({
+      action: "started",
+    });
     const newPid = pidOf(healed.report);
     expect(newPid).not.toBe(pid);
     expect(service(healed.report).status).toBe("ok");

@@ -185,6 +185,10 @@ async function start(resource: ServiceResource, fingerprint: string, ctx: Driver
       logTail(logFile),
     );
   }
+  // The command line read at spawn may still be the agent's own (before exec): keep the real one.
+  const running = readProcess(record.pid);
+  if (running && running.cmdline !== record.cmdline)
+    ctx.store.saveService(ctx.assignment, resource.name, { ...record, cmdline: running.cmdline });
   return { action: "started", message: `pid ${child.pid}` };
 }
 
