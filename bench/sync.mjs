@@ -13,6 +13,7 @@ import { performance } from "node:perf_hooks";
 import { openDatabase } from "../dist/hub/store/database.js";
 import { SqliteGenerationStore } from "../dist/hub/store/generations.js";
 import { Syncer } from "../dist/repo/syncer.js";
+import { commitStream, FLEET_YAML, nodeName, nodeYaml } from "./fleet.mjs";
 
 const ASSIGNMENTS = Number(process.env.BENCH_ASSIGNMENTS ?? 10_000);
 const NODES = 100;
@@ -23,7 +24,6 @@ const repo = join(root, "fleet.git");
 const env = { ...process.env, GIT_CONFIG_NOSYSTEM: "1", HOME: root };
 const git = (args, input) => execFileSync("git", args, { cwd: repo, env, input, maxBuffer: 1 << 30 });
 
-const nodeName = (i) => `node-${String(i).padStart(3, "0")}`;
 const assignmentName = (i) => `app-${String(i).padStart(5, "0")}`;
 
 function assignmentYaml(i, version) {
@@ -45,43 +45,12 @@ spec:
 `;
 }
 
-function nodeYaml(i) {
-  return `apiVersion: steward.dev/v1
-kind: Node
-metadata:
-  name: ${nodeName(i)}
-  labels:
-    group: g${i % 10}
-spec:
-  transport: local
-  roots: [/srv]
-`;
-}
-
-function fileCommand(path, content) {
-  return `M 100644 inline ${path}\ndata ${Buffer.byteLength(content)}\n${content}\n`;
-}
-
-let time = 1_800_000_000;
-function commitStream(message, files, parent) {
-  time += 60;
-  let stream = `commit refs/heads/main\ncommitter Bench <bench@example.test> ${time} +0000\ndata ${Buffer.byteLength(message)}\n${message}\n`;
-  if (parent) stream += `from ${parent}\n`;
-  for (const [path, content] of files) stream += fileCommand(path, content);
-  return `${stream}\n`;
-}
-
 execFileSync("git", ["init", "-q", "--bare", "-b", "main", repo], { env });
-const files = [
-  [
-    "steward.yaml",
-    "apiVersion: steward.dev/v1\nkind: Fleet\nmetadata:\n  name: bench\nspec:\n  mode: apply\n",
-  ],
-];
+const files = [["steward.yaml", FLEET_YAML]];
 for (let i = 0; i < NODES; i++) files.push([`nodes/${nodeName(i)}.yaml`, nodeYaml(i)]);
 for (let i = 0; i < ASSIGNMENTS; i++)
   files.push([`assignments/${assignmentName(i)}.yaml`, assignmentYaml(i, 1)]);
-git(["fast-import", "--quiet"], commitStream("initial fleet", files));
+git(["fast-import", "--quiet"], commitStream("main", "initial fleet", files));
 
 const db = openDatabase(join(root, "state", "hub.db"));
 const store = new SqliteGenerationStore(db);
@@ -115,6 +84,7 @@ for (let run = 0; run < CHANGES; run++) {
   git(
     ["fast-import", "--quiet"],
     commitStream(
+      "main",
       `bump ${assignmentName(index)}`,
       [[`assignments/${assignmentName(index)}.yaml`, assignmentYaml(index, run + 2)]],
       parent,

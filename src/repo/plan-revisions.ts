@@ -22,8 +22,22 @@ export interface RevisionPlan {
   to: RevisionRef;
   /** Present when both revisions are valid. */
   plan?: Plan;
-  /** The first invalid revision and why. */
+  /** The first invalid revision and why (with `invalidFrom: "empty"`, only ever `to`). */
   invalid?: { side: "from" | "to"; sha: string; diagnostics: Diagnostic[] };
+  /** With `invalidFrom: "empty"`: `from` was invalid, and the plan starts from an empty fleet. */
+  invalidFrom?: { sha: string; diagnostics: Diagnostic[] };
+  /** Warnings of `to` when it is valid (its errors and warnings are in `invalid` otherwise). */
+  warnings?: Diagnostic[];
+}
+
+/** How `planRevisions` treats an invalid `from` revision. */
+export interface PlanRevisionsOptions {
+  /**
+   * `stop` (the default): the invalid `from` is the answer, `to` is not loaded. `empty`: it is
+   * recorded in `invalidFrom` and `to` is still checked and planned against an empty fleet, so a
+   * broken base does not hide what is right or wrong with the change (the GitHub Action's case).
+   */
+  invalidFrom?: "stop" | "empty";
 }
 
 /** Plans `from` → `to` (commit-ishes); `from` defaults to the first parent of `to`. */
@@ -31,6 +45,7 @@ export async function planRevisions(
   repository: FleetRepository,
   from: string | undefined,
   to: string,
+  options: PlanRevisionsOptions = {},
 ): Promise<RevisionPlan> {
   const toOid = await repository.resolve(to);
   const toCommit = repository.commit(toOid);
@@ -43,8 +58,12 @@ export async function planRevisions(
     result.from = { sha: fromOid, subject: subject(repository.commit(fromOid).message) };
     before = await repository.load(fromOid, cache);
     if (!before.ok) {
-      result.invalid = { side: "from", sha: fromOid, diagnostics: before.diagnostics };
-      return result;
+      if (options.invalidFrom !== "empty") {
+        result.invalid = { side: "from", sha: fromOid, diagnostics: before.diagnostics };
+        return result;
+      }
+      result.invalidFrom = { sha: fromOid, diagnostics: before.diagnostics };
+      before = undefined;
     }
   }
   const after = await repository.load(toOid, cache);
@@ -52,6 +71,7 @@ export async function planRevisions(
     result.invalid = { side: "to", sha: toOid, diagnostics: after.diagnostics };
     return result;
   }
+  if (after.diagnostics.length > 0) result.warnings = after.diagnostics;
   result.plan = planChange(before?.desired, after.desired);
   return result;
 }
