@@ -5,23 +5,8 @@
  * transport's own bounded fan-out keeps the rest moving. Staleness is the hub's call: it reads
  * `lastObserved` (here or on the transport) and raises a condition when a node falls behind.
  */
+import { type Clock, systemClock } from "../../hub/clock.js";
 import type { Node } from "../../model/generated.js";
-
-/** The clock port the hub uses (`now` and a cancellable one-shot timer). */
-export interface ObservationClock {
-  now(): Date;
-  schedule(ms: number, fn: () => void): () => void;
-}
-
-/** Real time; the timer does not keep the process alive. */
-export const wallClock: ObservationClock = {
-  now: () => new Date(),
-  schedule(ms, fn) {
-    const timer = setTimeout(fn, Math.max(0, ms));
-    timer.unref?.();
-    return () => clearTimeout(timer);
-  },
-};
 
 export interface ObservationSchedulerOptions {
   /** Anything that can ask a node for a report; normally the SshTransport. */
@@ -29,7 +14,7 @@ export interface ObservationSchedulerOptions {
   /** The SSH nodes to observe now (read every round, so nodes added or removed in Git follow). */
   nodes: () => Iterable<Node>;
   intervalMs: number;
-  clock?: ObservationClock;
+  clock?: Clock;
   /** Told about each failed observation (the transport has already raised degraded health). */
   onError?: (node: string, error: unknown) => void;
 }
@@ -41,12 +26,12 @@ export class ObservationScheduler {
   private readonly running = new Set<Promise<void>>();
   private cancel: (() => void) | undefined;
   private active = false;
-  private readonly clock: ObservationClock;
+  private readonly clock: Clock;
 
   constructor(private readonly options: ObservationSchedulerOptions) {
     if (!(options.intervalMs > 0))
       throw new RangeError(`intervalMs must be positive (got ${options.intervalMs})`);
-    this.clock = options.clock ?? wallClock;
+    this.clock = options.clock ?? systemClock;
   }
 
   /** Starts observing: a round now, then one every interval. */

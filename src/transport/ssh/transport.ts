@@ -17,7 +17,8 @@
  */
 import type { DispatchError as DispatchErrorType, Transport, TransportEvents } from "../../hub/transport.js";
 import { DispatchError } from "../../hub/transport.js";
-import type { AttemptResult, Bundle, Node, Report } from "../../model/generated.js";
+import type { Bundle, Node, Report } from "../../model/generated.js";
+import { refusedResult } from "../refused.js";
 import { type AgentArtifact, AgentArtifactError, loadAgentArtifact } from "./artifact.js";
 import {
   connect,
@@ -105,26 +106,6 @@ export function endpointsOf(node: Node): { target: SshEndpoint; jump?: SshEndpoi
 
 type Answer = Extract<RunVerdict, { kind: "reply" | "report" | "rejected" | "lost" }>;
 
-/**
- * The result of an attempt the agent refused outright (it applied nothing): permanent, so the hub
- * blocks the generation with the agent's own words instead of asking again and again.
- */
-function rejectedResult(bundle: Bundle, node: string, message: string, at: Date): AttemptResult {
-  return {
-    attemptId: bundle.attemptId,
-    node,
-    assignment: bundle.spec.assignment,
-    generation: bundle.generation,
-    outcome: "failed",
-    failureClass: "permanent",
-    reason: "AgentRejected",
-    message,
-    resources: [],
-    startedAt: at.toISOString(),
-    finishedAt: at.toISOString(),
-  };
-}
-
 /** The SSH adapter of the hub's Transport port. */
 export class SshTransport implements Transport {
   readonly name = "ssh" as const;
@@ -190,8 +171,15 @@ export class SshTransport implements Transport {
         }
         if (answer.kind === "rejected") {
           this.settings.logger?.warn({ node: name, attemptId: bundle.attemptId }, answer.message);
-          await events.result(rejectedResult(bundle, name, answer.message, this.settings.now()));
-          return { outcome: "answered", reason: "AgentRejected" };
+          await events.result(
+            refusedResult(
+              bundle,
+              name,
+              { reason: "BundleRefused", message: answer.message },
+              this.settings.now(),
+            ),
+          );
+          return { outcome: "answered", reason: "BundleRefused" };
         }
         if (answer.kind === "reply") {
           await events.result(answer.reply.result);

@@ -97,7 +97,7 @@ describe("ssh transport - apply and report", () => {
       attemptId: bundle.attemptId,
       outcome: "failed",
       failureClass: "permanent",
-      reason: "AgentRejected",
+      reason: "BundleRefused",
     });
     expect(result.result.message).toContain('bundle is for node "web-2" but this agent is node "web-1"');
     expect(events.of("lost")).toEqual([]);

@@ -1,9 +1,10 @@
 import { describe, expect, it } from "vitest";
+import type { Clock } from "../../../src/hub/clock.js";
 import type { Node } from "../../../src/model/generated.js";
-import { type ObservationClock, ObservationScheduler } from "../../../src/transport/ssh/observer.js";
+import { ObservationScheduler } from "../../../src/transport/ssh/observer.js";
 
 /** A clock whose timers fire only when the test advances it. */
-class ManualClock implements ObservationClock {
+class ManualClock implements Clock {
   private time = Date.parse("2026-03-01T10:00:00Z");
   private timers: { at: number; fn: () => void }[] = [];
   now(): Date {
