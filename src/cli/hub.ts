@@ -10,6 +10,7 @@ import type { Logger } from "pino";
 import { parseDuration } from "../model/duration.js";
 import { UsageError } from "../model/errors.js";
 import type { StatusFlags } from "../status/settings.js";
+import { SSH_HUB_FLAGS, type SshHubFlags, sshOptionsFromFlags } from "../transport/ssh/flags.js";
 import type { StatePaths } from "./hub-state.js";
 import type { CliIo, GlobalOptions } from "./io.js";
 import { addStatusFlags } from "./status-flags.js";
@@ -32,6 +33,8 @@ export interface HubRuntimeOptions {
   cwd: string;
   /** Attempt lease (how long a result may take before the attempt is ambiguous). */
   leaseMs?: number;
+  /** Transports besides the local one (SSH, NATS), built by the command from its flags. */
+  transports?: import("../hub/transport.js").Transport[];
 }
 
 /** Every part of a running hub, started in order and stopped in reverse. */
@@ -103,7 +106,7 @@ export class HubRuntime {
     this.publisher = await this.statusPublisher();
     this.hub = new Hub({
       store,
-      transports: [this.local],
+      transports: [this.local, ...(this.options.transports ?? [])],
       logger: logger.child({ component: "hub" }),
       ...(this.options.leaseMs ? { timing: { leaseMs: this.options.leaseMs } } : {}),
       ...(this.publisher ? { statusSink: this.publisher } : {}),
@@ -220,7 +223,7 @@ function splitListen(listen: string): [string, number] {
   return [match[1]?.replace(/^\[(.*)\]$/, "$1") ?? "127.0.0.1", port];
 }
 
-interface HubCommandOptions extends StatusFlags {
+interface HubCommandOptions extends StatusFlags, SshHubFlags {
   repo: string;
   branch: string;
   root?: string;
@@ -268,11 +271,18 @@ export function hubCommand(io: CliIo, globals: () => GlobalOptions, _exit: (code
     .option("--sync-interval <duration>", "how often to fetch the fleet repo", "1m")
     .option("--webhook-secret-env <name>", "environment variable holding the webhook's shared secret")
     .option("--lease <duration>", "how long an attempt's result may take before it is ambiguous", "10m");
+  for (const [flag, help] of SSH_HUB_FLAGS) command.option(flag, help);
   addStatusFlags(command);
   return command.action(async (options: HubCommandOptions) => {
     const { statePaths } = await import("./hub-state.js");
     const pino = (await import("pino")).default;
+    const { createSshTransport } = await import("../transport/ssh/index.js");
     const paths = statePaths(io, globals());
+    const logger = pino({ level: io.env.STEWARD_LOG_LEVEL ?? "info" });
+    const ssh = createSshTransport({
+      ...sshOptionsFromFlags(options, io.cwd, io.env),
+      logger: logger.child({ component: "ssh" }),
+    });
     let webhookSecret: string | undefined;
     if (options.webhookSecretEnv) {
       webhookSecret = io.env[options.webhookSecretEnv];
@@ -287,10 +297,11 @@ export function hubCommand(io: CliIo, globals: () => GlobalOptions, _exit: (code
       listen: options.listen,
       syncIntervalMs: durationFlag("--sync-interval", options.syncInterval),
       statusFlags: options,
-      logger: pino({ level: io.env.STEWARD_LOG_LEVEL ?? "info" }),
+      logger,
       env: io.env,
       cwd: io.cwd,
       leaseMs: durationFlag("--lease", options.lease ?? "10m"),
+      transports: [ssh],
       ...(webhookSecret ? { webhookSecret } : {}),
     });
     try {

@@ -20,7 +20,7 @@ export type Stage = "observe" | "apply";
  */
 export type Duration = string;
 /**
- * An absolute path.
+ * An absolute path, or one that starts with a `${node.vars.KEY}` holding an absolute path.
  *
  * This interface was referenced by `StewardSchemas`'s JSON-Schema
  * via the `definition` "AbsolutePath".

@@ -288,6 +288,16 @@ function placementFactsOf(assignment: Assignment, node: Node): PlacementFacts {
   const context = { node, assignment };
   for (const { index, field, path } of factsOf(assignment).confined) {
     const actual = substituteString(path, context, () => {});
+    if (!actual.startsWith("/") || hasDotSegments(actual)) {
+      facts.findings.push({
+        severity: "error",
+        code: "path/not-absolute",
+        path: ["spec", "resources", index, ...field],
+        message: `${JSON.stringify(actual)} on node "${node.metadata.name}" is not a canonical absolute path`,
+        fix: `make the node's value absolute (spec.vars of nodes/${node.metadata.name}), without \`.\` or \`..\``,
+      });
+      continue;
+    }
     if (containingRoot(actual, node.spec.roots)) continue;
     facts.findings.push({
       severity: "error",
