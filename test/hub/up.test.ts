@@ -86,7 +86,8 @@ describe("hub - steward up", () => {
     } finally {
       store.close();
     }
-  });
+    // Two whole `steward up` runs, each with the example's 5 s canary soak: give a loaded machine time.
+  }, 120_000);
 
   it("hub - up --once exits 1 as soon as an attempt failed and nothing else is moving, without waiting out the budget", async () => {
     const dir = mkdtempSync(join(tmpdir(), "steward-up-"));
