@@ -3,9 +3,9 @@
  * syncer (on git trees) and the hub. Per-file work (decode, parse, schema validation) depends only on
  * the file's bytes and is cached by content id, so a sync re-reads only files whose blob changed.
  */
-import { readdirSync, readFileSync } from "node:fs";
+import { closeSync, openSync, readdirSync, readFileSync, readSync } from "node:fs";
+import { createRequire } from "node:module";
 import { join } from "node:path";
-import picomatch from "picomatch";
 import { bytesHash } from "./canonical.js";
 import type { Diagnostic } from "./diagnostics.js";
 import { hasErrors, sortDiagnostics } from "./diagnostics.js";
@@ -19,10 +19,11 @@ import type {
 import type { Finding } from "./findings.js";
 import { fleetSettings } from "./fleet.js";
 import type { Assignment, Fleet } from "./generated.js";
+import { placeAll } from "./placement.js";
 import { type DesiredState, type MissingVariable, renderInstances, type SourceContent } from "./render.js";
 import { type DocumentKind, validateDocument } from "./schema.js";
 import { semanticFindings } from "./semantic.js";
-import { locate, type ParsedFile, parseYamlFile } from "./yaml.js";
+import { locate, MAX_YAML_BYTES, type ParsedFile, parseYamlFile } from "./yaml.js";
 
 /** A file of the repository: its path relative to the root (`/`-separated) and a content id if known. */
 export interface RepoFile {
@@ -73,8 +74,20 @@ function isYaml(path: string): boolean {
   return path.endsWith(".yaml") || path.endsWith(".yml");
 }
 
-function inDotDirectory(path: string): boolean {
-  return path.split("/").some((segment, i, all) => i < all.length - 1 && segment.startsWith("."));
+/** Dot-directories (`.github/`) and dot-files are not fleet documents. */
+function hidden(path: string): boolean {
+  return path.startsWith(".") || path.includes("/.");
+}
+
+/** `spec.ignore` of steward.yaml's Fleet document when it is a list of strings, even if the rest is invalid. */
+function ignorePatterns(analysis: FileAnalysis): string[] {
+  for (const doc of analysis.documents) {
+    if (doc.kind !== "Fleet") continue;
+    const ignore = (doc.value as { spec?: { ignore?: unknown } }).spec?.ignore;
+    if (Array.isArray(ignore) && ignore.every((p) => typeof p === "string" && p.length > 0))
+      return ignore as string[];
+  }
+  return [];
 }
 
 /** Analyses a file's bytes: parse, then validate each document against its kind's schema. */
@@ -104,7 +117,13 @@ export async function loadRepo(
     used.add(file.id ?? "");
     const hit = file.id ? cache?.get(file.id) : undefined;
     if (hit) return hit;
-    const analysis = analyzeFile(await source.read(file));
+    let bytes: Uint8Array;
+    try {
+      bytes = await source.read(file);
+    } catch (error) {
+      return unreadable(error);
+    }
+    const analysis = analyzeFile(bytes);
     if (file.id && cache) cache.set(file.id, analysis);
     return analysis;
   };
@@ -116,17 +135,15 @@ export async function loadRepo(
   if (fleetFile) {
     const analysis = await analyze(fleetFile);
     analyses.set(FLEET_FILE, analysis);
-    const fleetDoc = analysis.documents.find((d) => d.kind === "Fleet" && d.findings.length === 0);
-    ignore = (fleetDoc?.value as Fleet | undefined)?.spec?.ignore ?? [];
+    ignore = ignorePatterns(analysis);
   }
-  const ignored = ignore.length > 0 ? picomatch(ignore, { dot: true }) : () => false;
+  // picomatch is loaded only for a repository that ignores something.
+  const ignored =
+    ignore.length > 0
+      ? (createRequire(import.meta.url)("picomatch") as typeof import("picomatch"))(ignore, { dot: true })
+      : () => false;
   const candidates = files.filter(
-    (f) =>
-      f.path !== FLEET_FILE &&
-      isYaml(f.path) &&
-      !inDotDirectory(f.path) &&
-      !f.path.startsWith(".") &&
-      !ignored(f.path),
+    (f) => f.path !== FLEET_FILE && isYaml(f.path) && !hidden(f.path) && !ignored(f.path),
   );
   for (const file of candidates) analyses.set(file.path, await analyze(file));
 
@@ -193,12 +210,19 @@ export async function loadRepo(
     else if (doc.kind === "Fleet" && doc.file === FLEET_FILE && !fleetDocument)
       fleetDocument = doc as FleetDocument;
   }
+  const sortedNodes = sortedByName(nodes);
+  const sortedAssignments = sortedByName(assignments);
+  const placements = placeAll(
+    [...sortedAssignments.values()].map((doc) => doc.value),
+    sortedNodes,
+  );
   for (const { document, finding } of semanticFindings({
     documents,
-    nodes: sortedByName(nodes),
-    assignments: sortedByName(assignments),
+    nodes: sortedNodes,
+    assignments: sortedAssignments,
     invalidNames,
     exists: (path) => byPath.has(path),
+    placements,
   }))
     push(document, finding);
 
@@ -206,7 +230,17 @@ export async function loadRepo(
   if (cache) for (const id of cache.keys()) if (!used.has(id)) cache.delete(id);
 
   const sorted = sortDiagnostics(diagnostics);
-  const lineOf = (file: string, line: number) => texts.get(file)?.split("\n")[line - 1];
+  const lines = new Map<string, string[]>();
+  const lineOf = (file: string, line: number) => {
+    let list = lines.get(file);
+    if (!list) {
+      const text = texts.get(file);
+      if (text === undefined) return undefined;
+      list = text.split(/\r?\n/);
+      lines.set(file, list);
+    }
+    return list[line - 1];
+  };
   const result: LoadResult = {
     ok: !hasErrors(sorted),
     diagnostics: sorted,
@@ -217,16 +251,23 @@ export async function loadRepo(
 
   const fleet = fleetSettings((fleetDocument?.value as Fleet | undefined)?.spec);
   const sources = new Map<string, SourceContent>();
+  let unreadableSources = false;
   for (const path of sourcePaths) {
     const file = byPath.get(path);
     if (!file) continue;
-    const bytes = await source.read(file);
+    let bytes: Uint8Array;
+    try {
+      bytes = await source.read(file);
+    } catch (error) {
+      diagnostics.push({ ...unreadable(error).parsed.problems[0]!, file: path });
+      unreadableSources = true;
+      continue;
+    }
     sources.set(path, { id: file.id ?? bytesHash(bytes), bytes });
   }
-  const sortedNodes = sortedByName(nodes);
-  const sortedAssignments = sortedByName(assignments);
+  if (unreadableSources) return { ...result, ok: false, diagnostics: sortDiagnostics(diagnostics) };
   const missing: MissingVariable[] = [];
-  const instances = renderInstances(fleet, sortedNodes, sortedAssignments, sources, missing);
+  const instances = renderInstances(fleet, sortedNodes, sortedAssignments, sources, missing, placements);
   if (missing.length > 0) {
     const reported = new Set<string>();
     for (const { assignment, node, path, variable } of missing) {
@@ -249,12 +290,49 @@ export async function loadRepo(
   return result;
 }
 
+/** The analysis of a file that could not be read: one diagnostic naming the reason. */
+function unreadable(error: unknown): FileAnalysis {
+  const reason =
+    (error as NodeJS.ErrnoException)?.code ?? (error instanceof Error ? error.message : String(error));
+  return {
+    parsed: {
+      documents: [],
+      problems: [
+        {
+          severity: "error",
+          code: "file/unreadable",
+          line: 1,
+          column: 1,
+          message: `file cannot be read (${reason})`,
+          fix: "make the file readable by the user running steward, or remove it",
+        },
+      ],
+    },
+    documents: [],
+  };
+}
+
 function sortedByName<T>(map: Map<string, T>): Map<string, T> {
   return new Map([...map.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
 }
 
+/** Reads a whole file with open, read and close only: `readFileSync` also stats and reads twice, which
+ * costs more than the read itself for the many small files of a fleet repo. */
+function readWhole(path: string, scratch: Buffer): Uint8Array {
+  const fd = openSync(path, "r");
+  try {
+    const size = readSync(fd, scratch, 0, scratch.length, 0);
+    // A short read of a regular file is its end; a full buffer may not be.
+    if (size < scratch.length) return Buffer.from(scratch.subarray(0, size));
+  } finally {
+    closeSync(fd);
+  }
+  return readFileSync(path);
+}
+
 /** A RepoSource over a directory: every file below it, skipping dot-directories like .git. */
 export function directorySource(root: string): RepoSource {
+  const scratch = Buffer.allocUnsafe(MAX_YAML_BYTES + 1);
   return {
     files() {
       const out: RepoFile[] = [];
@@ -271,7 +349,7 @@ export function directorySource(root: string): RepoSource {
       return out;
     },
     read(file) {
-      return readFileSync(join(root, file.path));
+      return readWhole(join(root, file.path), scratch);
     },
   };
 }

@@ -4,11 +4,13 @@
  * applies, not where the YAML lives, so renaming a file changes nothing while any change of content
  * (including back to older content) changes the hash.
  */
-import { canonicalJson, contentHash } from "./canonical.js";
+import { createHash } from "node:crypto";
+import { canonicalJson } from "./canonical.js";
 import type { AssignmentDocument, NodeDocument } from "./documents.js";
 import { type EffectiveBudget, effectiveBudget, type FleetSettings } from "./fleet.js";
-import type { Assignment, Bundle, InstanceSpec, Node, Resource, Rollout } from "./generated.js";
-import { substitute } from "./template.js";
+import type { Assignment, Bundle, InstanceSpec, Node, Probe, Resource, Rollout } from "./generated.js";
+import { NodeIndex } from "./placement.js";
+import { hasReferences, substitute } from "./template.js";
 
 /** One assignment on one node: the unit of convergence. */
 export interface Instance {
@@ -60,26 +62,146 @@ export function selects(assignment: Assignment, node: Node): boolean {
   return Object.entries(match).every(([key, value]) => labels[key] === value);
 }
 
+/** The resource as the agent receives it: named, with a `source:` file's bytes inlined as content. */
 function renderResource(resource: Resource, sources: ReadonlyMap<string, SourceContent>): Resource {
   const rendered = { ...resource, name: resourceName(resource) } as Resource & { source?: string };
-  if ((rendered.kind === "file" || rendered.kind === "systemd-unit") && rendered.source !== undefined) {
-    const content = sources.get(rendered.source);
-    const { source: _source, ...rest } = rendered;
-    const bytes = content?.bytes ?? new Uint8Array();
-    const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    const utf8 = text.toString("utf8");
-    if (Buffer.from(utf8, "utf8").equals(text)) return { ...rest, content: utf8 } as Resource;
-    return { ...rest, content: text.toString("base64"), encoding: "base64" } as Resource;
-  }
-  return rendered;
+  if ((rendered.kind !== "file" && rendered.kind !== "systemd-unit") || rendered.source === undefined)
+    return rendered;
+  const { source, ...rest } = rendered;
+  const bytes = sources.get(source)?.bytes ?? new Uint8Array();
+  const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const utf8 = buffer.toString("utf8");
+  if (Buffer.from(utf8, "utf8").equals(buffer)) return { ...rest, content: utf8 } as Resource;
+  return { ...rest, content: buffer.toString("base64"), encoding: "base64" } as Resource;
 }
 
-const renderCache = new WeakMap<Assignment, Map<string, Instance>>();
+/**
+ * A resource or probe of an assignment, prepared once for all its nodes: when it has no `${`, its
+ * rendered form and canonical JSON are the same on every node.
+ */
+type Part<T> = { fixed: true; value: T; json: string } | { fixed: false; raw: T };
+
+/** What every instance of one assignment shares, and the instances rendered last time. */
+interface AssignmentPlan {
+  /** Source contents, fleet defaults and file the plan was made with; another key is another plan. */
+  key: string;
+  resources: Part<Resource>[];
+  probes: Part<Probe>[];
+  rollout: Rollout;
+  budget: EffectiveBudget;
+  /** Instances of the last rendering by node value: an unchanged node gets the same instance back. */
+  instances: Map<Node, Instance>;
+}
+
+/** Plans by the assignment's parsed value: unchanged files keep their values between syncs. */
+const plans = new WeakMap<Assignment, AssignmentPlan>();
+
+function planFor(
+  assignment: AssignmentDocument,
+  fleet: FleetSettings,
+  sources: ReadonlyMap<string, SourceContent>,
+): AssignmentPlan {
+  const spec = assignment.value.spec;
+  let sourceIds = "";
+  for (const r of spec.resources)
+    if ("source" in r && r.source) sourceIds += `${sources.get(r.source)?.id ?? "missing"},`;
+  const key = `${sourceIds}\0${fleet.budget.attempts}/${fleet.budget.withinMs}/${fleet.mode}\0${assignment.file}`;
+  const known = plans.get(assignment.value);
+  if (known?.key === key) return known;
+  const plan: AssignmentPlan = {
+    key,
+    resources: spec.resources.map((raw) => {
+      if (hasReferences(raw)) return { fixed: false, raw };
+      const value = renderResource(raw, sources);
+      return { fixed: true, value, json: canonicalJson(value) };
+    }),
+    probes: (spec.probes ?? []).map((raw) =>
+      hasReferences(raw) ? { fixed: false, raw } : { fixed: true, value: raw, json: canonicalJson(raw) },
+    ),
+    rollout: { stage: fleet.mode, ...spec.rollout },
+    budget: effectiveBudget(spec.budget, fleet.budget),
+    instances: new Map(),
+  };
+  plans.set(assignment.value, plan);
+  return plan;
+}
 
 /**
- * Renders one assignment for one node. Memoised on the assignment value's identity (unchanged files
- * keep their parsed values between syncs), the node's roots and the content ids of `source:` files,
- * so a sync re-renders only what changed.
+ * Renders the assignment of `plan` on `node`. The hash is the sha256 of `canonicalJson(spec)`,
+ * assembled from the plan's pieces rather than serialising shared parts again for every node.
+ */
+function render(
+  assignment: AssignmentDocument,
+  plan: AssignmentPlan,
+  node: Node,
+  nodeJson: NodeJson,
+  sources: ReadonlyMap<string, SourceContent>,
+  missing: MissingVariable[],
+): Instance {
+  const spec = assignment.value.spec;
+  const name = assignment.value.metadata.name;
+  const context = { node, assignment: assignment.value };
+  const onMissing = (path: (string | number)[], variable: string) =>
+    missing.push({ assignment, node: node.metadata.name, path: ["spec", ...path], variable });
+  const resources: Resource[] = [];
+  const resourcesJson: string[] = [];
+  for (const [i, part] of plan.resources.entries()) {
+    const value = part.fixed
+      ? part.value
+      : renderResource(substitute(part.raw, context, onMissing, ["resources", i]), sources);
+    resources.push(value);
+    resourcesJson.push(part.fixed ? part.json : canonicalJson(value));
+  }
+  const probes: Probe[] = [];
+  const probesJson: string[] = [];
+  for (const [i, part] of plan.probes.entries()) {
+    const value = part.fixed ? part.value : substitute(part.raw, context, onMissing, ["probes", i]);
+    probes.push(value);
+    probesJson.push(part.fixed ? part.json : canonicalJson(value));
+  }
+  const instanceSpec: InstanceSpec = {
+    assignment: name,
+    node: node.metadata.name,
+    state: spec.state ?? "running",
+    dependsOn: spec.dependsOn ?? [],
+    roots: node.spec.roots,
+    resources,
+    probes,
+  };
+  if (spec.version !== undefined) instanceSpec.version = spec.version;
+  // The members of InstanceSpec in canonicalJson's (sorted) order.
+  const json =
+    `{"assignment":${JSON.stringify(name)},"dependsOn":${canonicalJson(instanceSpec.dependsOn)}` +
+    `,"node":${nodeJson.name},"probes":[${probesJson.join(",")}],"resources":[${resourcesJson.join(",")}]` +
+    `,"roots":${nodeJson.roots},"state":${JSON.stringify(instanceSpec.state)}` +
+    `${spec.version === undefined ? "" : `,"version":${JSON.stringify(spec.version)}`}}`;
+  const instance: Instance = {
+    key: instanceKey(name, node.metadata.name),
+    assignment: name,
+    node: node.metadata.name,
+    spec: instanceSpec,
+    hash: `sha256:${createHash("sha256").update(json).digest("hex")}`,
+    rollout: plan.rollout,
+    budget: plan.budget,
+    file: assignment.file,
+  };
+  return instance;
+}
+
+/** A node's members of InstanceSpec as canonical JSON, computed once per node and rendering. */
+interface NodeJson {
+  name: string;
+  roots: string;
+}
+
+function nodeJsonOf(node: Node): NodeJson {
+  return { name: JSON.stringify(node.metadata.name), roots: canonicalJson(node.spec.roots) };
+}
+
+/**
+ * Renders one assignment for one node. Memoised on the identity of the assignment's and the node's
+ * parsed values (unchanged files keep them between syncs), the content ids of `source:` files and
+ * the fleet defaults, so a sync re-renders only what changed. Instances are immutable.
  */
 export function renderInstance(
   assignment: AssignmentDocument,
@@ -88,47 +210,12 @@ export function renderInstance(
   sources: ReadonlyMap<string, SourceContent>,
   missing: MissingVariable[] = [],
 ): Instance {
-  const spec = assignment.value.spec;
-  const sourceIds = spec.resources
-    .map((r) => ("source" in r && r.source ? (sources.get(r.source)?.id ?? "missing") : ""))
-    .join(",");
-  const memoKey = `${canonicalJson(node)}\0${sourceIds}\0${fleet.budget.attempts}/${fleet.budget.withinMs}/${fleet.mode}\0${assignment.file}`;
-  let memo = renderCache.get(assignment.value);
-  const cached = memo?.get(memoKey);
-  if (cached) return cached;
-  const name = assignment.value.metadata.name;
-  const context = { node, assignment: assignment.value };
+  const plan = planFor(assignment, fleet, sources);
+  const known = plan.instances.get(node);
+  if (known) return known;
   const before = missing.length;
-  const onMissing = (path: (string | number)[], variable: string) =>
-    missing.push({ assignment, node: node.metadata.name, path: ["spec", ...path], variable });
-  const instanceSpec: InstanceSpec = {
-    assignment: name,
-    node: node.metadata.name,
-    state: spec.state ?? "running",
-    dependsOn: spec.dependsOn ?? [],
-    roots: node.spec.roots,
-    resources: substitute(spec.resources, context, onMissing, ["resources"]).map((r) =>
-      renderResource(r, sources),
-    ),
-    probes: substitute(spec.probes ?? [], context, onMissing, ["probes"]),
-  };
-  if (spec.version !== undefined) instanceSpec.version = spec.version;
-  const instance: Instance = {
-    key: instanceKey(name, node.metadata.name),
-    assignment: name,
-    node: node.metadata.name,
-    spec: instanceSpec,
-    hash: contentHash(instanceSpec),
-    rollout: { stage: fleet.mode, ...spec.rollout },
-    budget: effectiveBudget(spec.budget, fleet.budget),
-    file: assignment.file,
-  };
-  if (missing.length > before) return instance;
-  if (!memo) {
-    memo = new Map();
-    renderCache.set(assignment.value, memo);
-  }
-  memo.set(memoKey, instance);
+  const instance = render(assignment, plan, node, nodeJsonOf(node), sources, missing);
+  if (missing.length === before) plan.instances.set(node, instance);
   return instance;
 }
 
@@ -140,25 +227,48 @@ export interface MissingVariable {
   variable: string;
 }
 
-/** The nodes an assignment lands on, sorted by name. */
+/** The nodes an assignment lands on, sorted by name (see NodeIndex to place many assignments). */
 export function placement(assignment: Assignment, nodes: ReadonlyMap<string, NodeDocument>): Node[] {
-  const placed: Node[] = [];
-  for (const node of nodes.values()) if (selects(assignment, node.value)) placed.push(node.value);
-  return placed.sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : 1));
+  return new NodeIndex(nodes).place(assignment);
 }
 
-/** Every instance of the repository, keyed and sorted by instance key. */
+/**
+ * Every instance of the repository, keyed and sorted by instance key. `placements` (by assignment
+ * name, as computed by `placeAll`) saves placing the assignments again when the caller has them.
+ * Instances whose assignment, node, sources and fleet defaults are unchanged since the last call are
+ * returned as they were (same objects, no re-rendering).
+ */
 export function renderInstances(
   fleet: FleetSettings,
   nodes: ReadonlyMap<string, NodeDocument>,
   assignments: ReadonlyMap<string, AssignmentDocument>,
   sources: ReadonlyMap<string, SourceContent>,
   missing: MissingVariable[] = [],
+  placements?: ReadonlyMap<string, readonly Node[]>,
 ): Map<string, Instance> {
+  const index = placements ? undefined : new NodeIndex(nodes);
+  const nodeJson = new Map<Node, NodeJson>();
+  for (const doc of nodes.values()) nodeJson.set(doc.value, nodeJsonOf(doc.value));
   const list: Instance[] = [];
   for (const assignment of assignments.values()) {
-    for (const node of placement(assignment.value, nodes))
-      list.push(renderInstance(assignment, node, fleet, sources, missing));
+    const plan = planFor(assignment, fleet, sources);
+    const placed = placements?.get(assignment.value.metadata.name) ?? index?.place(assignment.value) ?? [];
+    // Keep only this rendering's instances, so a removed node is not held by the plan.
+    const previous = plan.instances;
+    plan.instances = new Map();
+    for (const node of placed) {
+      let instance = previous.get(node);
+      if (!instance) {
+        const before = missing.length;
+        instance = render(assignment, plan, node, nodeJson.get(node) ?? nodeJsonOf(node), sources, missing);
+        if (missing.length > before) {
+          list.push(instance);
+          continue;
+        }
+      }
+      plan.instances.set(node, instance);
+      list.push(instance);
+    }
   }
   list.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   return new Map(list.map((instance) => [instance.key, instance]));

@@ -2,11 +2,10 @@
  * JSON Schema validation of fleet documents (and agent messages) with ajv, turning ajv's errors into
  * findings that name the field, what was expected, what was found, and the fix.
  */
-import { Ajv2020, type ErrorObject, type ValidateFunction } from "ajv/dist/2020.js";
-import addFormatsModule from "ajv-formats";
+import type { ErrorObject } from "ajv/dist/2020.js";
 import { type Finding, formatPath } from "./findings.js";
-import { agentSchema, stewardSchema } from "./schemas.generated.js";
 import { didYouMean } from "./suggest.js";
+import { compiledValidators } from "./validators.generated.js";
 
 export const API_VERSION = "steward.dev/v1";
 export const DOCUMENT_KINDS = ["Fleet", "Node", "Assignment"] as const;
@@ -15,30 +14,23 @@ export type DocumentKind = (typeof DOCUMENT_KINDS)[number];
 export const STEWARD_SCHEMA_ID = "https://steward.dev/schemas/v1/steward.schema.json";
 export const AGENT_SCHEMA_ID = "https://steward.dev/schemas/v1/agent.schema.json";
 
-let ajvInstance: Ajv2020 | undefined;
-const validators = new Map<string, ValidateFunction>();
-
-function ajv(): Ajv2020 {
-  if (!ajvInstance) {
-    ajvInstance = new Ajv2020({ allErrors: true, strict: false, verbose: true });
-    const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => void;
-    addFormats(ajvInstance);
-    ajvInstance.addSchema(stewardSchema);
-    ajvInstance.addSchema(agentSchema);
-  }
-  return ajvInstance;
+/** A compiled validator: true when `data` is valid; otherwise `errors` lists every ajv error. */
+export interface Validator {
+  (data: unknown): boolean;
+  errors?: ErrorObject[] | null;
 }
 
-/** The compiled validator for one definition, e.g. `validatorFor(STEWARD_SCHEMA_ID, "Node")`. */
-export function validatorFor(schemaId: string, definition: string): ValidateFunction {
+const validators = compiledValidators as unknown as Record<string, Validator | undefined>;
+
+/**
+ * The validator for one definition, e.g. `validatorFor(STEWARD_SCHEMA_ID, "Node")`. Validators are
+ * compiled ahead of time by `npm run gen:types` (ajv standalone code, options `allErrors` and
+ * `verbose`), so no process pays for compiling schemas; an unknown definition is a programming error.
+ */
+export function validatorFor(schemaId: string, definition: string): Validator {
   const ref = `${schemaId}#/$defs/${definition}`;
-  let validate = validators.get(ref);
-  if (!validate) {
-    const found = ajv().getSchema(ref);
-    if (!found) throw new Error(`no schema definition ${ref}`);
-    validate = found;
-    validators.set(ref, validate);
-  }
+  const validate = validators[ref];
+  if (!validate) throw new Error(`no schema definition ${ref}`);
   return validate;
 }
 
@@ -204,7 +196,7 @@ function toFinding(error: ErrorObject, all: ErrorObject[]): Finding | undefined 
 }
 
 /** Findings for every ajv error of `validate` on `value`, most precise first, without repeats. */
-export function schemaFindings(validate: ValidateFunction, value: unknown): Finding[] {
+export function schemaFindings(validate: Validator, value: unknown): Finding[] {
   if (validate(value)) return [];
   const errors = validate.errors ?? [];
   const findings: Finding[] = [];

@@ -5,9 +5,10 @@
 import { posix } from "node:path";
 import type { AnyDocument, AssignmentDocument, NodeDocument, SourcedDocument } from "./documents.js";
 import type { Finding } from "./findings.js";
-import type { Resource } from "./generated.js";
+import type { Node, Resource } from "./generated.js";
 import { containingRoot, hasDotSegments } from "./paths.js";
-import { placement, resourceName } from "./render.js";
+import { placeAll } from "./placement.js";
+import { resourceName } from "./render.js";
 import { didYouMean } from "./suggest.js";
 import { substituteString } from "./template.js";
 
@@ -24,6 +25,8 @@ export interface SemanticInput {
   invalidNames: ReadonlySet<string>;
   /** Whether a repo-relative path exists (for `source:`). */
   exists: (path: string) => boolean;
+  /** Placement of each valid assignment (see `placeAll`); computed here when absent. */
+  placements?: ReadonlyMap<string, readonly Node[]>;
 }
 
 type Push = (document: SourcedDocument<unknown>, finding: Finding) => void;
@@ -168,11 +171,15 @@ function checkNodes(input: SemanticInput, push: Push): void {
   }
 }
 
+/** Per node, what each assignment's resources own there, to find two managing the same thing. */
+type Owners = Map<string, Map<string, { doc: AssignmentDocument; index: number }>>;
+
 function checkAssignment(
   doc: AssignmentDocument,
   input: SemanticInput,
+  placements: ReadonlyMap<string, readonly Node[]>,
   push: Push,
-  owners: Map<string, Map<string, { doc: AssignmentDocument; index: number }>>,
+  owners: Owners,
 ): void {
   const spec = doc.value.spec;
   const name = doc.value.metadata.name;
@@ -186,7 +193,7 @@ function checkAssignment(
       fix: `add a Node document named "${nodeName}" (e.g. nodes/${nodeName}.yaml) or fix spec.nodes`,
     });
   }
-  const placed = placement(doc.value, input.nodes);
+  const placed = placements.get(name) ?? [];
   if (spec.selector && !spec.nodes?.length && placed.length === 0)
     push(doc, {
       severity: "warning",
@@ -205,6 +212,20 @@ function checkAssignment(
       fix: "name an existing assignment in spec.dependsOn",
     });
   }
+  for (const [i, dependency] of (spec.dependsOn ?? []).entries()) {
+    const theirs = placements.get(dependency);
+    if (!theirs || dependency === name) continue;
+    const there = new Set(theirs);
+    const without = placed.filter((node) => !there.has(node)).map((node) => node.metadata.name);
+    if (without.length > 0)
+      push(doc, {
+        severity: "warning",
+        code: "depends-on/not-placed",
+        path: ["spec", "dependsOn", i],
+        message: `assignment "${dependency}" is not placed on ${without.length === 1 ? "node" : "nodes"} ${without.map((n) => `"${n}"`).join(", ")}, so "${name}" would wait for it there for ever`,
+        fix: `place "${dependency}" on the same nodes, or drop it from spec.dependsOn`,
+      });
+  }
   const canary = spec.rollout?.canary?.nodes ?? [];
   const placedNames = new Set(placed.map((n) => n.metadata.name));
   for (const [i, nodeName] of canary.entries())
@@ -220,6 +241,7 @@ function checkAssignment(
   // Resources: names, dependencies, paths and sources.
   const names = new Map<string, number>();
   const edges = new Map<string, string[]>();
+  const reported = new Set<number>();
   for (const [i, resource] of spec.resources.entries()) {
     const resName = resourceName(resource);
     const first = names.get(resName);
@@ -231,6 +253,7 @@ function checkAssignment(
         message: `resource "${resName}" is declared twice in assignment "${name}" (first at spec.resources[${first}])`,
         fix: "remove the duplicate or give each resource its own name",
       });
+    if (first !== undefined) reported.add(i);
     else names.set(resName, i);
     edges.set(resName, resource.dependsOn ?? []);
     for (const field of confinedPaths(resource)) {
@@ -245,6 +268,16 @@ function checkAssignment(
       else
         for (const node of placed) {
           const actual = substituteString(field.path, { node, assignment: doc.value }, () => {});
+          if (actual !== field.path && (hasDotSegments(actual) || actual.includes("//"))) {
+            push(doc, {
+              severity: "error",
+              code: "path/dot-segments",
+              path: ["spec", "resources", i, ...field.field],
+              message: `${JSON.stringify(field.path)} becomes ${JSON.stringify(actual)} on node "${node.metadata.name}", which is not a canonical path`,
+              fix: `fix the node's value so the path has no \`.\`, \`..\` or \`//\``,
+            });
+            continue;
+          }
           if (containingRoot(actual, node.spec.roots)) continue;
           push(doc, {
             severity: "error",
@@ -284,7 +317,8 @@ function checkAssignment(
           owners.set(node.metadata.name, perNode);
         }
         const other = perNode.get(owned);
-        if (other && other.doc.value.metadata.name !== name)
+        if (!other) perNode.set(owned, { doc, index: i });
+        else if (other.doc !== doc)
           push(doc, {
             severity: "error",
             code: "resource/conflict",
@@ -292,7 +326,17 @@ function checkAssignment(
             message: `${owned.replace(":", " ")} on node "${node.metadata.name}" is also managed by assignment "${other.doc.value.metadata.name}" (${other.doc.file})`,
             fix: "manage it from one assignment only; steward never picks a winner between two",
           });
-        else if (!other) perNode.set(owned, { doc, index: i });
+        else if (other.index !== i && !reported.has(i)) {
+          // Two resources of this assignment: say it once, not once per node.
+          reported.add(i);
+          push(doc, {
+            severity: "error",
+            code: "resource/conflict",
+            path: ["spec", "resources", i],
+            message: `${owned.replace(":", " ")} is also managed by spec.resources[${other.index}] of this assignment`,
+            fix: "manage each path, service, container or package with one resource",
+          });
+        }
       }
   }
   for (const [i, resource] of spec.resources.entries()) {
@@ -335,8 +379,14 @@ export function semanticFindings(input: SemanticInput): LocatedFinding[] {
   const push: Push = (document, finding) => out.push({ document, finding });
   checkDuplicateNames(input, push);
   checkNodes(input, push);
-  const owners = new Map<string, Map<string, { doc: AssignmentDocument; index: number }>>();
-  for (const doc of input.assignments.values()) checkAssignment(doc, input, push, owners);
+  const placements =
+    input.placements ??
+    placeAll(
+      [...input.assignments.values()].map((doc) => doc.value),
+      input.nodes,
+    );
+  const owners: Owners = new Map();
+  for (const doc of input.assignments.values()) checkAssignment(doc, input, placements, push, owners);
   const assignmentEdges = new Map<string, string[]>();
   for (const [name, doc] of input.assignments) assignmentEdges.set(name, doc.value.spec.dependsOn ?? []);
   const cycle = findCycle(assignmentEdges);

@@ -7,8 +7,17 @@
  * again with `yaml`, which keeps every node's range. Both read YAML 1.2 with the core schema, so
  * both give the same values.
  */
+import { createRequire } from "node:module";
 import jsyaml from "js-yaml";
-import { isMap, isScalar, isSeq, LineCounter, parseAllDocuments, type Node as YamlNode } from "yaml";
+import type { LineCounter, Node as YamlNode } from "yaml";
+
+type YamlLibrary = typeof import("yaml");
+let yamlLibrary: YamlLibrary | undefined;
+/** The `yaml` library, loaded on first use: most runs never need a position, and loading it is not free. */
+function yaml(): YamlLibrary {
+  yamlLibrary ??= createRequire(import.meta.url)("yaml") as YamlLibrary;
+  return yamlLibrary;
+}
 
 /** Files larger than this are refused: a fleet document is small; large content belongs in `source`. */
 export const MAX_YAML_BYTES = 1024 * 1024;
@@ -82,10 +91,28 @@ export function parseYamlFile(bytes: Uint8Array): ParsedFile {
         {
           severity: "error",
           code: "file/too-large",
-          line: 0,
-          column: 0,
+          line: 1,
+          column: 1,
           message: `file is ${bytes.length} bytes; fleet documents are limited to ${MAX_YAML_BYTES} bytes`,
           fix: "split it into several files, or move large content into a file referenced with `source:`",
+        },
+      ],
+    };
+  }
+  const utf16 =
+    bytes.length >= 2 &&
+    ((bytes[0] === 0xff && bytes[1] === 0xfe) || (bytes[0] === 0xfe && bytes[1] === 0xff));
+  if (utf16) {
+    return {
+      documents: [],
+      problems: [
+        {
+          severity: "error",
+          code: "file/encoding",
+          line: 1,
+          column: 1,
+          message: "file is UTF-16 (it starts with a UTF-16 byte order mark); fleet documents are UTF-8",
+          fix: "save the file as UTF-8 (e.g. `iconv -f utf-16 -t utf-8`)",
         },
       ],
     };
@@ -127,8 +154,8 @@ export function parseYamlFile(bytes: Uint8Array): ParsedFile {
     parsed.problems.push({
       severity: "error",
       code: "file/empty",
-      line: 0,
-      column: 0,
+      line: 1,
+      column: 1,
       message: "file has no YAML documents",
       fix: "add a steward document (apiVersion: steward.dev/v1) or delete the file; list non-steward YAML under `ignore:` in steward.yaml",
     });
@@ -136,11 +163,33 @@ export function parseYamlFile(bytes: Uint8Array): ParsedFile {
   return { text, ...parsed };
 }
 
+/** Nesting so deep that parsing it exhausts the stack: no fleet document comes close. */
+function tooDeep(): Omit<ParsedFile, "text"> {
+  return {
+    documents: [],
+    problems: [
+      {
+        severity: "error",
+        code: "yaml/too-deep",
+        line: 1,
+        column: 1,
+        message: "file nests lists or mappings too deeply to be parsed",
+        fix: "flatten the structure; steward documents are a few levels deep",
+      },
+    ],
+  };
+}
+
+function isStackOverflow(error: unknown): boolean {
+  return error instanceof RangeError && /call stack/i.test(error.message);
+}
+
 function parseFast(text: string): Omit<ParsedFile, "text"> {
   let values: unknown[];
   try {
     values = jsyaml.loadAll(text, undefined, { schema: jsyaml.CORE_SCHEMA });
-  } catch {
+  } catch (error) {
+    if (isStackOverflow(error)) return tooDeep();
     // js-yaml found a problem; the `yaml` parser describes it with an exact range.
     return parseWithPositions(text);
   }
@@ -153,6 +202,29 @@ function parseFast(text: string): Omit<ParsedFile, "text"> {
 }
 
 function parseWithPositions(text: string): Omit<ParsedFile, "text"> {
+  try {
+    return parseWithPositionsUnguarded(text);
+  } catch (error) {
+    if (isStackOverflow(error)) return tooDeep();
+    // The parser itself failed on this input: still a diagnostic, never a crash.
+    return {
+      documents: [],
+      problems: [
+        {
+          severity: "error",
+          code: "yaml/syntax",
+          line: 1,
+          column: 1,
+          message: `file cannot be parsed as YAML (${firstLine(error instanceof Error ? error.message : String(error))})`,
+          fix: "check the file with a YAML linter; simplify the construct the parser stops at",
+        },
+      ],
+    };
+  }
+}
+
+function parseWithPositionsUnguarded(text: string): Omit<ParsedFile, "text"> {
+  const { LineCounter, parseAllDocuments } = yaml();
   const lineCounter = new LineCounter();
   const docs = parseAllDocuments(text, { lineCounter, prettyErrors: true, uniqueKeys: true });
   const problems: Problem[] = [];
@@ -160,6 +232,7 @@ function parseWithPositions(text: string): Omit<ParsedFile, "text"> {
   const list = Array.isArray(docs) ? docs : [];
   for (const [index, doc] of list.entries()) {
     for (const error of doc.errors) {
+      if (/call stack/i.test(error.message)) return tooDeep();
       const pos = lineCounter.linePos(error.pos[0]);
       const duplicate = error.code === "DUPLICATE_KEY";
       problems.push({
@@ -171,6 +244,17 @@ function parseWithPositions(text: string): Omit<ParsedFile, "text"> {
         fix: duplicate
           ? "remove one of the two keys; YAML keeps only one and the other would be lost"
           : "fix the YAML syntax at this position (indentation, quotes, a missing `:` or `-`)",
+      });
+    }
+    for (const warning of doc.warnings) {
+      const pos = lineCounter.linePos(warning.pos[0]);
+      problems.push({
+        severity: "warning",
+        code: "yaml/warning",
+        line: pos.line,
+        column: pos.col,
+        message: firstLine(warning.message),
+        fix: "remove the tag or construct: steward documents use plain YAML",
       });
     }
     if (doc.errors.length > 0) continue;
@@ -198,7 +282,10 @@ function firstLine(message: string): string {
 }
 
 /** A parsed file kept for locating paths; the last few are cached since diagnostics cluster. */
-const located = new Map<string, { docs: ReturnType<typeof parseAllDocuments>; lineCounter: LineCounter }>();
+const located = new Map<
+  string,
+  { docs: ReturnType<YamlLibrary["parseAllDocuments"]>; lineCounter: LineCounter }
+>();
 
 /**
  * The position of a value (or, with `key`, of its key) inside document `index` of `text`, given
@@ -211,6 +298,21 @@ export function locate(
   path: readonly (string | number)[],
   key = false,
 ): Position {
+  try {
+    return locateUnguarded(text, index, path, key);
+  } catch {
+    // Only a file the parser cannot walk gets here; its diagnostics then point at its start.
+    return { line: 1, column: 1 };
+  }
+}
+
+function locateUnguarded(
+  text: string,
+  index: number,
+  path: readonly (string | number)[],
+  key: boolean,
+): Position {
+  const { isMap, isScalar, isSeq, LineCounter, parseAllDocuments } = yaml();
   let entry = located.get(text);
   if (!entry) {
     const lineCounter = new LineCounter();
