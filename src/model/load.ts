@@ -107,7 +107,8 @@ export async function loadRepo(
   options: { cache?: AnalysisCache } = {},
 ): Promise<LoadResult> {
   const cache = options.cache;
-  const files = await source.files();
+  // Sorted, so "first" and "second" (duplicate names, conflicts) do not depend on directory order.
+  const files = [...(await source.files())].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
   const byPath = new Map(files.map((f) => [f.path, f]));
   const texts = new Map<string, string>();
   const diagnostics: Diagnostic[] = [];
@@ -274,20 +275,40 @@ export async function loadRepo(
       const id = `${assignment.file}|${path.join("/")}|${variable}`;
       if (reported.has(id)) continue;
       reported.add(id);
-      push(assignment, {
-        severity: "error",
-        code: "template/undefined",
-        path,
-        message: `\${${variable}} has no value on node "${node}"`,
-        fix: variable.startsWith("node.vars.")
-          ? `add ${variable.slice("node.vars.".length)} under spec.vars of node "${node}", or write $\${...} for a literal`
-          : `use one of ${TEMPLATE_VARIABLES}`,
-      });
+      push(assignment, templateFinding(assignment.value.metadata.name, node, path, variable));
     }
     return { ...result, ok: false, diagnostics: sortDiagnostics(diagnostics) };
   }
   result.desired = { fleet, nodes: sortedNodes, assignments: sortedAssignments, instances };
   return result;
+}
+
+/** Why a `${...}` reference has no value, and what to do about it. */
+function templateFinding(
+  assignment: string,
+  node: string,
+  path: (string | number)[],
+  variable: string,
+): Finding {
+  const finding = { severity: "error", code: "template/undefined", path } as const;
+  const key = /^node\.(vars|labels)\.(.+)$/.exec(variable);
+  if (key)
+    return {
+      ...finding,
+      message: `\${${variable}} has no value on node "${node}"`,
+      fix: `add ${key[2]} under ${key[1] === "vars" ? "spec.vars" : "metadata.labels"} of node "${node}", or write $\${...} for a literal \${`,
+    };
+  if (variable === "assignment.version")
+    return {
+      ...finding,
+      message: `\${assignment.version} has no value: assignment "${assignment}" sets no spec.version`,
+      fix: "set spec.version, or write $${...} for a literal ${",
+    };
+  return {
+    ...finding,
+    message: `\${${variable}} is not a template variable`,
+    fix: `use one of ${TEMPLATE_VARIABLES}, or write $\${...} for a literal \${`,
+  };
 }
 
 /** The analysis of a file that could not be read: one diagnostic naming the reason. */

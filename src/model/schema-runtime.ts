@@ -42,7 +42,7 @@ export function equal(a: unknown, b: unknown): boolean {
     return true;
   }
   // True when both are NaN.
-  return a !== a && b !== b;
+  return Number.isNaN(a) && Number.isNaN(b);
 }
 
 const NOT_URI_FRAGMENT = /\/|:/;

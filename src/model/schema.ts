@@ -52,6 +52,23 @@ function describe(value: unknown): string {
   return `${typeof value} ${String(value)}`;
 }
 
+function typeName(type: string): string {
+  if (type === "object") return "a mapping";
+  if (type === "array") return "a list";
+  if (type === "integer") return "an integer";
+  return `a ${type}`;
+}
+
+/** One alternative of a `oneOf`, in words: `an integer`, `a string matching ^...$`. */
+function describeForm(schema: Record<string, unknown>): string {
+  const type = typeof schema.type === "string" ? typeName(schema.type) : "a value";
+  if (typeof schema.pattern === "string") return `${type} matching ${schema.pattern}`;
+  const bounds: string[] = [];
+  if (typeof schema.minimum === "number") bounds.push(`>= ${schema.minimum}`);
+  if (typeof schema.maximum === "number") bounds.push(`<= ${schema.maximum}`);
+  return bounds.length > 0 ? `${type} ${bounds.join(" and ")}` : type;
+}
+
 function schemaDescription(schema: unknown): string | undefined {
   if (schema && typeof schema === "object" && "description" in schema) {
     const text = (schema as { description?: unknown }).description;
@@ -89,8 +106,9 @@ function toFinding(error: ErrorObject, all: ErrorObject[]): Finding | undefined 
           severity: "error",
           code: "schema/required",
           path,
+          key: path.length > 0,
           message: `${where} needs ${names.map((n) => `\`${n}\``).join(" or ")}`,
-          fix: schemaDescription(error.parentSchema) ?? `add one of ${names.join(", ")}`,
+          fix: `add ${names.map((n) => `\`${n}\``).join(" or ")}`,
         };
       }
       // Alternatives of different types (e.g. a count or a percentage): one message for the field,
@@ -99,11 +117,12 @@ function toFinding(error: ErrorObject, all: ErrorObject[]): Finding | undefined 
         (other) => other !== error && other.instancePath.startsWith(`${error.instancePath}/`),
       );
       if (nested) return undefined;
+      const forms = (error.schema as Record<string, unknown>[] | undefined)?.map(describeForm) ?? [];
       return {
         severity: "error",
         code: "schema/invalid",
         path,
-        message: `${where} is not valid (got ${describe(error.data)})`,
+        message: `${where} must be ${forms.length > 0 ? forms.join(" or ") : "valid"} (got ${describe(error.data)})`,
         fix: schemaDescription(error.parentSchema),
       };
     }
@@ -128,6 +147,8 @@ function toFinding(error: ErrorObject, all: ErrorObject[]): Finding | undefined 
         severity: "error",
         code: "schema/required",
         path,
+        // Point at the key of the mapping that lacks the field (`spec:`), not at its first member.
+        key: path.length > 0,
         message: `${where} is missing required field \`${missing}\``,
         fix: hint ? `add \`${missing}\`: ${hint}` : `add \`${missing}\``,
       };
@@ -172,7 +193,7 @@ function toFinding(error: ErrorObject, all: ErrorObject[]): Finding | undefined 
         severity: "error",
         code: "schema/type",
         path,
-        message: `${where} must be ${expected === "object" ? "a mapping" : expected === "array" ? "a list" : `a ${expected}`} (got ${describe(got)})`,
+        message: `${where} must be ${typeName(expected)} (got ${describe(got)})`,
         fix,
       };
     }
@@ -198,7 +219,23 @@ function toFinding(error: ErrorObject, all: ErrorObject[]): Finding | undefined 
 /** Findings for every ajv error of `validate` on `value`, most precise first, without repeats. */
 export function schemaFindings(validate: Validator, value: unknown): Finding[] {
   if (validate(value)) return [];
-  const errors = validate.errors ?? [];
+  const reported = validate.errors ?? [];
+  // A oneOf/anyOf over scalar forms is reported once, as a whole: drop its alternatives' own errors.
+  const summarised = reported.filter(
+    (e) =>
+      (e.keyword === "oneOf" || e.keyword === "anyOf") &&
+      !reported.some((other) => other.instancePath.startsWith(`${e.instancePath}/`)),
+  );
+  const errors = reported.filter(
+    (e) =>
+      !summarised.some(
+        (group) =>
+          group !== e &&
+          e.instancePath === group.instancePath &&
+          e.schemaPath.startsWith(`${group.schemaPath}/`) &&
+          !(e.keyword === "required"),
+      ),
+  );
   const findings: Finding[] = [];
   const seen = new Set<string>();
   for (const error of errors) {

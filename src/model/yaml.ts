@@ -240,7 +240,7 @@ function parseWithPositionsUnguarded(text: string): Omit<ParsedFile, "text"> {
         code: duplicate ? "yaml/duplicate-key" : "yaml/syntax",
         line: pos.line,
         column: pos.col,
-        message: firstLine(error.message),
+        message: duplicate ? duplicateKeyMessage(text, error.pos[0]) : firstLine(error.message),
         fix: duplicate
           ? "remove one of the two keys; YAML keeps only one and the other would be lost"
           : "fix the YAML syntax at this position (indentation, quotes, a missing `:` or `-`)",
@@ -274,6 +274,15 @@ function parseWithPositionsUnguarded(text: string): Omit<ParsedFile, "text"> {
     }
   }
   return { documents, problems };
+}
+
+/** `duplicate key "path"`, the key read from the text at the error's offset. */
+function duplicateKeyMessage(text: string, offset: number): string {
+  const key = /^[^:\n]*/
+    .exec(text.slice(offset, offset + 200))?.[0]
+    .trim()
+    .replace(/^["']|["']$/g, "");
+  return key ? `duplicate key ${JSON.stringify(key)} in this mapping` : "duplicate key in this mapping";
 }
 
 function firstLine(message: string): string {
