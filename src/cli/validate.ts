@@ -1,7 +1,7 @@
 import { existsSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import { Command, Option } from "commander";
-import { formatGithub, formatText, summarize } from "../model/diagnostics.js";
+import { formatGithub, formatText, plural, summarize } from "../model/diagnostics.js";
 import { EnvironmentError } from "../model/errors.js";
 import { directorySource, type LoadResult, loadRepo } from "../model/load.js";
 import { EXIT } from "./io.js";
@@ -40,7 +40,7 @@ export function renderValidation(result: LoadResult, format: ValidateFormat): st
   if (result.ok && result.desired) {
     const d = result.desired;
     lines.push(
-      `valid: ${d.nodes.size} nodes, ${d.assignments.size} assignments, ${d.instances.size} instances (${summary})`,
+      `valid: ${plural(d.nodes.size, "node")}, ${plural(d.assignments.size, "assignment")}, ${plural(d.instances.size, "instance")} (${summary})`,
     );
   } else lines.push(`invalid: ${summary}`);
   return `${lines.join("\n")}\n`;

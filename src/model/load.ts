@@ -21,7 +21,7 @@ import { fleetSettings } from "./fleet.js";
 import type { Assignment, Fleet } from "./generated.js";
 import { placeAll } from "./placement.js";
 import { type DesiredState, type MissingVariable, renderInstances, type SourceContent } from "./render.js";
-import { type DocumentKind, validateDocument } from "./schema.js";
+import { type DocumentKind, quoteFix, validateDocument } from "./schema.js";
 import { semanticFindings } from "./semantic.js";
 import { locate, MAX_YAML_BYTES, type ParsedFile, parseYamlFile } from "./yaml.js";
 
@@ -172,6 +172,10 @@ export async function loadRepo(
       message: finding.message,
     };
     if (finding.fix) diagnostic.fix = finding.fix;
+    if (finding.unquoted !== undefined && text !== undefined) {
+      const raw = rawScalar(text, pos.line, pos.column);
+      if (raw) diagnostic.fix = quoteFix(finding.path, finding.unquoted, raw);
+    }
     diagnostics.push(diagnostic);
   };
   for (const [path, analysis] of analyses) {
@@ -281,6 +285,16 @@ export async function loadRepo(
   }
   result.desired = { fleet, nodes: sortedNodes, assignments: sortedAssignments, instances };
   return result;
+}
+
+/** The plain scalar written at line:column of `text` (`1.10`, `0o644`), if there is one. */
+function rawScalar(text: string, line: number, column: number): string | undefined {
+  let start = 0;
+  for (let i = 1; i < line; i++) {
+    start = text.indexOf("\n", start) + 1;
+    if (start === 0) return undefined;
+  }
+  return /^[^\s,\]}#"']+/.exec(text.slice(start + column - 1, start + column + 99))?.[0];
 }
 
 /** Why a `${...}` reference has no value, and what to do about it. */

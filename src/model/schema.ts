@@ -45,7 +45,7 @@ function pointerToPath(pointer: string): (string | number)[] {
 
 function describe(value: unknown): string {
   if (value === null) return "null";
-  if (Array.isArray(value)) return "a list";
+  if (Array.isArray(value)) return value.length === 0 ? "an empty list" : "a list";
   if (typeof value === "object") return "a mapping";
   if (typeof value === "string")
     return JSON.stringify(value.length > 60 ? `${value.slice(0, 57)}...` : value);
@@ -75,6 +75,44 @@ function schemaDescription(schema: unknown): string | undefined {
     return typeof text === "string" ? text : undefined;
   }
   return undefined;
+}
+
+/**
+ * The fix for a scalar YAML read as a number or boolean where a string is wanted: quote it. `raw` is
+ * the scalar as written in the file, when known (`1.10`, read as the number 1.1; `0o644`).
+ */
+export function quoteFix(path: readonly (string | number)[], value: unknown, raw?: string): string {
+  const written = raw ?? String(value);
+  if (path[path.length - 1] === "mode" && typeof value === "number") {
+    const octal = /^0o([0-7]{3})$/.exec(written)?.[1] ?? written.padStart(4, "0").slice(-3);
+    return `quote it: mode: "0${octal}" (YAML reads ${written} as the number ${value})`;
+  }
+  return `quote it: "${written}" (YAML reads ${written} as the ${typeof value} ${String(value)})`;
+}
+
+/** ajv's message for the remaining keywords, in the words of this file format. */
+function plainMessage(error: ErrorObject): string {
+  const limit = (error.params as { limit?: number }).limit;
+  switch (error.keyword) {
+    case "minItems":
+      return `must have at least ${plural(limit ?? 0, "item")}`;
+    case "maxItems":
+      return `must have at most ${plural(limit ?? 0, "item")}`;
+    case "minLength":
+      return limit === 1 ? "must not be empty" : `must have at least ${plural(limit ?? 0, "character")}`;
+    case "maxLength":
+      return `must have at most ${plural(limit ?? 0, "character")}`;
+    case "uniqueItems": {
+      const { i, j } = error.params as { i: number; j: number };
+      return `lists the same value twice (items ${j} and ${i})`;
+    }
+    default:
+      return error.message ?? "is not valid";
+  }
+}
+
+function plural(count: number, word: string): string {
+  return `${count} ${word}${count === 1 ? "" : "s"}`;
 }
 
 /** Turns one ajv error into a finding, or undefined for errors that only repeat a more precise one. */
@@ -183,19 +221,16 @@ function toFinding(error: ErrorObject, all: ErrorObject[]): Finding | undefined 
     case "type": {
       const expected = String(params.type);
       const got = error.data;
-      const last = path[path.length - 1];
-      let fix = schemaDescription(error.parentSchema);
-      if (last === "mode" && typeof got === "number")
-        fix = `quote it: mode: "${String(got).padStart(4, "0")}" (YAML reads 0644 as the number 644)`;
-      else if (expected === "string" && (typeof got === "number" || typeof got === "boolean"))
-        fix = `quote it: "${String(got)}" (YAML read it as a ${typeof got})`;
-      return {
+      const unquoted = expected === "string" && (typeof got === "number" || typeof got === "boolean");
+      const finding: Finding = {
         severity: "error",
         code: "schema/type",
         path,
         message: `${where} must be ${typeName(expected)} (got ${describe(got)})`,
-        fix,
+        fix: unquoted ? quoteFix(path, got) : schemaDescription(error.parentSchema),
       };
+      if (unquoted) finding.unquoted = got;
+      return finding;
     }
     case "pattern":
       return {
@@ -210,7 +245,7 @@ function toFinding(error: ErrorObject, all: ErrorObject[]): Finding | undefined 
         severity: "error",
         code: `schema/${error.keyword}`,
         path,
-        message: `${where} ${error.message ?? "is not valid"} (got ${describe(error.data)})`,
+        message: `${where} ${plainMessage(error)} (got ${describe(error.data)})`,
         fix: schemaDescription(error.parentSchema),
       };
   }
