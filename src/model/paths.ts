@@ -14,6 +14,7 @@ export function isInside(path: string, root: string): boolean {
 
 /** The first root that contains `path`, if any. */
 export function containingRoot(path: string, roots: readonly string[]): string | undefined {
-  const normal = posix.normalize(path);
+  // Most paths are canonical already; normalising only the others keeps this cheap per node.
+  const normal = hasDotSegments(path) || path.includes("//") ? posix.normalize(path) : path;
   return roots.find((root) => isInside(normal, root));
 }

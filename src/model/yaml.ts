@@ -7,6 +7,7 @@
  * again with `yaml`, which keeps every node's range. Both read YAML 1.2 with the core schema, so
  * both give the same values.
  */
+import { isUtf8 } from "node:buffer";
 import { createRequire } from "node:module";
 import jsyaml from "js-yaml";
 import type { LineCounter, Node as YamlNode } from "yaml";
@@ -47,7 +48,10 @@ export interface ParsedFile {
 
 const anchorsOrAliases = /(^|[\s,[{:-])[&*][^\s,\]}]/m;
 
-/** Offset of the first byte that is not valid UTF-8, or -1. */
+/**
+ * Offset of the first byte that is not valid UTF-8, or -1: no overlong forms, no surrogates, nothing
+ * above U+10FFFF (the rules of `isUtf8`, which only says whether there is such a byte).
+ */
 function invalidUtf8Offset(bytes: Uint8Array): number {
   let i = 0;
   while (i < bytes.length) {
@@ -56,11 +60,14 @@ function invalidUtf8Offset(bytes: Uint8Array): number {
       i++;
       continue;
     }
-    const need = b >= 0xf0 && b <= 0xf4 ? 3 : b >= 0xe0 ? 2 : b >= 0xc2 && b <= 0xdf ? 1 : -1;
-    if (need < 0 || b > 0xf4) return i;
+    const need = b >= 0xc2 && b <= 0xdf ? 1 : b >= 0xe0 && b <= 0xef ? 2 : b >= 0xf0 && b <= 0xf4 ? 3 : -1;
+    if (need < 0) return i;
+    // The allowed range of the second byte depends on the first (RFC 3629, section 4).
+    const low = b === 0xe0 ? 0xa0 : b === 0xf0 ? 0x90 : 0x80;
+    const high = b === 0xed ? 0x9f : b === 0xf4 ? 0x8f : 0xbf;
     for (let k = 1; k <= need; k++) {
       const c = bytes[i + k];
-      if (c === undefined || (c & 0xc0) !== 0x80) return i;
+      if (c === undefined || c < (k === 1 ? low : 0x80) || c > (k === 1 ? high : 0xbf)) return i;
     }
     i += need + 1;
   }
@@ -132,7 +139,8 @@ export function parseYamlFile(bytes: Uint8Array): ParsedFile {
       ],
     };
   }
-  const bad = invalidUtf8Offset(bytes);
+  // isUtf8 is native; the offset of the first bad byte is looked for only when there is one.
+  const bad = isUtf8(bytes) ? -1 : invalidUtf8Offset(bytes);
   if (bad >= 0) {
     return {
       documents: [],

@@ -113,3 +113,21 @@ describe("yaml - parse", () => {
     ]);
   });
 });
+
+describe("yaml - encodings", () => {
+  it.each([
+    ["an overlong encoding", [0xc0, 0xaf], 4],
+    ["a UTF-16 surrogate", [0xed, 0xa0, 0x80], 4],
+    ["a code point above U+10FFFF", [0xf4, 0x90, 0x80, 0x80], 4],
+    ["a truncated sequence", [0xe2, 0x82], 4],
+  ])("yaml - %s is not UTF-8 and is located", (_, bad, column) => {
+    const parsed = parseYamlFile(new Uint8Array([...Buffer.from("a: "), ...bad, 0x0a]));
+    expect(parsed.problems).toMatchObject([{ code: "file/encoding", line: 1, column }]);
+  });
+
+  it("yaml - multi-byte UTF-8 is fine", () => {
+    expect(parseYamlFile(Buffer.from("a: café €𝄞\n")).documents).toEqual([
+      { index: 0, value: { a: "café €𝄞" } },
+    ]);
+  });
+});

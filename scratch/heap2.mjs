@@ -1,0 +1,15 @@
+import { directorySource, analyzeFile } from "/work/wt/validate/dist/model/load.js";
+import { parseYamlFile } from "/work/wt/validate/dist/model/yaml.js";
+import jsyaml from "js-yaml";
+const src = directorySource("/tmp/bench10k");
+const files = src.files().filter((f) => f.path.endsWith(".yaml"));
+const bytes = files.map((f) => src.read(f));
+const mb = () => { globalThis.gc(); return (process.memoryUsage().heapUsed / 1e6).toFixed(1); };
+console.log("bytes read", mb());
+const texts = bytes.map((b) => b.toString("utf8"));
+console.log("texts", mb());
+const values = texts.map((t) => jsyaml.loadAll(t, undefined, { schema: jsyaml.CORE_SCHEMA }));
+console.log("js-yaml values", mb());
+const analyses = bytes.map((b) => analyzeFile(b));
+console.log("analyses (another copy)", mb());
+globalThis.keep = [texts, values, analyses];
