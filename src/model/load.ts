@@ -3,9 +3,17 @@
  * syncer (on git trees) and the hub. Per-file work (decode, parse, schema validation) depends only on
  * the file's bytes and is cached by content id, so a sync re-reads only files whose blob changed.
  */
-import { closeSync, openSync, readdirSync, readFileSync, readSync } from "node:fs";
+import { readdirSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
+import {
+  analyzeDirectoryFiles,
+  analyzeFile,
+  type FileAnalysis,
+  readBuffer,
+  readWhole,
+  unreadable,
+} from "./analyze.js";
 import { bytesHash } from "./canonical.js";
 import type { Diagnostic } from "./diagnostics.js";
 import { hasErrors, sortDiagnostics } from "./diagnostics.js";
@@ -21,9 +29,9 @@ import { fleetSettings } from "./fleet.js";
 import type { Assignment, Fleet } from "./generated.js";
 import { placeAll } from "./placement.js";
 import { type DesiredState, type MissingVariable, renderInstances, type SourceContent } from "./render.js";
-import { type DocumentKind, quoteFix, validateDocument } from "./schema.js";
+import { quoteFix } from "./schema.js";
 import { semanticFindings } from "./semantic.js";
-import { locate, MAX_YAML_BYTES, type ParsedFile, parseYamlFile } from "./yaml.js";
+import { locate } from "./yaml.js";
 
 /** A file of the repository: its path relative to the root (`/`-separated) and a content id if known. */
 export interface RepoFile {
@@ -36,13 +44,15 @@ export interface RepoFile {
 export interface RepoSource {
   files(): Promise<RepoFile[]> | RepoFile[];
   read(file: RepoFile): Promise<Uint8Array> | Uint8Array;
+  /**
+   * The directory the files are plain files of, when they are (not a git tree): the loader may then
+   * read and analyse them on a second thread as well.
+   */
+  directory?: string;
 }
 
-/** What one file's bytes say on their own, independent of its path and of other files. */
-export interface FileAnalysis {
-  parsed: ParsedFile;
-  documents: { index: number; value: unknown; kind?: DocumentKind; name?: string; findings: Finding[] }[];
-}
+export type { FileAnalysis } from "./analyze.js";
+export { analyzeFile } from "./analyze.js";
 
 /** Cache of file analyses by content id; keep one per tracked repository. */
 export type AnalysisCache = Map<string, FileAnalysis>;
@@ -90,17 +100,6 @@ function ignorePatterns(analysis: FileAnalysis): string[] {
   return [];
 }
 
-/** Analyses a file's bytes: parse, then validate each document against its kind's schema. */
-export function analyzeFile(bytes: Uint8Array): FileAnalysis {
-  const parsed = parseYamlFile(bytes);
-  const documents = parsed.documents.map(({ index, value }) => {
-    const { kind, findings } = validateDocument(value);
-    const name = (value as { metadata?: { name?: unknown } })?.metadata?.name;
-    return { index, value, kind, name: typeof name === "string" ? name : undefined, findings };
-  });
-  return { parsed, documents } as FileAnalysis;
-}
-
 /** Loads, validates and renders a fleet repository. Never throws for bad content. */
 export async function loadRepo(
   source: RepoSource,
@@ -146,7 +145,13 @@ export async function loadRepo(
   const candidates = files.filter(
     (f) => f.path !== FLEET_FILE && isYaml(f.path) && !hidden(f.path) && !ignored(f.path),
   );
-  for (const file of candidates) analyses.set(file.path, await analyze(file));
+  if (source.directory !== undefined && !candidates.some((f) => f.id !== undefined && cache)) {
+    const analysed = await analyzeDirectoryFiles(
+      source.directory,
+      candidates.map((f) => f.path),
+    );
+    for (const [i, file] of candidates.entries()) analyses.set(file.path, analysed[i]!);
+  } else for (const file of candidates) analyses.set(file.path, await analyze(file));
 
   // Files referenced by `source:` are content, not documents, even when they are YAML.
   const sourcePaths = new Set<string>();
@@ -325,50 +330,15 @@ function templateFinding(
   };
 }
 
-/** The analysis of a file that could not be read: one diagnostic naming the reason. */
-function unreadable(error: unknown): FileAnalysis {
-  const reason =
-    (error as NodeJS.ErrnoException)?.code ?? (error instanceof Error ? error.message : String(error));
-  return {
-    parsed: {
-      documents: [],
-      problems: [
-        {
-          severity: "error",
-          code: "file/unreadable",
-          line: 1,
-          column: 1,
-          message: `file cannot be read (${reason})`,
-          fix: "make the file readable by the user running steward, or remove it",
-        },
-      ],
-    },
-    documents: [],
-  };
-}
-
 function sortedByName<T>(map: Map<string, T>): Map<string, T> {
   return new Map([...map.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
 }
 
-/** Reads a whole file with open, read and close only: `readFileSync` also stats and reads twice, which
- * costs more than the read itself for the many small files of a fleet repo. */
-function readWhole(path: string, scratch: Buffer): Uint8Array {
-  const fd = openSync(path, "r");
-  try {
-    const size = readSync(fd, scratch, 0, scratch.length, 0);
-    // A short read of a regular file is its end; a full buffer may not be.
-    if (size < scratch.length) return Buffer.from(scratch.subarray(0, size));
-  } finally {
-    closeSync(fd);
-  }
-  return readFileSync(path);
-}
-
 /** A RepoSource over a directory: every file below it, skipping dot-directories like .git. */
 export function directorySource(root: string): RepoSource {
-  const scratch = Buffer.allocUnsafe(MAX_YAML_BYTES + 1);
+  const scratch = readBuffer();
   return {
+    directory: root,
     files() {
       const out: RepoFile[] = [];
       const walk = (dir: string, prefix: string) => {
