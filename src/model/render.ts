@@ -19,7 +19,7 @@ export interface Instance {
   assignment: string;
   node: string;
   spec: InstanceSpec;
-  /** `sha256:...` of the canonical JSON of `spec`. */
+  /** `sha256:...` of the canonical JSON of `spec` (computed when first read, then kept). */
   hash: string;
   rollout: Rollout;
   budget: EffectiveBudget;
@@ -79,7 +79,7 @@ function renderResource(resource: Resource, sources: ReadonlyMap<string, SourceC
  * A resource or probe of an assignment, prepared once for all its nodes: when it has no `${`, its
  * rendered form and canonical JSON are the same on every node.
  */
-type Part<T> = { fixed: true; value: T; json: string } | { fixed: false; raw: T };
+type Part<T> = { fixed: true; value: T; json?: string } | { fixed: false; raw: T };
 
 /** What every instance of one assignment shares, and the instances rendered last time. */
 interface AssignmentPlan {
@@ -110,13 +110,11 @@ function planFor(
   if (known?.key === key) return known;
   const plan: AssignmentPlan = {
     key,
-    resources: spec.resources.map((raw) => {
-      if (hasReferences(raw)) return { fixed: false, raw };
-      const value = renderResource(raw, sources);
-      return { fixed: true, value, json: canonicalJson(value) };
-    }),
+    resources: spec.resources.map((raw) =>
+      hasReferences(raw) ? { fixed: false, raw } : { fixed: true, value: renderResource(raw, sources) },
+    ),
     probes: (spec.probes ?? []).map((raw) =>
-      hasReferences(raw) ? { fixed: false, raw } : { fixed: true, value: raw, json: canonicalJson(raw) },
+      hasReferences(raw) ? { fixed: false, raw } : { fixed: true, value: raw },
     ),
     rollout: { stage: fleet.mode, ...spec.rollout },
     budget: effectiveBudget(spec.budget, fleet.budget),
@@ -126,15 +124,37 @@ function planFor(
   return plan;
 }
 
+/** Canonical JSON of a rendered part: once per plan for a part that is the same on every node. */
+function partJson<T>(part: Part<T>, rendered: T): string {
+  if (!part.fixed) return canonicalJson(rendered);
+  part.json ??= canonicalJson(part.value);
+  return part.json;
+}
+
 /**
- * Renders the assignment of `plan` on `node`. The hash is the sha256 of `canonicalJson(spec)`,
- * assembled from the plan's pieces rather than serialising shared parts again for every node.
+ * `sha256:` of `canonicalJson(spec)`, assembled from the plan's pieces rather than serialising the
+ * parts shared by every node again for each of them.
+ */
+function specHash(plan: AssignmentPlan, spec: InstanceSpec): string {
+  const resources = spec.resources.map((resource, i) => partJson(plan.resources[i]!, resource));
+  const probes = spec.probes.map((probe, i) => partJson(plan.probes[i]!, probe));
+  // The members of InstanceSpec in canonicalJson's (sorted) order.
+  const json =
+    `{"assignment":${JSON.stringify(spec.assignment)},"dependsOn":${canonicalJson(spec.dependsOn)}` +
+    `,"node":${JSON.stringify(spec.node)},"probes":[${probes.join(",")}],"resources":[${resources.join(",")}]` +
+    `,"roots":${canonicalJson(spec.roots)},"state":${JSON.stringify(spec.state)}` +
+    `${spec.version === undefined ? "" : `,"version":${JSON.stringify(spec.version)}`}}`;
+  return `sha256:${createHash("sha256").update(json).digest("hex")}`;
+}
+
+/**
+ * Renders the assignment of `plan` on `node`. The hash is computed when first read (then kept):
+ * `steward validate` renders every instance to check it but never needs a hash; the syncer reads all.
  */
 function render(
   assignment: AssignmentDocument,
   plan: AssignmentPlan,
   node: Node,
-  nodeJson: NodeJson,
   sources: ReadonlyMap<string, SourceContent>,
   missing: MissingVariable[],
 ): Instance {
@@ -144,21 +164,15 @@ function render(
   const onMissing = (path: (string | number)[], variable: string) =>
     missing.push({ assignment, node: node.metadata.name, path: ["spec", ...path], variable });
   const resources: Resource[] = [];
-  const resourcesJson: string[] = [];
-  for (const [i, part] of plan.resources.entries()) {
-    const value = part.fixed
-      ? part.value
-      : renderResource(substitute(part.raw, context, onMissing, ["resources", i]), sources);
-    resources.push(value);
-    resourcesJson.push(part.fixed ? part.json : canonicalJson(value));
-  }
+  for (const [i, part] of plan.resources.entries())
+    resources.push(
+      part.fixed
+        ? part.value
+        : renderResource(substitute(part.raw, context, onMissing, ["resources", i]), sources),
+    );
   const probes: Probe[] = [];
-  const probesJson: string[] = [];
-  for (const [i, part] of plan.probes.entries()) {
-    const value = part.fixed ? part.value : substitute(part.raw, context, onMissing, ["probes", i]);
-    probes.push(value);
-    probesJson.push(part.fixed ? part.json : canonicalJson(value));
-  }
+  for (const [i, part] of plan.probes.entries())
+    probes.push(part.fixed ? part.value : substitute(part.raw, context, onMissing, ["probes", i]));
   const instanceSpec: InstanceSpec = {
     assignment: name,
     node: node.metadata.name,
@@ -169,33 +183,22 @@ function render(
     probes,
   };
   if (spec.version !== undefined) instanceSpec.version = spec.version;
-  // The members of InstanceSpec in canonicalJson's (sorted) order.
-  const json =
-    `{"assignment":${JSON.stringify(name)},"dependsOn":${canonicalJson(instanceSpec.dependsOn)}` +
-    `,"node":${nodeJson.name},"probes":[${probesJson.join(",")}],"resources":[${resourcesJson.join(",")}]` +
-    `,"roots":${nodeJson.roots},"state":${JSON.stringify(instanceSpec.state)}` +
-    `${spec.version === undefined ? "" : `,"version":${JSON.stringify(spec.version)}`}}`;
-  const instance: Instance = {
+  return {
     key: instanceKey(name, node.metadata.name),
     assignment: name,
     node: node.metadata.name,
     spec: instanceSpec,
-    hash: `sha256:${createHash("sha256").update(json).digest("hex")}`,
+    // An own, enumerable property like the others (JSON, spreads and structuredClone see it), which
+    // replaces itself with its value when first read.
+    get hash(): string {
+      const value = specHash(plan, instanceSpec);
+      Object.defineProperty(this, "hash", { value, enumerable: true });
+      return value;
+    },
     rollout: plan.rollout,
     budget: plan.budget,
     file: assignment.file,
   };
-  return instance;
-}
-
-/** A node's members of InstanceSpec as canonical JSON, computed once per node and rendering. */
-interface NodeJson {
-  name: string;
-  roots: string;
-}
-
-function nodeJsonOf(node: Node): NodeJson {
-  return { name: JSON.stringify(node.metadata.name), roots: canonicalJson(node.spec.roots) };
 }
 
 /**
@@ -214,7 +217,7 @@ export function renderInstance(
   const known = plan.instances.get(node);
   if (known) return known;
   const before = missing.length;
-  const instance = render(assignment, plan, node, nodeJsonOf(node), sources, missing);
+  const instance = render(assignment, plan, node, sources, missing);
   if (missing.length === before) plan.instances.set(node, instance);
   return instance;
 }
@@ -247,8 +250,6 @@ export function renderInstances(
   placements?: ReadonlyMap<string, readonly Node[]>,
 ): Map<string, Instance> {
   const index = placements ? undefined : new NodeIndex(nodes);
-  const nodeJson = new Map<Node, NodeJson>();
-  for (const doc of nodes.values()) nodeJson.set(doc.value, nodeJsonOf(doc.value));
   const list: Instance[] = [];
   for (const assignment of assignments.values()) {
     const plan = planFor(assignment, fleet, sources);
@@ -260,7 +261,7 @@ export function renderInstances(
       let instance = previous.get(node);
       if (!instance) {
         const before = missing.length;
-        instance = render(assignment, plan, node, nodeJson.get(node) ?? nodeJsonOf(node), sources, missing);
+        instance = render(assignment, plan, node, sources, missing);
         if (missing.length > before) {
           list.push(instance);
           continue;

@@ -147,6 +147,22 @@ describe("render - instances and hashes", () => {
     expect(spec).toMatchObject({ assignment: "web", node: "web-1", state: "running", roots: ["/srv"] });
   });
 
+  it("render - the hash is an ordinary property to JSON, spreads and structuredClone, and stays the same", async () => {
+    const result = await load(tempRepo(fleet()));
+    const rendered = instance(result, "web@web-1");
+    const copies = [
+      JSON.parse(JSON.stringify(rendered)).hash,
+      { ...rendered }.hash,
+      structuredClone(rendered).hash,
+    ];
+    expect(copies).toEqual([rendered.hash, rendered.hash, rendered.hash]);
+    expect(Object.keys(rendered)).toContain("hash");
+    expect(Object.getOwnPropertyDescriptor(rendered, "hash")).toMatchObject({
+      value: rendered.hash,
+      enumerable: true,
+    });
+  });
+
   it("render - canonical JSON sorts keys at every level and leaves out undefined members", () => {
     expect(canonicalJson({ b: 1, a: { d: [3, { f: 1, e: 2 }], c: undefined } })).toBe(
       '{"a":{"d":[3,{"e":2,"f":1}]},"b":1}',
