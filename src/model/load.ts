@@ -3,7 +3,7 @@
  * syncer (on git trees) and the hub. Per-file work (decode, parse, schema validation) depends only on
  * the file's bytes and is cached by content id, so a sync re-reads only files whose blob changed.
  */
-import { readdirSync } from "node:fs";
+import { type Dirent, readdirSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import {
@@ -24,6 +24,7 @@ import type {
   NodeDocument,
   SourcedDocument,
 } from "./documents.js";
+import { EnvironmentError } from "./errors.js";
 import type { Finding } from "./findings.js";
 import { fleetSettings } from "./fleet.js";
 import type { Assignment, Fleet } from "./generated.js";
@@ -342,7 +343,19 @@ export function directorySource(root: string): RepoSource {
     files() {
       const out: RepoFile[] = [];
       const walk = (dir: string, prefix: string) => {
-        for (const entry of readdirSync(dir, { withFileTypes: true })) {
+        let entries: Dirent[];
+        try {
+          entries = readdirSync(dir, { withFileTypes: true });
+        } catch (error) {
+          const reason = (error as NodeJS.ErrnoException).code ?? String(error);
+          throw new EnvironmentError(
+            `cannot read directory ${dir} (${reason}): make it readable, or list it under ignore:`,
+            {
+              cause: error,
+            },
+          );
+        }
+        for (const entry of entries) {
           const rel = prefix === "" ? entry.name : `${prefix}/${entry.name}`;
           if (entry.isDirectory()) {
             if (!entry.name.startsWith(".") && entry.name !== "node_modules")

@@ -360,6 +360,19 @@ function checkAssignment(
             fix: "name a resource of the same assignment",
           });
   }
+  const probeNames = new Map<string, number>();
+  for (const [i, probe] of (spec.probes ?? []).entries()) {
+    const first = probeNames.get(probe.name);
+    if (first === undefined) probeNames.set(probe.name, i);
+    else
+      push(doc, {
+        severity: "error",
+        code: "probe/duplicate",
+        path: ["spec", "probes", i, "name"],
+        message: `probe "${probe.name}" is declared twice in assignment "${name}" (first at spec.probes[${first}])`,
+        fix: "give each probe its own name: reports and conditions name probes",
+      });
+  }
   const cycle = findCycle(edges);
   if (cycle) {
     const index = names.get(cycle[0]!) ?? 0;

@@ -234,7 +234,12 @@ function parseWithPositions(text: string): Omit<ParsedFile, "text"> {
 function parseWithPositionsUnguarded(text: string): Omit<ParsedFile, "text"> {
   const { LineCounter, parseAllDocuments } = yaml();
   const lineCounter = new LineCounter();
-  const docs = parseAllDocuments(text, { lineCounter, prettyErrors: true, uniqueKeys: true });
+  const docs = parseAllDocuments(text, {
+    lineCounter,
+    prettyErrors: true,
+    uniqueKeys: true,
+    logLevel: "error",
+  });
   const problems: Problem[] = [];
   const documents: ParsedFile["documents"] = [];
   const list = Array.isArray(docs) ? docs : [];
@@ -333,7 +338,10 @@ function locateUnguarded(
   let entry = located.get(text);
   if (!entry) {
     const lineCounter = new LineCounter();
-    entry = { docs: parseAllDocuments(text, { lineCounter, uniqueKeys: false }), lineCounter };
+    entry = {
+      docs: parseAllDocuments(text, { lineCounter, uniqueKeys: false, logLevel: "silent" }),
+      lineCounter,
+    };
     located.set(text, entry);
     if (located.size > 16) located.delete(located.keys().next().value!);
   }

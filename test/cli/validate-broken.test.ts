@@ -33,6 +33,7 @@ const corpus: Record<string, Expected> = {
   "duplicate-assignment": ["assignments/web.yaml", 4, 9, "name/duplicate"],
   "duplicate-key": ["assignments/web.yaml", 11, 7, "yaml/duplicate-key"],
   "duplicate-node": ["nodes/web-1.yaml", 4, 9, "name/duplicate"],
+  "duplicate-probe-name": ["assignments/web.yaml", 16, 13, "probe/duplicate"],
   "duplicate-resource-name": ["assignments/web.yaml", 13, 13, "resource/duplicate"],
   "empty-file": ["nodes/empty.yaml", 1, 1, "file/empty"],
   "fleet-outside-steward-yaml": ["fleet.yaml", 2, 7, "fleet/location"],
