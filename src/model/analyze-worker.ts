@@ -12,7 +12,12 @@ const scratch = readBuffer();
 for (let chunk = Atomics.add(claimed, 0, 1); chunk < chunks; chunk = Atomics.add(claimed, 0, 1)) {
   const end = Math.min(paths.length, (chunk + 1) * CHUNK_FILES);
   const analyses = [];
-  for (let i = chunk * CHUNK_FILES; i < end; i++) analyses.push(analyzePath(directory, paths[i]!, scratch));
+  for (let i = chunk * CHUNK_FILES; i < end; i++) {
+    // The text is left out: copying it to the other thread costs more than reading the file again
+    // for the few files that turn out to need a position.
+    const { parsed, documents } = analyzePath(directory, paths[i]!, scratch);
+    analyses.push({ parsed: { documents: parsed.documents, problems: parsed.problems }, documents });
+  }
   parentPort!.postMessage({ chunk, analyses } satisfies WorkerMessage);
 }
 parentPort!.postMessage({ done: true } satisfies WorkerMessage);

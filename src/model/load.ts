@@ -32,7 +32,7 @@ import { placeAll } from "./placement.js";
 import { type DesiredState, type MissingVariable, renderInstances, type SourceContent } from "./render.js";
 import { quoteFix } from "./schema.js";
 import { semanticFindings } from "./semantic.js";
-import { locate } from "./yaml.js";
+import { locate, yamlText } from "./yaml.js";
 
 /** A file of the repository: its path relative to the root (`/`-separated) and a content id if known. */
 export interface RepoFile {
@@ -110,7 +110,7 @@ export async function loadRepo(
   // Sorted, so "first" and "second" (duplicate names, conflicts) do not depend on directory order.
   const files = [...(await source.files())].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
   const byPath = new Map(files.map((f) => [f.path, f]));
-  const texts = new Map<string, string>();
+  const texts = new Map<string, string | undefined>();
   const diagnostics: Diagnostic[] = [];
   const used = new Set<string>();
 
@@ -162,13 +162,29 @@ export async function loadRepo(
         for (const resource of (doc.value as Assignment).spec.resources)
           if ("source" in resource && resource.source) sourcePaths.add(resource.source);
 
+  // The text of a file with a diagnostic, for its position and source line. A file analysed on the
+  // other thread comes without its text, and is read again here.
+  const textOf = (path: string): string | undefined => {
+    if (texts.has(path)) return texts.get(path);
+    let text = analyses.get(path)?.parsed.text;
+    const file = byPath.get(path);
+    if (text === undefined && file) {
+      try {
+        const bytes = source.read(file);
+        if (bytes instanceof Promise) bytes.catch(() => {});
+        else text = yamlText(bytes);
+      } catch {
+        // Unreadable now: the diagnostic keeps its file and loses its position.
+      }
+    }
+    texts.set(path, text);
+    return text;
+  };
   const documents: AnyDocument[] = [];
-  const locatable = new Map<SourcedDocument<unknown>, string>();
   const push = (document: SourcedDocument<unknown>, finding: Finding) => {
-    const text = locatable.get(document);
+    const text = textOf(document.file);
     const pos =
-      text !== undefined ? locate(text, document.index, finding.path, finding.key) : { line: 0, column: 0 };
-    if (text !== undefined) texts.set(document.file, text);
+      text !== undefined ? locate(text, document.index, finding.path, finding.key) : { line: 1, column: 1 };
     const diagnostic: Diagnostic = {
       severity: finding.severity,
       code: finding.code,
@@ -186,10 +202,7 @@ export async function loadRepo(
   };
   for (const [path, analysis] of analyses) {
     if (sourcePaths.has(path) && path !== FLEET_FILE) continue;
-    for (const problem of analysis.parsed.problems) {
-      diagnostics.push({ ...problem, file: path });
-      if (analysis.parsed.text !== undefined) texts.set(path, analysis.parsed.text);
-    }
+    for (const problem of analysis.parsed.problems) diagnostics.push({ ...problem, file: path });
     for (const doc of analysis.documents) {
       const document: AnyDocument = {
         file: path,
@@ -199,7 +212,6 @@ export async function loadRepo(
       };
       if (doc.kind) document.kind = doc.kind;
       if (doc.name) document.name = doc.name;
-      if (analysis.parsed.text !== undefined) locatable.set(document, analysis.parsed.text);
       documents.push(document);
       for (const finding of doc.findings) push(document, finding);
     }
@@ -245,7 +257,7 @@ export async function loadRepo(
   const lineOf = (file: string, line: number) => {
     let list = lines.get(file);
     if (!list) {
-      const text = texts.get(file);
+      const text = textOf(file);
       if (text === undefined) return undefined;
       list = text.split(/\r?\n/);
       lines.set(file, list);

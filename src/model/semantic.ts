@@ -31,6 +31,9 @@ export interface SemanticInput {
 
 type Push = (document: SourcedDocument<unknown>, finding: Finding) => void;
 
+/** Missing template values are reported once, by rendering; the checks here only need the text. */
+const ignoreMissing = () => {};
+
 /** Every path-like field of a resource that must be confined to the node's roots, with its field path. */
 function confinedPaths(resource: Resource): { field: (string | number)[]; path: string }[] {
   const out: { field: (string | number)[]; path: string }[] = [];
@@ -227,7 +230,7 @@ function checkAssignment(
       });
   }
   const canary = spec.rollout?.canary?.nodes ?? [];
-  const placedNames = new Set(placed.map((n) => n.metadata.name));
+  const placedNames = new Set(canary.length > 0 ? placed.map((n) => n.metadata.name) : []);
   for (const [i, nodeName] of canary.entries())
     if (!placedNames.has(nodeName) && !input.invalidNames.has(`Node/${nodeName}`))
       push(doc, {
@@ -267,7 +270,9 @@ function checkAssignment(
         });
       else
         for (const node of placed) {
-          const actual = substituteString(field.path, { node, assignment: doc.value }, () => {});
+          const actual = field.path.includes("${")
+            ? substituteString(field.path, { node, assignment: doc.value }, ignoreMissing)
+            : field.path;
           if (actual !== field.path && (hasDotSegments(actual) || actual.includes("//"))) {
             push(doc, {
               severity: "error",
@@ -308,9 +313,12 @@ function checkAssignment(
         });
     }
     const ownedTemplate = ownedThing(resource);
+    const templated = ownedTemplate?.includes("${") ?? false;
     if (ownedTemplate)
       for (const node of placed) {
-        const owned = substituteString(ownedTemplate, { node, assignment: doc.value }, () => {});
+        const owned = templated
+          ? substituteString(ownedTemplate, { node, assignment: doc.value }, ignoreMissing)
+          : ownedTemplate;
         let perNode = owners.get(node.metadata.name);
         if (!perNode) {
           perNode = new Map();
@@ -373,7 +381,7 @@ function checkAssignment(
         fix: "give each probe its own name: reports and conditions name probes",
       });
   }
-  const cycle = findCycle(edges);
+  const cycle = spec.resources.some((r) => r.dependsOn?.length) ? findCycle(edges) : undefined;
   if (cycle) {
     const index = names.get(cycle[0]!) ?? 0;
     push(doc, {

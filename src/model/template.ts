@@ -15,18 +15,22 @@ export interface TemplateContext {
 }
 
 function lookup(variable: string, context: TemplateContext): string | undefined {
-  const [scope, field, ...rest] = variable.split(".");
-  const key = rest.join(".");
-  if (scope === "assignment") {
-    if (rest.length > 0) return undefined;
-    if (field === "name") return context.assignment.metadata.name;
-    if (field === "version") return context.assignment.spec.version;
-    return undefined;
+  switch (variable) {
+    case "node.name":
+      return context.node.metadata.name;
+    case "assignment.name":
+      return context.assignment.metadata.name;
+    case "assignment.version":
+      return context.assignment.spec.version;
   }
-  if (field === "name" && rest.length === 0) return context.node.metadata.name;
-  if (field === "vars" && key) return context.node.spec.vars?.[key];
-  if (field === "labels" && key) return context.node.metadata.labels?.[key];
+  if (variable.startsWith("node.vars.")) return own(context.node.spec.vars, variable.slice(10));
+  if (variable.startsWith("node.labels.")) return own(context.node.metadata.labels, variable.slice(12));
   return undefined;
+}
+
+/** `map[key]` when it is the map's own entry (`${node.vars.constructor}` is not a value). */
+function own(map: Readonly<Record<string, string>> | undefined, key: string): string | undefined {
+  return map && Object.hasOwn(map, key) ? map[key] : undefined;
 }
 
 /** Replaces references in one string; `missing` receives each variable that has no value. */

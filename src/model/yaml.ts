@@ -86,6 +86,18 @@ function positionOfOffset(bytes: Uint8Array, offset: number): Position {
   return { line, column: offset - start + 1 };
 }
 
+/** The text of UTF-8 bytes, without a byte order mark: what parsing and positions work on. */
+function decodeText(bytes: Uint8Array): string {
+  const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8");
+  return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
+}
+
+/** The text `parseYamlFile` parses for these bytes, or undefined when it refuses them as text. */
+export function yamlText(bytes: Uint8Array): string | undefined {
+  const refused = bytes.length > MAX_YAML_BYTES || bytes.indexOf(0) >= 0 || !isUtf8(bytes);
+  return refused ? undefined : decodeText(bytes);
+}
+
 /**
  * Decodes and parses one YAML file. Never throws for bad input: every problem (not UTF-8, binary,
  * too large, empty, syntax, duplicate keys, alias bombs) is returned as a Problem with a position.
@@ -155,8 +167,7 @@ export function parseYamlFile(bytes: Uint8Array): ParsedFile {
       ],
     };
   }
-  let text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8");
-  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+  const text = decodeText(bytes);
   const parsed = anchorsOrAliases.test(text) ? parseWithPositions(text) : parseFast(text);
   if (parsed.problems.length === 0 && parsed.documents.length === 0) {
     parsed.problems.push({

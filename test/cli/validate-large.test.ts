@@ -51,6 +51,11 @@ describe("validate - large repositories", () => {
     expect(output.diagnostics.filter((d) => d.code === "schema/unknown-field")).toHaveLength(
       Math.ceil((PARALLEL_MIN_FILES + 500) / 397),
     );
+    // Source lines and carets too: files analysed on the other thread are read again for them.
+    const text = runBin(["validate", dir]);
+    expect(text.stdout).toBe((await runCli(["validate", dir])).stdout);
+    expect(text.stdout).toContain('unknown field `mdoe` (did you mean "mode"?)');
+    expect(text.stdout).toContain('\n   11 |     mdoe: "0644"\n      |     ^\n');
     // The last files are among those reported: nothing claimed by either thread was lost.
     expect(output.diagnostics.some((d) => d.file === "assignments/app-02382.yaml")).toBe(true);
   });

@@ -40,6 +40,9 @@ describe("template - substitution", () => {
       0,
     ]);
     expect(out).toEqual(value);
+    expect(substituteString("${node.vars.constructor} ${node.labels.__proto__}", context, () => {})).toBe(
+      "${node.vars.constructor} ${node.labels.__proto__}",
+    );
     expect(missing).toEqual([
       [["resources", 0, "run", 1], "node.vars.nope"],
       [["resources", 0, "env", "A"], "node.labels.rack"],
