@@ -31,6 +31,13 @@ export interface SemanticInput {
 
 type Push = (document: SourcedDocument<unknown>, finding: Finding) => void;
 
+/** `node "a"`, or `nodes "a", "b" and 3 more`. */
+function nodeList(nodes: readonly Node[]): string {
+  const names = nodes.slice(0, 3).map((node) => `"${node.metadata.name}"`);
+  const more = nodes.length > 3 ? ` and ${nodes.length - 3} more` : "";
+  return `${nodes.length === 1 ? "node" : "nodes"} ${names.join(", ")}${more}`;
+}
+
 /** Missing template values are reported once, by rendering; the checks here only need the text. */
 const ignoreMissing = () => {};
 
@@ -175,7 +182,47 @@ function checkNodes(input: SemanticInput, push: Push): void {
 }
 
 /** Per node, what each assignment's resources own there, to find two managing the same thing. */
-type Owners = Map<string, Map<string, { doc: AssignmentDocument; index: number }>>;
+type Owners = Map<string, Ownership>;
+
+/** A resource claiming a thing on some nodes. */
+interface Claim {
+  doc: AssignmentDocument;
+  index: number;
+}
+
+/**
+ * Who owns one thing (`path:/etc/x`), on which nodes. Most things have one claim, kept as it is; a
+ * thing claimed again gets a per-node map, so checking is linear in (claims × nodes) of shared things.
+ */
+interface Ownership {
+  first: Claim;
+  nodes: readonly Node[];
+  byNode?: Map<Node, Claim>;
+}
+
+/** Records `claim` of `thing` on `nodes`; returns, per earlier claim in its way, the nodes they share. */
+function claimThing(owners: Owners, thing: string, nodes: readonly Node[], claim: Claim): Map<Claim, Node[]> {
+  const clashes = new Map<Claim, Node[]>();
+  const known = owners.get(thing);
+  if (!known) {
+    owners.set(thing, { first: claim, nodes });
+    return clashes;
+  }
+  if (!known.byNode) {
+    known.byNode = new Map();
+    for (const node of known.nodes) known.byNode.set(node, known.first);
+  }
+  for (const node of nodes) {
+    const other = known.byNode.get(node);
+    if (!other) known.byNode.set(node, claim);
+    else if (other.doc !== claim.doc || other.index !== claim.index) {
+      const shared = clashes.get(other);
+      if (shared) shared.push(node);
+      else clashes.set(other, [node]);
+    }
+  }
+  return clashes;
+}
 
 function checkAssignment(
   doc: AssignmentDocument,
@@ -313,39 +360,38 @@ function checkAssignment(
         });
     }
     const ownedTemplate = ownedThing(resource);
-    const templated = ownedTemplate?.includes("${") ?? false;
-    if (ownedTemplate)
-      for (const node of placed) {
-        const owned = templated
-          ? substituteString(ownedTemplate, { node, assignment: doc.value }, ignoreMissing)
-          : ownedTemplate;
-        let perNode = owners.get(node.metadata.name);
-        if (!perNode) {
-          perNode = new Map();
-          owners.set(node.metadata.name, perNode);
+    if (ownedTemplate) {
+      const claim = { doc, index: i };
+      // A thing named with `${node...}` is a different thing on each node.
+      const claims: [string, readonly Node[]][] = ownedTemplate.includes("${")
+        ? placed.map((node) => [
+            substituteString(ownedTemplate, { node, assignment: doc.value }, ignoreMissing),
+            [node],
+          ])
+        : [[ownedTemplate, placed]];
+      for (const [owned, nodes] of claims)
+        for (const [other, shared] of claimThing(owners, owned, nodes, claim)) {
+          const what = owned.replace(":", " ");
+          if (other.doc !== doc)
+            push(doc, {
+              severity: "error",
+              code: "resource/conflict",
+              path: ["spec", "resources", i],
+              message: `${what} on ${nodeList(shared)} is also managed by assignment "${other.doc.value.metadata.name}" (${other.doc.file})`,
+              fix: "manage it from one assignment only; steward never picks a winner between two",
+            });
+          else if (!reported.has(i)) {
+            reported.add(i);
+            push(doc, {
+              severity: "error",
+              code: "resource/conflict",
+              path: ["spec", "resources", i],
+              message: `${what} is also managed by spec.resources[${other.index}] of this assignment`,
+              fix: "manage each path, service, container or package with one resource",
+            });
+          }
         }
-        const other = perNode.get(owned);
-        if (!other) perNode.set(owned, { doc, index: i });
-        else if (other.doc !== doc)
-          push(doc, {
-            severity: "error",
-            code: "resource/conflict",
-            path: ["spec", "resources", i],
-            message: `${owned.replace(":", " ")} on node "${node.metadata.name}" is also managed by assignment "${other.doc.value.metadata.name}" (${other.doc.file})`,
-            fix: "manage it from one assignment only; steward never picks a winner between two",
-          });
-        else if (other.index !== i && !reported.has(i)) {
-          // Two resources of this assignment: say it once, not once per node.
-          reported.add(i);
-          push(doc, {
-            severity: "error",
-            code: "resource/conflict",
-            path: ["spec", "resources", i],
-            message: `${owned.replace(":", " ")} is also managed by spec.resources[${other.index}] of this assignment`,
-            fix: "manage each path, service, container or package with one resource",
-          });
-        }
-      }
+    }
   }
   for (const [i, resource] of spec.resources.entries()) {
     for (const [j, dependency] of (resource.dependsOn ?? []).entries())

@@ -56,7 +56,8 @@ export function hasReferences(value: unknown): boolean {
   if (typeof value === "string") return value.includes("${");
   if (value === null || typeof value !== "object") return false;
   if (Array.isArray(value)) return value.some(hasReferences);
-  for (const member of Object.values(value)) if (hasReferences(member)) return true;
+  const record = value as Record<string, unknown>;
+  for (const key in record) if (hasReferences(record[key])) return true;
   return false;
 }
 
@@ -72,9 +73,9 @@ export function substitute<T>(
   path: readonly (string | number)[] = [],
 ): T {
   const stack = [...path];
+  const report = (variable: string) => missing([...stack], variable);
   const walk = (member: unknown): unknown => {
-    if (typeof member === "string")
-      return substituteString(member, context, (variable) => missing([...stack], variable));
+    if (typeof member === "string") return substituteString(member, context, report);
     if (member === null || typeof member !== "object") return member;
     let changed = false;
     if (Array.isArray(member)) {
@@ -88,12 +89,14 @@ export function substitute<T>(
       }
       return changed ? out : member;
     }
+    const record = member as Record<string, unknown>;
     const out: Record<string, unknown> = {};
-    for (const [key, item] of Object.entries(member as Record<string, unknown>)) {
+    // Parsed documents are plain objects: for-in sees exactly their own keys.
+    for (const key in record) {
       stack.push(key);
-      const next = walk(item);
+      const next = walk(record[key]);
       stack.pop();
-      if (next !== item) changed = true;
+      if (next !== record[key]) changed = true;
       out[key] = next;
     }
     return changed ? out : member;

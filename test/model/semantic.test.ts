@@ -81,6 +81,32 @@ describe("semantic - per-node checks", () => {
     ]);
   });
 
+  it("semantic - a conflict on several nodes is one diagnostic naming them", async () => {
+    const nodes = Object.fromEntries(
+      ["a", "b", "c", "d", "e"].map((n) => [`nodes/${n}.yaml`, nodeYaml(n, { labels: { role: "web" } })]),
+    );
+    const shared = "{kind: file, path: /srv/index.html, content: x}";
+    const bySelector = assignment("two", ["a"], shared).replace(
+      "nodes: [a]",
+      "selector: {matchLabels: {role: web}}",
+    );
+    const found = await diagnostics({
+      ...nodes,
+      "assignments/one.yaml": assignment("one", ["a", "b", "c", "d", "e"], shared),
+      "assignments/two.yaml": bySelector,
+      "assignments/three.yaml": assignment("three", ["a"], "{kind: package, name: curl}"),
+      "assignments/four.yaml": assignment("four", ["b"], "{kind: package, name: curl}"),
+    });
+    expect(found).toEqual([
+      {
+        at: "assignments/two.yaml:8:7",
+        code: "resource/conflict",
+        message:
+          'path /srv/index.html on nodes "a", "b", "c" and 2 more is also managed by assignment "one" (assignments/one.yaml)',
+      },
+    ]);
+  });
+
   it("semantic - an invalid node document does not also make every assignment naming it an error", async () => {
     expect(
       await diagnostics({
