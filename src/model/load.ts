@@ -146,12 +146,12 @@ export async function loadRepo(
   const candidates = files.filter(
     (f) => f.path !== FLEET_FILE && isYaml(f.path) && !hidden(f.path) && !ignored(f.path),
   );
-  if (source.directory !== undefined && !candidates.some((f) => f.id !== undefined && cache)) {
-    const analysed = await analyzeDirectoryFiles(
-      source.directory,
-      candidates.map((f) => f.path),
-    );
-    for (const [i, file] of candidates.entries()) analyses.set(file.path, analysed[i]!);
+  // Plain files of a directory (nothing to serve from a cache) may be analysed on two threads.
+  const cacheable = cache !== undefined && candidates.some((f) => f.id !== undefined);
+  if (source.directory !== undefined && !cacheable) {
+    const paths = candidates.map((f) => f.path);
+    const analysed = await analyzeDirectoryFiles(source.directory, paths);
+    for (const [i, path] of paths.entries()) analyses.set(path, analysed[i]!);
   } else for (const file of candidates) analyses.set(file.path, await analyze(file));
 
   // Files referenced by `source:` are content, not documents, even when they are YAML.
