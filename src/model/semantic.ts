@@ -41,12 +41,23 @@ function nodeList(nodes: readonly Node[]): string {
 /** Missing template values are reported once, by rendering; the checks here only need the text. */
 const ignoreMissing = () => {};
 
-/** Every path-like field of a resource that must be confined to the node's roots, with its field path. */
-function confinedPaths(resource: Resource): { field: (string | number)[]; path: string }[] {
-  const out: { field: (string | number)[]; path: string }[] = [];
+/** A path a resource touches: its field, the path, and for a relative symlink target the link it is relative to. */
+interface ConfinedPath {
+  field: (string | number)[];
+  path: string;
+  relativeTo?: string;
+}
+
+/** Every path-like field of a resource that must be confined to the node's roots. */
+function confinedPaths(resource: Resource): ConfinedPath[] {
+  const out: ConfinedPath[] = [];
   if ("path" in resource && resource.path) out.push({ field: ["path"], path: resource.path });
-  if (resource.kind === "symlink" && resource.target.startsWith("/"))
-    out.push({ field: ["target"], path: resource.target });
+  if (resource.kind === "symlink")
+    out.push(
+      resource.target.startsWith("/")
+        ? { field: ["target"], path: resource.target }
+        : { field: ["target"], path: resource.target, relativeTo: resource.path },
+    );
   if (resource.kind === "command" && resource.creates)
     out.push({ field: ["creates"], path: resource.creates });
   if ((resource.kind === "command" || resource.kind === "service") && resource.cwd)
@@ -307,6 +318,24 @@ function checkAssignment(
     else names.set(resName, i);
     edges.set(resName, resource.dependsOn ?? []);
     for (const field of confinedPaths(resource)) {
+      if (field.relativeTo !== undefined) {
+        // A relative link target may use `..`; where it resolves to must still be inside the roots.
+        for (const node of placed) {
+          const context = { node, assignment: doc.value };
+          const link = substituteString(field.relativeTo, context, ignoreMissing);
+          const target = substituteString(field.path, context, ignoreMissing);
+          const resolved = posix.resolve(posix.dirname(link), target);
+          if (containingRoot(resolved, node.spec.roots)) continue;
+          push(doc, {
+            severity: "error",
+            code: "path/outside-roots",
+            path: ["spec", "resources", i, ...field.field],
+            message: `${JSON.stringify(target)} resolves to ${JSON.stringify(resolved)}, outside the roots of node "${node.metadata.name}" (${node.spec.roots.join(", ")})`,
+            fix: "point the link inside a declared root",
+          });
+        }
+        continue;
+      }
       if (hasDotSegments(field.path) || field.path.includes("//"))
         push(doc, {
           severity: "error",

@@ -81,6 +81,27 @@ describe("semantic - per-node checks", () => {
     ]);
   });
 
+  it("semantic - a relative symlink target is checked where it resolves to", async () => {
+    const link = (target: string) =>
+      assignment("app", ["a"], `{kind: symlink, path: /srv/app/current, target: ${target}}`);
+    const ok = await diagnostics({
+      "nodes/a.yaml": nodeYaml("a"),
+      "assignments/app.yaml": link("../releases/v2"),
+    });
+    expect(ok).toEqual([]);
+    const escaping = await diagnostics({
+      "nodes/a.yaml": nodeYaml("a"),
+      "assignments/app.yaml": link("../../etc/shadow"),
+    });
+    expect(escaping).toEqual([
+      {
+        at: "assignments/app.yaml:8:55",
+        code: "path/outside-roots",
+        message: '"../../etc/shadow" resolves to "/etc/shadow", outside the roots of node "a" (/srv)',
+      },
+    ]);
+  });
+
   it("semantic - a conflict on several nodes is one diagnostic naming them", async () => {
     const nodes = Object.fromEntries(
       ["a", "b", "c", "d", "e"].map((n) => [`nodes/${n}.yaml`, nodeYaml(n, { labels: { role: "web" } })]),
