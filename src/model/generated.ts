@@ -482,7 +482,7 @@ export interface SymlinkResource {
   atomic?: AtomicGroup;
   path: AbsolutePath;
   /**
-   * Where the link points; an absolute target must stay inside the node's roots.
+   * Where the link points: absolute, or relative to the link's directory; either way it must resolve inside the node's roots.
    */
   target: string;
   ensure?: Ensure;
