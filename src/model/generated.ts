@@ -284,6 +284,18 @@ export interface StatusProvider {
    * Name of the environment variable holding the token (never the token itself).
    */
   tokenEnv?: string;
+  /**
+   * GitHub App id: post statuses as the App's installation instead of with a token.
+   */
+  appId?: number;
+  /**
+   * The GitHub App's installation id on the fleet repository's owner.
+   */
+  installationId?: number;
+  /**
+   * Name of the environment variable holding the GitHub App's PEM private key.
+   */
+  privateKeyEnv?: string;
 }
 /**
  * Require the tracked head commit to be signed by a trusted key.

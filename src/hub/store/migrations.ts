@@ -72,4 +72,31 @@ export const MIGRATIONS: readonly Migration[] = [
       );
     `,
   },
+  {
+    version: 301,
+    name: "commit statuses",
+    sql: `
+      -- Per status destination (StatusWriter.name), commit and context: the latest status the hub
+      -- wants shown and the last one the destination acknowledged. A row whose desired state differs
+      -- from its posted state is still to be written, also after a restart; equal ones are never
+      -- written again.
+      CREATE TABLE commit_statuses (
+        provider TEXT NOT NULL,
+        sha TEXT NOT NULL,
+        context TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('pending', 'success', 'failure', 'error')),
+        description TEXT NOT NULL,             -- already cut to the destination's limit
+        target_url TEXT,
+        desired_at TEXT NOT NULL,
+        posted_state TEXT CHECK (posted_state IN ('pending', 'success', 'failure', 'error')),
+        posted_description TEXT,
+        posted_target_url TEXT,
+        posted_at TEXT,
+        failures INTEGER NOT NULL DEFAULT 0,   -- failed writes of the desired state since it was set
+        last_error TEXT,
+        PRIMARY KEY (provider, sha, context)
+      );
+      CREATE INDEX commit_statuses_by_sha ON commit_statuses (sha);
+    `,
+  },
 ];
