@@ -117,19 +117,26 @@ export async function analyzeDirectoryFiles(
     const end = Math.min(paths.length, (chunk + 1) * CHUNK_FILES);
     for (let i = chunk * CHUNK_FILES; i < end; i++) results[i] = analyzePath(directory, paths[i]!, scratch);
   };
-  if (paths.length < PARALLEL_MIN_FILES || !existsSync(fileURLToPath(workerUrl))) {
-    for (let chunk = 0; chunk < chunks; chunk++) analyzeChunk(chunk);
+  // Every chunk nobody delivered: all of them when there is no second thread.
+  const analyzeRest = () => {
+    for (let chunk = 0; chunk < chunks; chunk++)
+      if (results[chunk * CHUNK_FILES] === undefined) analyzeChunk(chunk);
     return results as FileAnalysis[];
-  }
+  };
+  if (paths.length < PARALLEL_MIN_FILES || !existsSync(fileURLToPath(workerUrl))) return analyzeRest();
   const claimed = new Int32Array(new SharedArrayBuffer(4));
-  const received = new Set<number>();
-  const worker = new Worker(workerUrl, {
-    workerData: { directory, paths: [...paths], claimed: claimed.buffer } satisfies WorkerInput,
-  });
+  let worker: Worker;
+  try {
+    worker = new Worker(workerUrl, {
+      workerData: { directory, paths: [...paths], claimed: claimed.buffer } satisfies WorkerInput,
+    });
+  } catch {
+    // No second thread here (resource limits): this one does everything.
+    return analyzeRest();
+  }
   const finished = new Promise<void>((resolve) => {
     worker.on("message", (message: WorkerMessage) => {
       if ("done" in message) return resolve();
-      received.add(message.chunk);
       const start = message.chunk * CHUNK_FILES;
       for (const [i, analysis] of message.analyses.entries()) results[start + i] = analysis;
     });
@@ -141,7 +148,5 @@ export async function analyzeDirectoryFiles(
     analyzeChunk(chunk);
   await finished;
   await worker.terminate();
-  for (let chunk = 0; chunk < chunks; chunk++)
-    if (results[chunk * CHUNK_FILES] === undefined && !received.has(chunk)) analyzeChunk(chunk);
-  return results as FileAnalysis[];
+  return analyzeRest();
 }
