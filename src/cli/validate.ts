@@ -5,7 +5,7 @@ import { formatGithub, formatText, plural, summarize } from "../model/diagnostic
 import { EnvironmentError } from "../model/errors.js";
 import { directorySource, type LoadResult, loadRepo } from "../model/load.js";
 import { EXIT } from "./io.js";
-import type { CommandFactory } from "./main.js";
+import type { CommandFactory } from "./program.js";
 
 export type ValidateFormat = "text" | "json" | "github";
 
@@ -53,6 +53,7 @@ export function renderValidation(result: LoadResult, format: ValidateFormat): st
  */
 export const validateCommand: CommandFactory = (io, globals, exit) =>
   new Command("validate")
+    .summary("check a fleet repository: YAML, JSON Schema and cross-document rules, with file:line:column")
     .description(
       "Check a fleet repository as the syncer would: every YAML file is parsed, each document is checked " +
         "against its JSON Schema, then across documents (nodes, names, dependsOn, paths and roots, sources), " +

@@ -44,7 +44,7 @@ export type Resource =
   | ContainerResource
   | PackageResource;
 /**
- * Names the resource within its assignment, for `dependsOn` and reports. Defaults to the path for files, directories and symlinks.
+ * Names the resource within its assignment, for `dependsOn` and reports. Defaults to the path for files, directories and symlinks (so a name may start with `/`).
  *
  * This interface was referenced by `StewardSchemas`'s JSON-Schema
  * via the `definition` "ResourceName".
@@ -787,6 +787,10 @@ export interface ResourceOutcome {
     | "blocked"
     | "restored";
   failureClass?: FailureClass;
+  /**
+   * For a failure: a stable CamelCase reason, e.g. `ImageNotFound`, `PathEscapesRoots`.
+   */
+  reason?: string;
   message?: string;
   /**
    * Name of the failed gating resource or dependency that blocked this one.

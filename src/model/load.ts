@@ -114,10 +114,12 @@ export async function loadRepo(
   const diagnostics: Diagnostic[] = [];
   const used = new Set<string>();
 
-  const analyze = async (file: RepoFile): Promise<FileAnalysis> => {
+  // A cache hit stays synchronous: a warm sync of a large fleet is mostly hits.
+  const cached = (file: RepoFile): FileAnalysis | undefined => {
     used.add(file.id ?? "");
-    const hit = file.id ? cache?.get(file.id) : undefined;
-    if (hit) return hit;
+    return file.id ? cache?.get(file.id) : undefined;
+  };
+  const analyze = async (file: RepoFile): Promise<FileAnalysis> => {
     let bytes: Uint8Array;
     try {
       bytes = await source.read(file);
@@ -134,7 +136,7 @@ export async function loadRepo(
   let ignore: string[] = [];
   const analyses = new Map<string, FileAnalysis>();
   if (fleetFile) {
-    const analysis = await analyze(fleetFile);
+    const analysis = cached(fleetFile) ?? (await analyze(fleetFile));
     analyses.set(FLEET_FILE, analysis);
     ignore = ignorePatterns(analysis);
   }
@@ -152,7 +154,7 @@ export async function loadRepo(
     const paths = candidates.map((f) => f.path);
     const analysed = await analyzeDirectoryFiles(source.directory, paths);
     for (const [i, path] of paths.entries()) analyses.set(path, analysed[i]!);
-  } else for (const file of candidates) analyses.set(file.path, await analyze(file));
+  } else for (const file of candidates) analyses.set(file.path, cached(file) ?? (await analyze(file)));
 
   // Files referenced by `source:` are content, not documents, even when they are YAML.
   const sourcePaths = new Set<string>();
@@ -203,17 +205,11 @@ export async function loadRepo(
   for (const [path, analysis] of analyses) {
     if (sourcePaths.has(path) && path !== FLEET_FILE) continue;
     for (const problem of analysis.parsed.problems) diagnostics.push({ ...problem, file: path });
-    for (const doc of analysis.documents) {
-      const document: AnyDocument = {
-        file: path,
-        index: doc.index,
-        value: doc.value,
-        valid: doc.findings.length === 0,
-      };
-      if (doc.kind) document.kind = doc.kind;
-      if (doc.name) document.name = doc.name;
+    const fileDocuments = documentsOf(analysis, path, cache !== undefined);
+    for (let i = 0; i < fileDocuments.length; i++) {
+      const document = fileDocuments[i]!;
       documents.push(document);
-      for (const finding of doc.findings) push(document, finding);
+      for (const finding of analysis.documents[i]!.findings) push(document, finding);
     }
   }
 
@@ -344,7 +340,43 @@ function templateFinding(
 }
 
 function sortedByName<T>(map: Map<string, T>): Map<string, T> {
+  let previous: string | undefined;
+  let sorted = true;
+  for (const key of map.keys()) {
+    if (previous !== undefined && previous > key) {
+      sorted = false;
+      break;
+    }
+    previous = key;
+  }
+  // Files are listed in path order, so names usually arrive sorted already.
+  if (sorted) return map;
   return new Map([...map.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+}
+
+/**
+ * The documents of a file at a path; with a cache (a long-lived loader) they are kept with the
+ * analysis, so their identity survives a sync.
+ */
+const fileDocuments = new WeakMap<FileAnalysis, { path: string; documents: AnyDocument[] }>();
+
+function documentsOf(analysis: FileAnalysis, path: string, remember: boolean): AnyDocument[] {
+  const known = remember ? fileDocuments.get(analysis) : undefined;
+  if (known?.path === path) return known.documents;
+  // Every document gets the same shape (kind and name present, maybe undefined): the checks read
+  // these fields on thousands of documents, and one shape keeps those reads fast.
+  const documents = analysis.documents.map(
+    (doc): AnyDocument => ({
+      file: path,
+      index: doc.index,
+      value: doc.value,
+      valid: doc.findings.length === 0,
+      kind: doc.kind || undefined,
+      name: doc.name || undefined,
+    }),
+  );
+  if (remember) fileDocuments.set(analysis, { path, documents });
+  return documents;
 }
 
 /** A RepoSource over a directory: every file below it, skipping dot-directories like .git. */

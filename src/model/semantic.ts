@@ -5,7 +5,7 @@
 import { posix } from "node:path";
 import type { AnyDocument, AssignmentDocument, NodeDocument, SourcedDocument } from "./documents.js";
 import type { Finding } from "./findings.js";
-import type { Node, Resource } from "./generated.js";
+import type { Assignment, Node, Resource } from "./generated.js";
 import { containingRoot, hasDotSegments } from "./paths.js";
 import { placeAll } from "./placement.js";
 import { resourceName } from "./render.js";
@@ -115,7 +115,8 @@ function findCycle(edges: ReadonlyMap<string, readonly string[]>): string[] | un
 }
 
 function checkDuplicateNames(input: SemanticInput, push: Push): void {
-  const seen = new Map<string, AnyDocument>();
+  // Per kind, so no `kind/name` key is built for each of thousands of documents.
+  const seen = new Map<string, Map<string, AnyDocument>>();
   let fleet: AnyDocument | undefined;
   for (const doc of input.documents) {
     if (doc.kind === "Fleet") {
@@ -139,8 +140,12 @@ function checkDuplicateNames(input: SemanticInput, push: Push): void {
       continue;
     }
     if (!doc.kind || !doc.name) continue;
-    const id = `${doc.kind}/${doc.name}`;
-    const first = seen.get(id);
+    let ofKind = seen.get(doc.kind);
+    if (!ofKind) {
+      ofKind = new Map();
+      seen.set(doc.kind, ofKind);
+    }
+    const first = ofKind.get(doc.name);
     if (first)
       push(doc, {
         severity: "error",
@@ -149,7 +154,7 @@ function checkDuplicateNames(input: SemanticInput, push: Push): void {
         message: `${doc.kind} "${doc.name}" is declared twice (also in ${first.file})`,
         fix: "rename one of them or delete the duplicate",
       });
-    else seen.set(id, doc);
+    else ofKind.set(doc.name, doc);
   }
 }
 
@@ -235,6 +240,227 @@ function claimThing(owners: Owners, thing: string, nodes: readonly Node[], claim
   return clashes;
 }
 
+/**
+ * What the checks of one assignment need from its own document alone, worked out once per parsed
+ * document: its value keeps its identity while its file is unchanged, so a sync of a large fleet
+ * re-checks only the documents that changed (the checks across documents still run, as lookups).
+ */
+interface AssignmentFacts {
+  /** Findings that depend on this document alone. */
+  findings: Finding[];
+  /** Canonical paths that must be inside the roots of each node it is placed on. */
+  confined: (ConfinedPath & { index: number })[];
+  /** What each resource owns on a host (before per-node substitution). */
+  owned: { index: number; template: string }[];
+  /** Well-formed `source:` paths, which must exist in the repository. */
+  sources: { index: number; source: string }[];
+  /** Resources already reported as duplicates: not reported again as a conflict with themselves. */
+  duplicates: Set<number>;
+}
+
+const assignmentFacts = new WeakMap<Assignment, AssignmentFacts>();
+
+function factsOf(assignment: Assignment): AssignmentFacts {
+  const cached = assignmentFacts.get(assignment);
+  if (cached) return cached;
+  const spec = assignment.spec;
+  const name = assignment.metadata.name;
+  const facts: AssignmentFacts = {
+    findings: [],
+    confined: [],
+    owned: [],
+    sources: [],
+    duplicates: new Set(),
+  };
+  const names = new Map<string, number>();
+  const edges = new Map<string, string[]>();
+  for (const [i, resource] of spec.resources.entries()) {
+    const resName = resourceName(resource);
+    const first = names.get(resName);
+    if (first !== undefined) {
+      facts.duplicates.add(i);
+      facts.findings.push({
+        severity: "error",
+        code: "resource/duplicate",
+        path: ["spec", "resources", i, resource.name ? "name" : "path"],
+        message: `resource "${resName}" is declared twice in assignment "${name}" (first at spec.resources[${first}])`,
+        fix: "remove the duplicate or give each resource its own name",
+      });
+    } else names.set(resName, i);
+    edges.set(resName, resource.dependsOn ?? []);
+    for (const field of confinedPaths(resource)) {
+      if (field.relativeTo === undefined && (hasDotSegments(field.path) || field.path.includes("//")))
+        facts.findings.push({
+          severity: "error",
+          code: "path/dot-segments",
+          path: ["spec", "resources", i, ...field.field],
+          message: `${JSON.stringify(field.path)} is not a canonical path (it has \`.\`, \`..\` or \`//\`)`,
+          fix: "write the absolute path without `.` or `..` segments",
+        });
+      else facts.confined.push({ index: i, ...field });
+    }
+    if ((resource.kind === "file" || resource.kind === "systemd-unit") && resource.source !== undefined) {
+      const source = resource.source;
+      if (source.startsWith("/") || hasDotSegments(source) || source.startsWith("./"))
+        facts.findings.push({
+          severity: "error",
+          code: "source/path",
+          path: ["spec", "resources", i, "source"],
+          message: `source ${JSON.stringify(source)} must be a path relative to the repository root, without \`.\` or \`..\``,
+          fix: 'write it like "files/nginx.conf"',
+        });
+      else facts.sources.push({ index: i, source });
+    }
+    const template = ownedThing(resource);
+    if (template) facts.owned.push({ index: i, template });
+  }
+  for (const [i, resource] of spec.resources.entries()) {
+    for (const [j, dependency] of (resource.dependsOn ?? []).entries())
+      if (!names.has(dependency))
+        facts.findings.push({
+          severity: "error",
+          code: "depends-on/unknown",
+          path: ["spec", "resources", i, "dependsOn", j],
+          message: `resource "${dependency}" does not exist in assignment "${name}"${didYouMean(dependency, names.keys())}`,
+          fix: "name a resource of the same assignment (its name, or its path for files)",
+        });
+    if (resource.kind === "service")
+      for (const [j, dependency] of (resource.restartOn ?? []).entries())
+        if (!names.has(dependency))
+          facts.findings.push({
+            severity: "error",
+            code: "restart-on/unknown",
+            path: ["spec", "resources", i, "restartOn", j],
+            message: `resource "${dependency}" does not exist in assignment "${name}"${didYouMean(dependency, names.keys())}`,
+            fix: "name a resource of the same assignment",
+          });
+  }
+  const probeNames = new Map<string, number>();
+  for (const [i, probe] of (spec.probes ?? []).entries()) {
+    const first = probeNames.get(probe.name);
+    if (first === undefined) probeNames.set(probe.name, i);
+    else
+      facts.findings.push({
+        severity: "error",
+        code: "probe/duplicate",
+        path: ["spec", "probes", i, "name"],
+        message: `probe "${probe.name}" is declared twice in assignment "${name}" (first at spec.probes[${first}])`,
+        fix: "give each probe its own name: reports and conditions name probes",
+      });
+  }
+  // Only resources with dependencies can be on a cycle; most have none.
+  const cycle = spec.resources.some((r) => r.dependsOn?.length) ? findCycle(edges) : undefined;
+  if (cycle) {
+    const index = names.get(cycle[0]!) ?? 0;
+    facts.findings.push({
+      severity: "error",
+      code: "depends-on/cycle",
+      path: ["spec", "resources", index, "dependsOn"],
+      message: `resources depend on each other in a cycle: ${cycle.join(" → ")}`,
+      fix: "remove one dependsOn so the order is well defined",
+    });
+  }
+  assignmentFacts.set(assignment, facts);
+  return facts;
+}
+
+/** Findings for the paths of an assignment on the nodes it is placed on: inside their roots, canonical. */
+function checkConfinement(
+  doc: AssignmentDocument,
+  confined: AssignmentFacts["confined"],
+  placed: readonly Node[],
+  push: Push,
+): void {
+  for (const { index, field, path, relativeTo } of confined) {
+    const where = ["spec", "resources", index, ...field];
+    if (relativeTo !== undefined) {
+      // A relative link target may use `..`; where it resolves to must still be inside the roots.
+      for (const node of placed) {
+        const context = { node, assignment: doc.value };
+        const link = substituteString(relativeTo, context, ignoreMissing);
+        const target = substituteString(path, context, ignoreMissing);
+        const resolved = posix.resolve(posix.dirname(link), target);
+        if (containingRoot(resolved, node.spec.roots)) continue;
+        push(doc, {
+          severity: "error",
+          code: "path/outside-roots",
+          path: where,
+          message: `${JSON.stringify(target)} resolves to ${JSON.stringify(resolved)}, outside the roots of node "${node.metadata.name}" (${node.spec.roots.join(", ")})`,
+          fix: "point the link inside a declared root",
+        });
+      }
+      continue;
+    }
+    const templated = path.includes("${");
+    for (const node of placed) {
+      const actual = templated
+        ? substituteString(path, { node, assignment: doc.value }, ignoreMissing)
+        : path;
+      if (templated && (hasDotSegments(actual) || actual.includes("//"))) {
+        push(doc, {
+          severity: "error",
+          code: "path/dot-segments",
+          path: where,
+          message: `${JSON.stringify(path)} becomes ${JSON.stringify(actual)} on node "${node.metadata.name}", which is not a canonical path`,
+          fix: "fix the node's value so the path has no `.`, `..` or `//`",
+        });
+        continue;
+      }
+      if (containingRoot(actual, node.spec.roots)) continue;
+      push(doc, {
+        severity: "error",
+        code: "path/outside-roots",
+        path: where,
+        message: `${JSON.stringify(actual)} is outside the roots of node "${node.metadata.name}" (${node.spec.roots.join(", ")})`,
+        fix: `move it under a declared root, or add a root to nodes/${node.metadata.name}`,
+      });
+    }
+  }
+}
+
+/** Claims what each resource owns on the nodes it is placed on, reporting what someone else owns. */
+function checkOwnership(
+  doc: AssignmentDocument,
+  facts: AssignmentFacts,
+  placed: readonly Node[],
+  push: Push,
+  owners: Owners,
+): void {
+  const reported = new Set(facts.duplicates);
+  for (const { index, template } of facts.owned) {
+    const claim = { doc, index };
+    // A thing named with `${node...}` is a different thing on each node.
+    const claims: [string, readonly Node[]][] = template.includes("${")
+      ? placed.map((node) => [
+          substituteString(template, { node, assignment: doc.value }, ignoreMissing),
+          [node],
+        ])
+      : [[template, placed]];
+    for (const [owned, nodes] of claims)
+      for (const [other, shared] of claimThing(owners, owned, nodes, claim)) {
+        const what = owned.replace(":", " ");
+        if (other.doc !== doc)
+          push(doc, {
+            severity: "error",
+            code: "resource/conflict",
+            path: ["spec", "resources", index],
+            message: `${what} on ${nodeList(shared)} is also managed by assignment "${other.doc.value.metadata.name}" (${other.doc.file})`,
+            fix: "manage it from one assignment only; steward never picks a winner between two",
+          });
+        else if (!reported.has(index)) {
+          reported.add(index);
+          push(doc, {
+            severity: "error",
+            code: "resource/conflict",
+            path: ["spec", "resources", index],
+            message: `${what} is also managed by spec.resources[${other.index}] of this assignment`,
+            fix: "manage each path, service, container or package with one resource",
+          });
+        }
+      }
+  }
+}
+
 function checkAssignment(
   doc: AssignmentDocument,
   input: SemanticInput,
@@ -264,7 +490,21 @@ function checkAssignment(
       fix: "fix the labels, or label the nodes it is meant for",
     });
   for (const [i, dependency] of (spec.dependsOn ?? []).entries()) {
-    if (input.assignments.has(dependency) || input.invalidNames.has(`Assignment/${dependency}`)) continue;
+    if (input.assignments.has(dependency) || input.invalidNames.has(`Assignment/${dependency}`)) {
+      const theirs = placements.get(dependency);
+      if (!theirs || dependency === name) continue;
+      const there = new Set(theirs);
+      const without = placed.filter((node) => !there.has(node));
+      if (without.length > 0)
+        push(doc, {
+          severity: "warning",
+          code: "depends-on/not-placed",
+          path: ["spec", "dependsOn", i],
+          message: `assignment "${dependency}" is not placed on ${nodeList(without)}, so "${name}" would wait for it there for ever`,
+          fix: `place "${dependency}" on the same nodes, or drop it from spec.dependsOn`,
+        });
+      continue;
+    }
     push(doc, {
       severity: "error",
       code: "depends-on/unknown",
@@ -273,200 +513,33 @@ function checkAssignment(
       fix: "name an existing assignment in spec.dependsOn",
     });
   }
-  for (const [i, dependency] of (spec.dependsOn ?? []).entries()) {
-    const theirs = placements.get(dependency);
-    if (!theirs || dependency === name) continue;
-    const there = new Set(theirs);
-    const without = placed.filter((node) => !there.has(node)).map((node) => node.metadata.name);
-    if (without.length > 0)
-      push(doc, {
-        severity: "warning",
-        code: "depends-on/not-placed",
-        path: ["spec", "dependsOn", i],
-        message: `assignment "${dependency}" is not placed on ${without.length === 1 ? "node" : "nodes"} ${without.map((n) => `"${n}"`).join(", ")}, so "${name}" would wait for it there for ever`,
-        fix: `place "${dependency}" on the same nodes, or drop it from spec.dependsOn`,
-      });
-  }
   const canary = spec.rollout?.canary?.nodes ?? [];
-  const placedNames = new Set(canary.length > 0 ? placed.map((n) => n.metadata.name) : []);
-  for (const [i, nodeName] of canary.entries())
-    if (!placedNames.has(nodeName) && !input.invalidNames.has(`Node/${nodeName}`))
-      push(doc, {
-        severity: "error",
-        code: "rollout/canary-node",
-        path: ["spec", "rollout", "canary", "nodes", i],
-        message: `canary node "${nodeName}" is not one of the nodes this assignment is placed on`,
-        fix: `use one of: ${[...placedNames].join(", ") || "(none)"}`,
-      });
+  if (canary.length > 0) {
+    const placedNames = new Set(placed.map((n) => n.metadata.name));
+    for (const [i, nodeName] of canary.entries())
+      if (!placedNames.has(nodeName) && !input.invalidNames.has(`Node/${nodeName}`))
+        push(doc, {
+          severity: "error",
+          code: "rollout/canary-node",
+          path: ["spec", "rollout", "canary", "nodes", i],
+          message: `canary node "${nodeName}" is not one of the nodes this assignment is placed on`,
+          fix: `use one of: ${[...placedNames].join(", ") || "(none)"}`,
+        });
+  }
 
-  // Resources: names, dependencies, paths and sources.
-  const names = new Map<string, number>();
-  const edges = new Map<string, string[]>();
-  const reported = new Set<number>();
-  for (const [i, resource] of spec.resources.entries()) {
-    const resName = resourceName(resource);
-    const first = names.get(resName);
-    if (first !== undefined)
+  const facts = factsOf(doc.value);
+  for (const finding of facts.findings) push(doc, finding);
+  for (const { index, source } of facts.sources)
+    if (!input.exists(source))
       push(doc, {
         severity: "error",
-        code: "resource/duplicate",
-        path: ["spec", "resources", i, resource.name ? "name" : "path"],
-        message: `resource "${resName}" is declared twice in assignment "${name}" (first at spec.resources[${first}])`,
-        fix: "remove the duplicate or give each resource its own name",
+        code: "source/missing",
+        path: ["spec", "resources", index, "source"],
+        message: `source file ${JSON.stringify(source)} does not exist in the repository`,
+        fix: "add the file, or fix the path (relative to the repository root)",
       });
-    if (first !== undefined) reported.add(i);
-    else names.set(resName, i);
-    edges.set(resName, resource.dependsOn ?? []);
-    for (const field of confinedPaths(resource)) {
-      if (field.relativeTo !== undefined) {
-        // A relative link target may use `..`; where it resolves to must still be inside the roots.
-        for (const node of placed) {
-          const context = { node, assignment: doc.value };
-          const link = substituteString(field.relativeTo, context, ignoreMissing);
-          const target = substituteString(field.path, context, ignoreMissing);
-          const resolved = posix.resolve(posix.dirname(link), target);
-          if (containingRoot(resolved, node.spec.roots)) continue;
-          push(doc, {
-            severity: "error",
-            code: "path/outside-roots",
-            path: ["spec", "resources", i, ...field.field],
-            message: `${JSON.stringify(target)} resolves to ${JSON.stringify(resolved)}, outside the roots of node "${node.metadata.name}" (${node.spec.roots.join(", ")})`,
-            fix: "point the link inside a declared root",
-          });
-        }
-        continue;
-      }
-      if (hasDotSegments(field.path) || field.path.includes("//"))
-        push(doc, {
-          severity: "error",
-          code: "path/dot-segments",
-          path: ["spec", "resources", i, ...field.field],
-          message: `${JSON.stringify(field.path)} is not a canonical path (it has \`.\`, \`..\` or \`//\`)`,
-          fix: "write the absolute path without `.` or `..` segments",
-        });
-      else
-        for (const node of placed) {
-          const actual = field.path.includes("${")
-            ? substituteString(field.path, { node, assignment: doc.value }, ignoreMissing)
-            : field.path;
-          if (actual !== field.path && (hasDotSegments(actual) || actual.includes("//"))) {
-            push(doc, {
-              severity: "error",
-              code: "path/dot-segments",
-              path: ["spec", "resources", i, ...field.field],
-              message: `${JSON.stringify(field.path)} becomes ${JSON.stringify(actual)} on node "${node.metadata.name}", which is not a canonical path`,
-              fix: `fix the node's value so the path has no \`.\`, \`..\` or \`//\``,
-            });
-            continue;
-          }
-          if (containingRoot(actual, node.spec.roots)) continue;
-          push(doc, {
-            severity: "error",
-            code: "path/outside-roots",
-            path: ["spec", "resources", i, ...field.field],
-            message: `${JSON.stringify(actual)} is outside the roots of node "${node.metadata.name}" (${node.spec.roots.join(", ")})`,
-            fix: `move it under a declared root, or add a root to nodes/${node.metadata.name}`,
-          });
-        }
-    }
-    if ((resource.kind === "file" || resource.kind === "systemd-unit") && resource.source !== undefined) {
-      const source = resource.source;
-      if (source.startsWith("/") || hasDotSegments(source) || source.startsWith("./"))
-        push(doc, {
-          severity: "error",
-          code: "source/path",
-          path: ["spec", "resources", i, "source"],
-          message: `source ${JSON.stringify(source)} must be a path relative to the repository root, without \`.\` or \`..\``,
-          fix: 'write it like "files/nginx.conf"',
-        });
-      else if (!input.exists(source))
-        push(doc, {
-          severity: "error",
-          code: "source/missing",
-          path: ["spec", "resources", i, "source"],
-          message: `source file ${JSON.stringify(source)} does not exist in the repository`,
-          fix: "add the file, or fix the path (relative to the repository root)",
-        });
-    }
-    const ownedTemplate = ownedThing(resource);
-    if (ownedTemplate) {
-      const claim = { doc, index: i };
-      // A thing named with `${node...}` is a different thing on each node.
-      const claims: [string, readonly Node[]][] = ownedTemplate.includes("${")
-        ? placed.map((node) => [
-            substituteString(ownedTemplate, { node, assignment: doc.value }, ignoreMissing),
-            [node],
-          ])
-        : [[ownedTemplate, placed]];
-      for (const [owned, nodes] of claims)
-        for (const [other, shared] of claimThing(owners, owned, nodes, claim)) {
-          const what = owned.replace(":", " ");
-          if (other.doc !== doc)
-            push(doc, {
-              severity: "error",
-              code: "resource/conflict",
-              path: ["spec", "resources", i],
-              message: `${what} on ${nodeList(shared)} is also managed by assignment "${other.doc.value.metadata.name}" (${other.doc.file})`,
-              fix: "manage it from one assignment only; steward never picks a winner between two",
-            });
-          else if (!reported.has(i)) {
-            reported.add(i);
-            push(doc, {
-              severity: "error",
-              code: "resource/conflict",
-              path: ["spec", "resources", i],
-              message: `${what} is also managed by spec.resources[${other.index}] of this assignment`,
-              fix: "manage each path, service, container or package with one resource",
-            });
-          }
-        }
-    }
-  }
-  for (const [i, resource] of spec.resources.entries()) {
-    for (const [j, dependency] of (resource.dependsOn ?? []).entries())
-      if (!names.has(dependency))
-        push(doc, {
-          severity: "error",
-          code: "depends-on/unknown",
-          path: ["spec", "resources", i, "dependsOn", j],
-          message: `resource "${dependency}" does not exist in assignment "${name}"${didYouMean(dependency, names.keys())}`,
-          fix: "name a resource of the same assignment (its name, or its path for files)",
-        });
-    if (resource.kind === "service")
-      for (const [j, dependency] of (resource.restartOn ?? []).entries())
-        if (!names.has(dependency))
-          push(doc, {
-            severity: "error",
-            code: "restart-on/unknown",
-            path: ["spec", "resources", i, "restartOn", j],
-            message: `resource "${dependency}" does not exist in assignment "${name}"${didYouMean(dependency, names.keys())}`,
-            fix: "name a resource of the same assignment",
-          });
-  }
-  const probeNames = new Map<string, number>();
-  for (const [i, probe] of (spec.probes ?? []).entries()) {
-    const first = probeNames.get(probe.name);
-    if (first === undefined) probeNames.set(probe.name, i);
-    else
-      push(doc, {
-        severity: "error",
-        code: "probe/duplicate",
-        path: ["spec", "probes", i, "name"],
-        message: `probe "${probe.name}" is declared twice in assignment "${name}" (first at spec.probes[${first}])`,
-        fix: "give each probe its own name: reports and conditions name probes",
-      });
-  }
-  const cycle = spec.resources.some((r) => r.dependsOn?.length) ? findCycle(edges) : undefined;
-  if (cycle) {
-    const index = names.get(cycle[0]!) ?? 0;
-    push(doc, {
-      severity: "error",
-      code: "depends-on/cycle",
-      path: ["spec", "resources", index, "dependsOn"],
-      message: `resources depend on each other in a cycle: ${cycle.join(" → ")}`,
-      fix: "remove one dependsOn so the order is well defined",
-    });
-  }
+  checkConfinement(doc, facts.confined, placed, push);
+  checkOwnership(doc, facts, placed, push, owners);
 }
 
 /** Runs every semantic check; findings are attached to the document they are about. */
@@ -483,8 +556,10 @@ export function semanticFindings(input: SemanticInput): LocatedFinding[] {
     );
   const owners: Owners = new Map();
   for (const doc of input.assignments.values()) checkAssignment(doc, input, placements, push, owners);
+  // Only assignments with dependencies can be on a cycle; most have none.
   const assignmentEdges = new Map<string, string[]>();
-  for (const [name, doc] of input.assignments) assignmentEdges.set(name, doc.value.spec.dependsOn ?? []);
+  for (const [name, doc] of input.assignments)
+    if (doc.value.spec.dependsOn?.length) assignmentEdges.set(name, doc.value.spec.dependsOn);
   const cycle = findCycle(assignmentEdges);
   if (cycle) {
     const doc = input.assignments.get(cycle[0]!)!;

@@ -135,7 +135,7 @@ describe("validate - output", () => {
     expect(help.stdout).toContain("--format <format>");
     const top = await runCli(["--help"]);
     expect(top.code).toBe(0);
-    expect(top.stdout).toMatch(/validate\s+check a fleet repository/);
+    expect(top.stdout).toMatch(/validate \[options\] \[path\]\s+check a fleet repository: YAML/);
     expect((await runCli(["--version"])).stdout).toMatch(/^\d+\.\d+\.\d+\n$/);
   });
 

@@ -6,9 +6,12 @@
  *   (generated/api.github.com.json). The request's method and path must match an operation, its
  *   path parameters and JSON body must validate against the operation's schemas (ajv, `$ref`s
  *   resolved inside the description); an unknown route gets 404 and an invalid body 422, as GitHub
- *   does. Each answer is validated against the operation's response schema before it is sent. Two
- *   operations are implemented: `repos/create-commit-status` and
- *   `apps/create-installation-access-token` (verifying the App's RS256 JWT).
+ *   does; query parameters the operation declares must match their schemas. Each answer is validated
+ *   against the operation's response schema before it is sent. Implemented operations:
+ *   `repos/create-commit-status`, `apps/create-installation-access-token` (verifying the App's
+ *   RS256 JWT), and the pull request comments the GitHub Action keeps: `issues/list-comments`
+ *   (paginated with `per_page`/`page` and a `Link` header, as GitHub does), `issues/create-comment`
+ *   and `issues/update-comment`.
  * - GitLab and Gitea: small route contracts written from their documentation (cited below), checked
  *   the same way.
  *
@@ -49,6 +52,19 @@ export interface ForgeRequest {
   answered: number;
 }
 
+/** A pull request (issue) comment as the fake GitHub stored it. */
+export interface ForgeComment {
+  id: number;
+  /** `owner/repo`. */
+  repository: string;
+  issueNumber: number;
+  body: string;
+  /** Who wrote it: the token's bot for comments made through the API. */
+  login: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
 export type ForgeFault =
   /** GitHub's primary rate limit: 403 with `X-RateLimit-Remaining: 0` and the reset time. */
   | { kind: "rate-limit-403"; resetInSeconds: number }
@@ -66,6 +82,8 @@ export interface FakeForge {
   readonly problems: string[];
   /** Stored statuses, in the order they were created. */
   readonly statuses: ForgeStatus[];
+  /** Stored issue comments (GitHub), in the order they were created; a test may add its own. */
+  readonly comments: ForgeComment[];
   failNext(...faults: ForgeFault[]): void;
   /** Closes the port: requests are refused until `up()`. */
   down(): Promise<void>;
@@ -83,6 +101,8 @@ interface Exchange {
   method: string;
   path: string;
   headers: IncomingMessage["headers"];
+  /** The query string's parameters. */
+  query: URLSearchParams;
   body: unknown;
   rawBody: string;
 }
@@ -96,6 +116,7 @@ interface ForgeState {
   url: string;
   now: () => number;
   statuses: ForgeStatus[];
+  comments: ForgeComment[];
   requests: ForgeRequest[];
   problems: string[];
   faults: ForgeFault[];
@@ -309,6 +330,83 @@ function githubFault(fault: ForgeFault, now: number): Reply {
   return githubError(fault.status ?? 500, "Server Error");
 }
 
+/** The login GitHub shows for comments made with a workflow's `GITHUB_TOKEN`. */
+const ACTIONS_BOT = "github-actions[bot]";
+
+/** An issue comment as GitHub answers it (the description's example, with the stored values). */
+function commentBody(comment: ForgeComment, forge: ForgeState): Record<string, unknown> {
+  const example = structuredClone(
+    loadGithubSpec().spec.components.examples["issue-comment"]!.value,
+  ) as Record<string, unknown>;
+  const user = example.user as Record<string, unknown>;
+  const api = `${forge.url}/repos/${comment.repository}`;
+  return {
+    ...example,
+    id: comment.id,
+    node_id: Buffer.from(`IssueComment${comment.id}`).toString("base64"),
+    url: `${api}/issues/comments/${comment.id}`,
+    html_url: `https://github.com/${comment.repository}/pull/${comment.issueNumber}#issuecomment-${comment.id}`,
+    issue_url: `${api}/issues/${comment.issueNumber}`,
+    body: comment.body,
+    user: { ...user, login: comment.login, type: comment.login.endsWith("[bot]") ? "Bot" : "User" },
+    created_at: comment.createdAt,
+    updated_at: comment.updatedAt,
+    author_association: comment.login === ACTIONS_BOT ? "NONE" : "MEMBER",
+  };
+}
+
+/** The three comment operations: list (paginated like GitHub, `Link` header included), create, update. */
+function issueComments(
+  operationId: string,
+  exchange: Exchange,
+  params: Record<string, string | number>,
+  forge: ForgeState,
+): Reply {
+  const repository = `${params.owner}/${params.repo}`;
+  const at = new Date(forge.now()).toISOString().replace(/\.\d+Z$/, "Z");
+  if (operationId === "issues/update-comment") {
+    const comment = forge.comments.find((c) => c.id === params.comment_id && c.repository === repository);
+    if (!comment) return githubError(404, "Not Found");
+    comment.body = (exchange.body as { body: string }).body;
+    comment.updatedAt = at;
+    return { status: 200, body: commentBody(comment, forge) };
+  }
+  const issueNumber = Number(params.issue_number);
+  if (operationId === "issues/create-comment") {
+    const comment: ForgeComment = {
+      id: Math.max(0, ...forge.comments.map((c) => c.id)) + 1,
+      repository,
+      issueNumber,
+      body: (exchange.body as { body: string }).body,
+      login: ACTIONS_BOT,
+      createdAt: at,
+      updatedAt: at,
+    };
+    forge.comments.push(comment);
+    return {
+      status: 201,
+      body: commentBody(comment, forge),
+      headers: { location: `${forge.url}/repos/${repository}/issues/comments/${comment.id}` },
+    };
+  }
+  const all = forge.comments.filter((c) => c.repository === repository && c.issueNumber === issueNumber);
+  // GitHub caps per_page at 100 and counts pages from 1.
+  const perPage = Math.min(100, Math.max(1, Number(params.per_page ?? 30)));
+  const page = Math.max(1, Number(params.page ?? 1));
+  const last = Math.max(1, Math.ceil(all.length / perPage));
+  const link = (n: number, rel: string) =>
+    `<${forge.url}${exchange.path}?per_page=${perPage}&page=${n}>; rel="${rel}"`;
+  const links: string[] = [];
+  if (page > 1) links.push(link(1, "first"), link(page - 1, "prev"));
+  if (page < last) links.push(link(page + 1, "next"), link(last, "last"));
+  const reply: Reply = {
+    status: 200,
+    body: all.slice((page - 1) * perPage, page * perPage).map((c) => commentBody(c, forge)),
+  };
+  if (links.length > 0) reply.headers = { link: links.join(", ") };
+  return reply;
+}
+
 function githubContract(options: { token?: string; app?: GithubAppKey }): Contract {
   const installationTokens = new Set<string>();
   const basicError = () => githubSchema("/components/schemas/basic-error");
@@ -339,6 +437,19 @@ function githubContract(options: { token?: string; app?: GithubAppKey }): Contra
             `${route.operation.operationId}: path parameter ${parameter.name}=${value}: ${ajv.errorsText()}`,
           );
           return githubError(404, "Not Found");
+        }
+      }
+      for (const parameter of route.parameters.filter((p) => p.in === "query")) {
+        const given = exchange.query.get(parameter.name);
+        if (given === null) continue;
+        const value = coerce(given, parameter.schema);
+        params[parameter.name] = value;
+        const ajv = loadGithubSpec().ajv;
+        if (parameter.schema && !ajv.validate(parameter.schema, value)) {
+          forge.problems.push(
+            `${route.operation.operationId}: query parameter ${parameter.name}=${given}: ${ajv.errorsText()}`,
+          );
+          return githubError(422, `Invalid value for ${parameter.name}`);
         }
       }
       const record = (answered: number) =>
@@ -386,13 +497,13 @@ function githubContract(options: { token?: string; app?: GithubAppKey }): Contra
         }
       }
       const token = tokenOf(exchange.headers);
+      const authorized = token !== undefined && (token === options.token || installationTokens.has(token));
       const fault = forge.faults.shift();
       const reply = ((): Reply => {
         if (fault) return githubFault(fault, forge.now());
         switch (route.operation.operationId) {
           case "repos/create-commit-status": {
-            if (!token || (token !== options.token && !installationTokens.has(token)))
-              return githubError(401, "Bad credentials");
+            if (!authorized) return githubError(401, "Bad credentials");
             const body = exchange.body as {
               state: string;
               context?: string;
@@ -461,6 +572,11 @@ function githubContract(options: { token?: string; app?: GithubAppKey }): Contra
               },
             };
           }
+          case "issues/list-comments":
+          case "issues/create-comment":
+          case "issues/update-comment":
+            if (!authorized) return githubError(401, "Bad credentials");
+            return issueComments(route.operation.operationId, exchange, params, forge);
           default:
             return githubError(501, `fake forge: ${route.operation.operationId} is not implemented`);
         }
@@ -792,7 +908,15 @@ async function readBody(request: IncomingMessage): Promise<string> {
 
 async function startForge(contract: Contract, now: () => number, basePath = ""): Promise<FakeForge> {
   const sockets = new Set<Socket>();
-  const state: ForgeState = { url: "", now, statuses: [], requests: [], problems: [], faults: [] };
+  const state: ForgeState = {
+    url: "",
+    now,
+    statuses: [],
+    comments: [],
+    requests: [],
+    problems: [],
+    faults: [],
+  };
   const handle = async (request: IncomingMessage, response: ServerResponse) => {
     const rawBody = await readBody(request);
     let body: unknown;
@@ -808,7 +932,14 @@ async function startForge(contract: Contract, now: () => number, basePath = ""):
         throw new Error(`${url.pathname} is outside ${basePath}/`);
       const path = url.pathname.slice(basePath.length);
       reply = contract.handle(
-        { method: request.method ?? "GET", path, headers: request.headers, body, rawBody },
+        {
+          method: request.method ?? "GET",
+          path,
+          headers: request.headers,
+          query: url.searchParams,
+          body,
+          rawBody,
+        },
         state,
       );
     } catch (error) {
@@ -840,6 +971,7 @@ async function startForge(contract: Contract, now: () => number, basePath = ""):
     requests: state.requests,
     problems: state.problems,
     statuses: state.statuses,
+    comments: state.comments,
     failNext: (...faults) => state.faults.push(...faults),
     async down() {
       if (!isUp) return;

@@ -73,6 +73,30 @@ export const MIGRATIONS: readonly Migration[] = [
     `,
   },
   {
+    version: 102,
+    name: "sync events and the tracked source",
+    sql: `
+      -- Facts about the sync itself that the hub raises as conditions. kind: 'force-push' (the branch
+      -- was rewritten; the last good revision is still served), 'fetch-failed' (remote unreachable,
+      -- credentials refused, corrupt cache). At most one open event per branch and kind.
+      CREATE TABLE sync_events (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        branch TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        head TEXT,                             -- the refused head (force-push)
+        last_good TEXT,                        -- the revision still served
+        message TEXT NOT NULL,
+        opened_at TEXT NOT NULL,
+        last_seen_at TEXT NOT NULL,
+        resolved_at TEXT
+      );
+      CREATE UNIQUE INDEX sync_events_open ON sync_events (branch, kind) WHERE resolved_at IS NULL;
+
+      -- The fleet repository a branch is tracked from (a path or URL, never with credentials).
+      ALTER TABLE sync_state ADD COLUMN source TEXT;
+    `,
+  },
+  {
     version: 301,
     name: "commit statuses",
     sql: `

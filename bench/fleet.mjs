@@ -1,0 +1,41 @@
+// Large fleet repositories for the benchmarks, written with `git fast-import`: the node documents
+// and the commit streams both bench:sync and bench:action use (each writes its own assignments).
+
+/** `node-000`, `node-001`... */
+export const nodeName = (i) => `node-${String(i).padStart(3, "0")}`;
+
+/** A local-transport node in one of ten label groups, managing /srv. */
+export function nodeYaml(i) {
+  return `apiVersion: steward.dev/v1
+kind: Node
+metadata:
+  name: ${nodeName(i)}
+  labels:
+    group: g${i % 10}
+spec:
+  transport: local
+  roots: [/srv]
+`;
+}
+
+/** steward.yaml of a fleet in apply mode. */
+export const FLEET_YAML =
+  "apiVersion: steward.dev/v1\nkind: Fleet\nmetadata:\n  name: bench\nspec:\n  mode: apply\n";
+
+let time = 1_800_000_000;
+
+/**
+ * A `git fast-import` stream for one commit on `branch` (after `parent`, if given), one minute after
+ * the previous one: `files` are [path, content] pairs, a `null` content deletes the path.
+ */
+export function commitStream(branch, message, files, parent) {
+  time += 60;
+  let stream = `commit refs/heads/${branch}\ncommitter Bench <bench@example.test> ${time} +0000\ndata ${Buffer.byteLength(message)}\n${message}\n`;
+  if (parent) stream += `from ${parent}\n`;
+  for (const [path, content] of files)
+    stream +=
+      content === null
+        ? `D ${path}\n`
+        : `M 100644 inline ${path}\ndata ${Buffer.byteLength(content)}\n${content}\n`;
+  return `${stream}\n`;
+}

@@ -1,0 +1,614 @@
+/**
+ * The agent: what runs on every host. It applies one attempt's bundle by the ordinary path (each
+ * resource observed, planned, applied in order), records what it did locally (for de-duplication
+ * only), and reports what it observes, read from the system itself. A long-running agent also
+ * supervises services (restart policy with backoff) and runs probes on their cadence.
+ *
+ * The agent depends on src/model only (never on the hub or the CLI) and has no native code, so it
+ * bundles into one JS file that runs with plain `node` on a host.
+ */
+import { hostname } from "node:os";
+import { resolve } from "node:path";
+import type {
+  AgentReply,
+  AttemptResult,
+  Bundle,
+  FailureClass,
+  InstanceReport,
+  ProbeReport,
+  Report,
+  Resource,
+  ResourceOutcome,
+  ResourceReport,
+} from "../model/generated.js";
+import { FlushBatch } from "./atomic.js";
+import { checkBundle, WrongNodeError } from "./bundle.js";
+import type { DriverContext, Plan, ToolSettings } from "./driver.js";
+import { inSync } from "./driver.js";
+import { DRIVER_KINDS } from "./drivers/index.js";
+import { applyResource, applyResources, driverFor, observeAndPlan, type ResourceRun } from "./engine.js";
+import { asResourceFailure } from "./failure.js";
+import { acquireLock } from "./lock.js";
+import { BundleError } from "./order.js";
+import { HostPaths } from "./paths.js";
+import type { ProbeContext } from "./probes.js";
+import { nodeProcessRunner, type ProcessRunner } from "./runner.js";
+import { AgentStore, type InstanceRecord, type RunOnceRecord } from "./store.js";
+import type { Supervisor, SupervisorOptions } from "./supervisor.js";
+import { budgetOf, countersOf, recordOutcome, resourceStatus } from "./tracking.js";
+import { AGENT_VERSION } from "./version.js";
+
+/** How an Agent is set up; everything it touches of the outside world can be injected. */
+export interface AgentOptions {
+  /** This node's name; bundles for other nodes are refused. */
+  node: string;
+  /** Where the agent keeps its local state. */
+  stateDir: string;
+  /** Maps every absolute resource path P to root+P (tests, the embedded demo). Default: none. */
+  root?: string;
+  clock?: () => Date;
+  /** Runs commands and starts services. Default: real processes. */
+  runner?: ProcessRunner;
+  /** Environment passed on to commands and services before STEWARD_* (default: PATH, HOME, LANG of this process). */
+  env?: Record<string, string>;
+  tools?: ToolSettings;
+  /** How long probes may take to pass after an apply. Default 10 s. */
+  probeSettleMs?: number;
+  /** Independent filesystem resources applied at once. Default 1024. */
+  concurrency?: number;
+  supervisor?: SupervisorOptions;
+}
+
+/** What an observation of one resource found, before it becomes a report entry. */
+interface ResourceObservation {
+  observed?: unknown;
+  plan?: Plan;
+  failure?: { failureClass: FailureClass; reason: string; message: string; evidence?: string };
+}
+
+const SERVICE_KINDS = new Set(["service", "container", "systemd-unit"]);
+const NOT_DONE = new Set(["failed", "blocked", "restored"]);
+const DEFAULT_PROBE_SETTLE_MS = 10_000;
+/** Resources observed at once: some observations run a tool (dpkg-query, docker inspect). */
+const OBSERVE_CONCURRENCY = 16;
+
+function baseEnv(): Record<string, string> {
+  const env: Record<string, string> = {
+    PATH: process.env.PATH ?? "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+  };
+  for (const key of ["HOME", "LANG", "LC_ALL", "TZ"]) if (process.env[key]) env[key] = process.env[key]!;
+  return env;
+}
+
+/** Runs `work` over `items` with at most `limit` at once, keeping the order of results. */
+async function mapLimited<T, R>(
+  items: readonly T[],
+  limit: number,
+  work: (item: T, index: number) => Promise<R>,
+): Promise<R[]> {
+  const results = new Array<R>(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const index = next++;
+      results[index] = await work(items[index]!, index);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return results;
+}
+
+/**
+ * One node's agent: `apply` an attempt, `observe` the node, `retire` an instance, and (long-running)
+ * `start`/`stop` the supervisor. Applies are serialised, within the process and across processes.
+ */
+export class Agent {
+  readonly node: string;
+  readonly store: AgentStore;
+  private readonly root: string;
+  private readonly clock: () => Date;
+  private readonly runner: ProcessRunner;
+  private readonly env: Record<string, string>;
+  private readonly tools: ToolSettings;
+  private readonly probeSettleMs: number;
+  private readonly concurrency: number;
+  private readonly startedAt: Date;
+  private queue: Promise<unknown> = Promise.resolve();
+  private supervisor: Promise<Supervisor> | undefined;
+  private readonly supervisorOptions: SupervisorOptions;
+  /** Latest probe results per assignment, by probe name (a long-running agent reuses fresh ones). */
+  private readonly probeResults = new Map<string, Map<string, ProbeReport>>();
+
+  constructor(options: AgentOptions) {
+    this.node = options.node;
+    this.store = new AgentStore(resolve(options.stateDir));
+    this.root = options.root ? resolve(options.root) : "";
+    this.clock = options.clock ?? (() => new Date());
+    this.runner = options.runner ?? nodeProcessRunner;
+    this.env = options.env ?? baseEnv();
+    this.tools = options.tools ?? {};
+    this.probeSettleMs = options.probeSettleMs ?? DEFAULT_PROBE_SETTLE_MS;
+    this.concurrency = options.concurrency ?? 1024;
+    this.supervisorOptions = options.supervisor ?? {};
+    this.startedAt = this.clock();
+  }
+
+  /** Runs `work` after every earlier apply, retire or supervision step of this agent, holding the state lock. */
+  private exclusive<T>(work: () => Promise<T>): Promise<T> {
+    const run = this.queue.then(async () => {
+      const release = await acquireLock(this.store.dir);
+      try {
+        return await work();
+      } finally {
+        release();
+      }
+    });
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  /** A driver context for one instance at the bundle's generation (`attemptId` set while applying). */
+  private context(bundle: Bundle, attemptId?: string): DriverContext {
+    const spec = bundle.spec;
+    const resources: Record<string, Resource> = {};
+    for (const resource of spec.resources) resources[resource.name ?? ""] = resource;
+    return {
+      assignment: spec.assignment,
+      node: this.node,
+      generation: bundle.generation,
+      ...(attemptId ? { attemptId } : {}),
+      state: spec.state,
+      paths: new HostPaths(this.root, spec.roots),
+      runner: this.runner,
+      store: this.store,
+      clock: this.clock,
+      env: {
+        ...this.env,
+        STEWARD_ROOT: this.root,
+        STEWARD_NODE: this.node,
+        STEWARD_ASSIGNMENT: spec.assignment,
+        STEWARD_GENERATION: String(bundle.generation),
+        STEWARD_ATTEMPT: attemptId ?? "",
+      },
+      dirty: new Set(),
+      flusher: new FlushBatch(),
+      tools: this.tools,
+      resources,
+      memo: new Map(),
+      onServiceExit: (assignment, name) =>
+        void this.supervisor?.then((s) => s.serviceExited(assignment, name)),
+    };
+  }
+
+  private probeContext(ctx: DriverContext): ProbeContext {
+    return { runner: this.runner, env: ctx.env, cwd: ctx.paths.workingDirectory(), clock: this.clock };
+  }
+
+  /**
+   * Applies one attempt. A redelivered attempt (an id already handled) returns the earlier result
+   * with `duplicate: true` and runs nothing. Throws InvalidBundleError or WrongNodeError (nothing
+   * applied) for a bundle this agent must not apply; every other problem is in the result.
+   */
+  async apply(input: Bundle): Promise<AgentReply> {
+    const bundle = await checkBundle(input);
+    if (bundle.spec.node !== this.node) throw new WrongNodeError(bundle.spec.node, this.node);
+    return this.exclusive(async () => {
+      const earlier = this.store.attempt(bundle.attemptId);
+      if (earlier) return { result: { ...earlier, duplicate: true }, report: await this.report() };
+      this.store.rememberNode(this.node);
+      const { result, record, runs, probes } = await this.applyBundle(bundle);
+      await this.store.commitAttempt(result, record);
+      return {
+        result,
+        report: await this.report(
+          record && { record, ...(runs ? { runs } : {}), ...(probes ? { probes } : {}) },
+        ),
+      };
+    });
+  }
+
+  private async applyBundle(bundle: Bundle): Promise<{
+    result: AttemptResult;
+    record?: InstanceRecord;
+    runs?: ResourceRun[];
+    probes?: ProbeReport[];
+  }> {
+    const spec = bundle.spec;
+    const startedAt = this.clock().toISOString();
+    const previous = this.store.history(spec.assignment);
+    const base = {
+      attemptId: bundle.attemptId,
+      node: this.node,
+      assignment: spec.assignment,
+      generation: bundle.generation,
+      startedAt,
+    };
+    if (previous && previous.heldGeneration > bundle.generation) {
+      // Never roll an instance back because an old attempt arrived late: a newer generation supersedes.
+      return {
+        result: {
+          ...base,
+          outcome: "failed",
+          failureClass: "permanent",
+          reason: "Superseded",
+          message: `generation ${bundle.generation} is older than generation ${previous.heldGeneration}, which this agent already holds: nothing applied`,
+          resources: [],
+          finishedAt: this.clock().toISOString(),
+        },
+      };
+    }
+    const ctx = this.context(bundle, bundle.attemptId);
+    let runs: ResourceRun[];
+    try {
+      runs = await applyResources(spec.resources, ctx, this.store.runOnce(spec.assignment), {
+        concurrency: this.concurrency,
+      });
+    } catch (error) {
+      if (!(error instanceof BundleError)) throw error;
+      return {
+        result: {
+          ...base,
+          outcome: "failed",
+          failureClass: "permanent",
+          reason: "InvalidBundle",
+          message: `${error.message}: nothing applied`,
+          resources: [],
+          finishedAt: this.clock().toISOString(),
+        },
+      };
+    }
+    const outcomes = runs.map((run) => run.outcome);
+    const failed = outcomes.filter((outcome) => outcome.action === "failed");
+    const complete = !outcomes.some((outcome) => NOT_DONE.has(outcome.action));
+    let probes: ProbeReport[] | undefined;
+    if (complete && spec.state === "running" && spec.probes.length > 0) {
+      const { probeUntilSettled } = await import("./probes.js");
+      probes = await probeUntilSettled(spec.probes, this.probeContext(ctx), this.probeSettleMs);
+      this.rememberProbes(spec.assignment, probes);
+    }
+    const failingProbes = (probes ?? []).filter((probe) => !probe.ok);
+    const finishedAt = this.clock().toISOString();
+
+    const record: InstanceRecord = {
+      assignment: spec.assignment,
+      bundle,
+      appliedGeneration: previous?.appliedGeneration ?? 0,
+      resources: {},
+    };
+    if (previous?.appliedHash) record.appliedHash = previous.appliedHash;
+    if (previous?.appliedState) record.appliedState = previous.appliedState;
+    if (previous?.appliedVersion) record.appliedVersion = previous.appliedVersion;
+    if (complete) {
+      record.appliedGeneration = bundle.generation;
+      record.appliedHash = bundle.hash;
+      record.appliedState = spec.state;
+      if (spec.version !== undefined) record.appliedVersion = spec.version;
+      else delete record.appliedVersion;
+    }
+    for (const run of runs)
+      record.resources[run.name] = recordOutcome(
+        previous?.resources[run.name],
+        run.outcome,
+        bundle.generation,
+        bundle.attemptId,
+        finishedAt,
+      );
+
+    const result: AttemptResult = {
+      ...base,
+      outcome: complete && failingProbes.length === 0 ? "succeeded" : "failed",
+      resources: outcomes,
+      finishedAt,
+    };
+    if (failed.length > 0) {
+      const first = failed[0]!;
+      result.failureClass = failed.some((f) => f.failureClass === "permanent") ? "permanent" : "transient";
+      result.reason = first.reason ?? "ResourceFailed";
+      const blocked = outcomes.filter((o) => o.action === "blocked" || o.action === "restored").length;
+      result.message = `${failed.length} of ${outcomes.length} resources failed (first: ${first.name}: ${first.message})${blocked > 0 ? `; ${blocked} blocked or restored` : ""}`;
+    } else if (!complete) {
+      result.failureClass = "transient";
+      result.reason = "Blocked";
+      result.message = "some resources were blocked";
+    } else if (failingProbes.length > 0) {
+      result.failureClass = "transient";
+      result.reason = "ProbeFailing";
+      result.message = `every resource applied, but ${failingProbes.map((p) => `probe ${p.name} fails: ${p.message}`).join("; ")}`;
+    }
+    record.lastAttempt = {
+      attemptId: bundle.attemptId,
+      generation: bundle.generation,
+      outcome: result.outcome,
+      at: finishedAt,
+    };
+    if (result.failureClass) record.lastAttempt.failureClass = result.failureClass;
+    return { result, record, runs, ...(probes ? { probes } : {}) };
+  }
+
+  private rememberProbes(assignment: string, probes: readonly ProbeReport[]): void {
+    const map = this.probeResults.get(assignment) ?? new Map<string, ProbeReport>();
+    for (const probe of probes) map.set(probe.name, probe);
+    this.probeResults.set(assignment, map);
+  }
+
+  /**
+   * A full report over every instance this agent holds a bundle for, observed from the system now.
+   * Changes nothing on the system.
+   */
+  observe(): Promise<Report> {
+    return this.report();
+  }
+
+  /**
+   * Builds a report. `fresh` carries what an apply just observed for one instance: resources found
+   * as desired need no second look, changed ones are observed again. `cachedProbes` lets the
+   * supervisor reuse probe results that are within their interval.
+   */
+  private async report(
+    fresh?: { record: InstanceRecord; runs?: ResourceRun[]; probes?: ProbeReport[] },
+    cachedProbes = false,
+  ): Promise<Report> {
+    const instances: InstanceReport[] = [];
+    for (const assignment of this.store.assignments()) {
+      const reuse = fresh?.record.assignment === assignment ? fresh : undefined;
+      const record = reuse?.record ?? this.store.instance(assignment);
+      if (record) instances.push(await this.observeInstance(record, reuse, cachedProbes));
+    }
+    const now = this.clock();
+    return {
+      apiVersion: "steward.dev/v1",
+      kind: "Report",
+      node: this.node,
+      takenAt: now.toISOString(),
+      seq: this.store.nextSeq(),
+      agent: {
+        version: AGENT_VERSION,
+        hostname: hostname(),
+        startedAt: this.startedAt.toISOString(),
+        uptimeSeconds: Math.max(0, (now.getTime() - this.startedAt.getTime()) / 1000),
+        capabilities: [...DRIVER_KINDS],
+      },
+      instances,
+    };
+  }
+
+  private async observeResource(
+    resource: Resource,
+    ctx: DriverContext,
+    runOnce: Record<string, RunOnceRecord>,
+  ): Promise<ResourceObservation> {
+    try {
+      const { observed, plan } = await observeAndPlan(resource, ctx, runOnce[resource.name ?? ""], []);
+      if (plan.conflict)
+        return {
+          observed,
+          plan,
+          failure: {
+            failureClass: "permanent",
+            reason: plan.conflict.reason,
+            message: plan.conflict.message,
+          },
+        };
+      return { observed, plan };
+    } catch (error) {
+      const failure = asResourceFailure(error);
+      return {
+        failure: {
+          failureClass: failure.failureClass,
+          reason: failure.reason,
+          message: failure.message,
+          ...(failure.evidence ? { evidence: failure.evidence } : {}),
+        },
+      };
+    }
+  }
+
+  private async observeInstance(
+    record: InstanceRecord,
+    fresh: { runs?: ResourceRun[]; probes?: ProbeReport[] } | undefined,
+    cachedProbes: boolean,
+  ): Promise<InstanceReport> {
+    const { bundle } = record;
+    const spec = bundle.spec;
+    const ctx = this.context(bundle);
+    const now = this.clock();
+    const budget = budgetOf(bundle);
+    const runOnce = this.store.runOnce(spec.assignment);
+    const reused = new Map<string, ResourceObservation>();
+    for (const run of fresh?.runs ?? []) if (run.observation) reused.set(run.name, run.observation);
+    const resources = await mapLimited(
+      spec.resources,
+      OBSERVE_CONCURRENCY,
+      async (resource): Promise<ResourceReport> => {
+        const name = resource.name ?? "";
+        const seen = reused.get(name) ?? (await this.observeResource(resource, ctx, runOnce));
+        const resourceRecord = record.resources[name];
+        const status = resourceStatus({
+          inSync: seen.plan !== undefined && inSync(seen.plan),
+          ...(seen.failure ? { observeFailure: seen.failure } : {}),
+          record: resourceRecord,
+          generation: bundle.generation,
+          budget,
+          now,
+        });
+        const report: ResourceReport = {
+          name,
+          kind: resource.kind,
+          ...status,
+          counters: countersOf(resourceRecord),
+        };
+        if (seen.observed !== undefined) report.observed = seen.observed as Record<string, unknown>;
+        if (seen.plan && seen.plan.diff.length > 0) report.diff = seen.plan.diff;
+        if (status.status !== "ok" && report.evidence === undefined && seen.observed !== undefined) {
+          const evidence = (await driverFor(resource)).evidence?.(resource, seen.observed, ctx);
+          if (evidence) report.evidence = evidence;
+        }
+        return report;
+      },
+    );
+
+    let probes: ProbeReport[] = [];
+    if (spec.state === "running" && spec.probes.length > 0) {
+      const { runProbe } = await import("./probes.js");
+      const cached = this.probeResults.get(spec.assignment);
+      probes = await Promise.all(
+        spec.probes.map((probe) => {
+          const justRun = fresh?.probes?.find((p) => p.name === probe.name);
+          if (justRun) return justRun;
+          const known = cached?.get(probe.name);
+          if (cachedProbes && known) return known;
+          return runProbe(probe, this.probeContext(ctx));
+        }),
+      );
+      this.rememberProbes(spec.assignment, probes);
+    }
+
+    const report: InstanceReport = {
+      assignment: spec.assignment,
+      generation: record.appliedGeneration,
+      observedGeneration: bundle.generation,
+      state: this.observedState(spec.resources, resources, record),
+      converged:
+        record.appliedGeneration === bundle.generation &&
+        resources.every((r) => r.status === "ok") &&
+        probes.every((p) => p.ok),
+      resources,
+      probes,
+    };
+    if (record.appliedHash) report.hash = record.appliedHash;
+    if (record.appliedVersion !== undefined && record.appliedGeneration > 0)
+      report.version = record.appliedVersion;
+    if (record.lastAttempt) report.lastAttempt = record.lastAttempt;
+    return report;
+  }
+
+  /**
+   * `running` when every service, container and unit is observed running, `stopped` when none is;
+   * an instance of files only is in the state it was last applied with.
+   */
+  private observedState(
+    resources: readonly Resource[],
+    reports: readonly ResourceReport[],
+    record: InstanceRecord,
+  ): InstanceReport["state"] {
+    const states: boolean[] = [];
+    resources.forEach((resource, i) => {
+      if (!SERVICE_KINDS.has(resource.kind)) return;
+      if (resource.kind === "systemd-unit" && resource.enabled === false) return;
+      const observed = reports[i]!.observed as { running?: boolean; activeState?: string } | undefined;
+      if (observed === undefined) return;
+      states.push(observed.running ?? observed.activeState === "active");
+    });
+    if (states.length === 0) return record.appliedState ?? "unknown";
+    if (states.every(Boolean)) return "running";
+    if (states.every((running) => !running)) return "stopped";
+    return "unknown";
+  }
+
+  /** Stops managing an instance: nothing on the system is deleted or stopped; it is no longer reported. */
+  retire(assignment: string): Promise<void> {
+    return this.exclusive(async () => {
+      this.store.retire(assignment, this.clock());
+      this.probeResults.delete(assignment);
+    });
+  }
+
+  /**
+   * Starts supervising: services are restarted per their restart policy (with backoff) by the
+   * ordinary apply path, probes run on their cadence, and `onReport` receives a fresh full report
+   * when something changed and at least every report interval.
+   */
+  start(onReport: (report: Report) => void): void {
+    if (this.supervisor) return;
+    // Loaded here: a one-shot agent never supervises.
+    this.supervisor = Promise.all([import("./supervisor.js"), import("./probes.js")]).then(
+      ([{ Supervisor }, { runProbe }]) => {
+        const supervisor = new Supervisor(
+          {
+            instances: () => this.store.instances(),
+            recordCrash: (assignment, resource, crash) =>
+              this.exclusive(() => this.recordSupervised(assignment, resource, () => crash)),
+            heal: (assignment, resource) => this.exclusive(() => this.heal(assignment, resource)),
+            // Staying up ends the run of failures, as a success would.
+            healthy: (assignment, resource) =>
+              this.exclusive(() =>
+                this.recordSupervised(assignment, resource, (kind) => ({
+                  name: resource,
+                  kind,
+                  action: "unchanged",
+                })),
+              ),
+            probe: (record, probe) => runProbe(probe, this.probeContext(this.context(record.bundle))),
+            rememberProbes: (assignment, probes) => this.rememberProbes(assignment, probes),
+            report: () => this.report(undefined, true),
+            store: this.store,
+            clock: this.clock,
+          },
+          onReport,
+          this.supervisorOptions,
+        );
+        supervisor.start();
+        return supervisor;
+      },
+    );
+  }
+
+  /** Stops supervising (services keep running: a restarted agent picks them up again). */
+  async stop(): Promise<void> {
+    const supervisor = this.supervisor;
+    this.supervisor = undefined;
+    await (await supervisor)?.stop();
+    await this.queue;
+  }
+
+  /** Records an outcome the supervisor saw for one resource (a crash, or that it stayed up). */
+  private async recordSupervised(
+    assignment: string,
+    resourceName: string,
+    outcome: (kind: string) => ResourceOutcome,
+  ): Promise<void> {
+    const record = this.store.instance(assignment);
+    const resource = record?.bundle.spec.resources.find((r) => r.name === resourceName);
+    if (!record || !resource) return;
+    record.resources[resourceName] = recordOutcome(
+      record.resources[resourceName],
+      outcome(resource.kind),
+      record.bundle.generation,
+      record.lastAttempt?.attemptId,
+      this.clock().toISOString(),
+    );
+    this.store.saveInstance(record);
+  }
+
+  /**
+   * The supervisor's repair of one resource, by the ordinary observe → plan → apply. A restart after
+   * crashes does not clear their count: only staying up does (`healthy`), so a crash loop spends
+   * the budget and ends up `stuck`.
+   */
+  private async heal(assignment: string, resourceName: string): Promise<void> {
+    const record = this.store.instance(assignment);
+    const resource = record?.bundle.spec.resources.find((r) => r.name === resourceName);
+    if (!record || !resource) return;
+    const attemptId = record.lastAttempt?.attemptId;
+    const ctx = this.context(record.bundle, attemptId);
+    const run = await applyResource(
+      0,
+      resource,
+      resourceName,
+      ctx,
+      this.store.runOnce(assignment)[resourceName],
+      [],
+    );
+    const previous = record.resources[resourceName];
+    if (run.outcome.action === "failed" || (previous?.counters.consecutiveFailures ?? 0) === 0) {
+      record.resources[resourceName] = recordOutcome(
+        previous,
+        run.outcome,
+        record.bundle.generation,
+        attemptId,
+        this.clock().toISOString(),
+      );
+      this.store.saveInstance(record);
+    }
+  }
+}

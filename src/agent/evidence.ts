@@ -1,0 +1,21 @@
+/** Evidence is bounded: the last lines of what a process printed, never a whole log. */
+export function tail(text: string, maxLines = 20, maxChars = 2000): string {
+  const trimmed = text.replace(/\s+$/, "");
+  const lines = trimmed.split("\n");
+  let out = lines.slice(-maxLines).join("\n");
+  if (out.length > maxChars) out = `…${out.slice(out.length - maxChars + 1)}`;
+  return out;
+}
+
+/** Standard output and error of a run, labelled, each bounded. */
+export function runEvidence(result: {
+  exitCode: number | null;
+  signal: string | null;
+  stdout: string;
+  stderr: string;
+}): string {
+  const parts = [result.signal ? `killed by ${result.signal}` : `exit code ${result.exitCode}`];
+  if (result.stdout.trim()) parts.push(`stdout:\n${tail(result.stdout, 10, 1000)}`);
+  if (result.stderr.trim()) parts.push(`stderr:\n${tail(result.stderr, 10, 1000)}`);
+  return parts.join("\n");
+}

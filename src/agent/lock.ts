@@ -1,0 +1,59 @@
+/**
+ * One applier per state directory across processes (a one-shot `steward agent apply` next to a
+ * long-running agent): a lock file holding the owner's pid. A lock whose owner died is taken over.
+ */
+import { closeSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync } from "node:fs";
+import { join } from "node:path";
+import { StewardError } from "../model/errors.js";
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** Waits for and takes the lock; returns the function that releases it. */
+export async function acquireLock(dir: string, timeoutMs = 60_000): Promise<() => void> {
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const path = join(dir, "lock");
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      const fd = openSync(path, "wx", 0o600);
+      writeSync(fd, String(process.pid));
+      closeSync(fd);
+      return () => {
+        try {
+          unlinkSync(path);
+        } catch {
+          // Already gone (the state directory was removed).
+        }
+      };
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+    }
+    let owner = Number.NaN;
+    try {
+      owner = Number(readFileSync(path, "utf8"));
+    } catch {
+      continue;
+    }
+    if (Number.isInteger(owner) && owner > 0 && !alive(owner)) {
+      try {
+        unlinkSync(path);
+      } catch {
+        // Someone else took it over first.
+      }
+      continue;
+    }
+    if (Date.now() > deadline)
+      throw new StewardError(
+        "E_BUSY",
+        `another agent process (pid ${owner}) is applying with state directory ${dir}: wait for it, or use another --state`,
+      );
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}

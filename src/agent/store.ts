@@ -1,0 +1,333 @@
+/**
+ * The agent's local state, under its state directory, in small JSON files written atomically.
+ * It is for de-duplication and memory of the past only (attempts already handled, run-once commands,
+ * failure counters, the services this agent started); what is true now is always read from the system.
+ *
+ *   bundles/<assignment>.json     the last bundle received (rewritten only when it changes)
+ *   instances/<assignment>.json   generation last applied completely, failure counters
+ *   runonce/<assignment>.json     commands that ran, per (generation, resource)
+ *   attempts/<attemptId>.json     results of handled attempts (a redelivery replays them)
+ *   services/<assignment>/<name>.json, logs/<assignment>/<name>.log   supervised processes
+ *   trash/<time>/<path>           what `ensure: absent` moved away, recoverable
+ *   kept/<sha256>                 content a file had before steward overwrote it (once per content)
+ *   retired/<assignment>.<time>.json   instances no longer managed
+ */
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  statSync,
+  unlinkSync,
+  writeFileSync,
+} from "node:fs";
+import { join } from "node:path";
+import type {
+  AttemptResult,
+  Bundle,
+  FailureClass,
+  ResourceCounters,
+  ResourceOutcome,
+} from "../model/generated.js";
+import { writeFileAtomicSync, writeJsonAtomicSync, writeJsonFilesAtomic } from "./atomic.js";
+
+/** What the agent remembers of one resource across attempts. */
+export interface ResourceRecord {
+  counters: ResourceCounters;
+  /** The generation the counters count failures for: they restart with a new generation. */
+  generation: number;
+  /** The last outcome for this resource when it was a failure, a block or a restore. */
+  last?: {
+    generation: number;
+    attemptId?: string;
+    at: string;
+    action: ResourceOutcome["action"];
+    failureClass?: FailureClass;
+    reason?: string;
+    message?: string;
+    blockedBy?: string;
+    evidence?: string;
+  };
+}
+
+/** What the agent remembers of one instance. */
+export interface InstanceRecord {
+  assignment: string;
+  /** The last bundle received: the desired spec observations are compared against. */
+  bundle: Bundle;
+  /** Generation last applied completely (0: none yet), and what it declared. */
+  appliedGeneration: number;
+  appliedHash?: string;
+  appliedState?: "running" | "stopped";
+  appliedVersion?: string;
+  lastAttempt?: {
+    attemptId: string;
+    generation: number;
+    outcome: "succeeded" | "failed";
+    failureClass?: FailureClass;
+    at: string;
+  };
+  resources: Record<string, ResourceRecord>;
+}
+
+/** What is stored of an instance besides its bundle: the record, and which bundle it holds. */
+export type InstanceHistory = Omit<InstanceRecord, "bundle"> & {
+  /** Generation of the bundle held. */
+  heldGeneration: number;
+  bundleKey: string;
+};
+
+/** A command that ran: at most once per (instance, generation, resource) unless creates/unless say otherwise. */
+export interface RunOnceRecord {
+  generation: number;
+  attemptId?: string;
+  at: string;
+  exitCode: number;
+}
+
+/** A process this agent started for a service resource. */
+export interface ServiceRecord {
+  pid: number;
+  /** Field 22 of /proc/<pid>/stat: with the pid, identifies the process even after pid reuse. */
+  startTime: string;
+  /** /proc/<pid>/cmdline as read right after the start (NUL-separated). */
+  cmdline: string;
+  /** Hash of what the process was started from (exec, env, cwd, restartOn specs). */
+  fingerprint: string;
+  startedAt: string;
+  generation: number;
+  attemptId?: string;
+  /** Set when this agent saw the process exit (it was its parent at the time). */
+  exit?: { exitCode: number | null; signal: string | null; at: string };
+  /** Set when the agent stopped it on purpose. */
+  stoppedAt?: string;
+}
+
+/** What identifies a bundle's content: generation, spec hash and budget (not the attempt). */
+function bundleKey(bundle: Bundle): string {
+  return `${bundle.generation}\0${bundle.hash}\0${JSON.stringify(bundle.budget ?? {})}`;
+}
+
+function encode(name: string): string {
+  return encodeURIComponent(name);
+}
+
+function readJson<T>(path: string): T | undefined {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch {
+    return undefined;
+  }
+  try {
+    return JSON.parse(text) as T;
+  } catch {
+    // A file that is not JSON was not written by us atomically: treat it as absent.
+    return undefined;
+  }
+}
+
+const MAX_ATTEMPTS_KEPT = 1000;
+
+/** The agent's state directory (layout above). Every write is atomic: temp file, fsync, rename. */
+export class AgentStore {
+  private readonly made = new Set<string>();
+  /** Which bundle each instance's bundle file holds, as far as this process knows. */
+  private readonly bundleOnDisk = new Map<string, string>();
+  /** Bundles read or written by this process, by assignment. */
+  private readonly bundles = new Map<string, Bundle>();
+
+  constructor(readonly dir: string) {}
+
+  private ensureDir(path: string): string {
+    if (!this.made.has(path)) {
+      mkdirSync(path, { recursive: true, mode: 0o700 });
+      this.made.add(path);
+    }
+    return path;
+  }
+
+  /** The instance's record with the bundle it holds, if the agent holds one. */
+  instance(assignment: string): InstanceRecord | undefined {
+    const history = this.history(assignment);
+    if (!history) return undefined;
+    // A long-running agent looks at its instances every second: parse a bundle once per change.
+    let bundle = this.bundles.get(assignment);
+    if (!bundle || bundleKey(bundle) !== history.bundleKey) {
+      bundle = readJson<Bundle>(join(this.dir, "bundles", `${encode(assignment)}.json`));
+      if (!bundle) return undefined;
+      this.bundles.set(assignment, bundle);
+    }
+    const { heldGeneration: _held, bundleKey: _key, ...record } = history;
+    return { ...record, bundle };
+  }
+
+  /**
+   * The instance's record without its bundle (the bulk of the state): what an apply needs of the
+   * past, read without parsing a thousand resources it is about to receive again anyway.
+   */
+  history(assignment: string): InstanceHistory | undefined {
+    const stored = readJson<InstanceHistory>(join(this.dir, "instances", `${encode(assignment)}.json`));
+    if (stored?.bundleKey !== undefined) this.bundleOnDisk.set(assignment, stored.bundleKey);
+    return stored;
+  }
+
+  /** Assignments the agent holds a bundle for (retired ones excluded), sorted. */
+  assignments(): string[] {
+    let names: string[];
+    try {
+      names = readdirSync(join(this.dir, "instances"));
+    } catch {
+      return [];
+    }
+    return names
+      .filter((name) => name.endsWith(".json"))
+      .map((name) => decodeURIComponent(name.slice(0, -".json".length)))
+      .sort();
+  }
+
+  /** Every instance the agent holds a bundle for, sorted by assignment. */
+  instances(): InstanceRecord[] {
+    return this.assignments()
+      .map((assignment) => this.instance(assignment))
+      .filter((record): record is InstanceRecord => record !== undefined);
+  }
+
+  /**
+   * Saves an instance's record. The bundle (the bulk of it) is written only when it changed: a
+   * re-apply of the same generation rewrites the counters, not a thousand resources' content.
+   */
+  saveInstance(record: InstanceRecord): void {
+    for (const { path, value } of this.instanceFiles(record)) writeJsonAtomicSync(path, value);
+    this.rememberBundle(record);
+  }
+
+  /** Saves an attempt's result with the instance's record it produced, flushed together. */
+  async commitAttempt(result: AttemptResult, record?: InstanceRecord): Promise<void> {
+    const attempts = this.ensureDir(join(this.dir, "attempts"));
+    const files = record ? this.instanceFiles(record) : [];
+    files.push({ path: join(attempts, `${encode(result.attemptId)}.json`), value: result });
+    await writeJsonFilesAtomic(files);
+    if (record) this.rememberBundle(record);
+    this.pruneAttempts(attempts);
+  }
+
+  /** Notes which bundle is on disk once it was written. */
+  private rememberBundle(record: InstanceRecord): void {
+    this.bundleOnDisk.set(record.assignment, bundleKey(record.bundle));
+    this.bundles.set(record.assignment, record.bundle);
+  }
+
+  /** The files an instance's record is stored in (the bundle's only when it changed). */
+  private instanceFiles(record: InstanceRecord): { path: string; value: unknown }[] {
+    const name = `${encode(record.assignment)}.json`;
+    const key = bundleKey(record.bundle);
+    const files: { path: string; value: unknown }[] = [];
+    if (this.bundleOnDisk.get(record.assignment) !== key) {
+      files.push({ path: join(this.ensureDir(join(this.dir, "bundles")), name), value: record.bundle });
+    }
+    const { bundle, ...rest } = record;
+    const history: InstanceHistory = { ...rest, heldGeneration: bundle.generation, bundleKey: key };
+    files.push({ path: join(this.ensureDir(join(this.dir, "instances")), name), value: history });
+    return files;
+  }
+
+  /** Stops remembering an instance: its record moves to retired/, nothing on the system changes. */
+  retire(assignment: string, at: Date): boolean {
+    const from = join(this.dir, "instances", `${encode(assignment)}.json`);
+    if (!existsSync(from)) return false;
+    const dir = this.ensureDir(join(this.dir, "retired"));
+    const stamp = `${encode(assignment)}.${at.toISOString().replace(/[:.]/g, "-")}`;
+    renameSync(from, join(dir, `${stamp}.json`));
+    const bundle = join(this.dir, "bundles", `${encode(assignment)}.json`);
+    if (existsSync(bundle)) renameSync(bundle, join(dir, `${stamp}.bundle.json`));
+    this.bundleOnDisk.delete(assignment);
+    this.bundles.delete(assignment);
+    return true;
+  }
+
+  runOnce(assignment: string): Record<string, RunOnceRecord> {
+    return readJson(join(this.dir, "runonce", `${encode(assignment)}.json`)) ?? {};
+  }
+
+  /** Records a command's run at once (durably), so a crash right after cannot make it run twice. */
+  recordRunOnce(assignment: string, resource: string, record: RunOnceRecord): void {
+    const dir = this.ensureDir(join(this.dir, "runonce"));
+    const all = this.runOnce(assignment);
+    all[resource] = record;
+    writeJsonAtomicSync(join(dir, `${encode(assignment)}.json`), all);
+  }
+
+  attempt(attemptId: string): AttemptResult | undefined {
+    return readJson(join(this.dir, "attempts", `${encode(attemptId)}.json`));
+  }
+
+  /** Keeps the newest attempts only: redeliveries come within minutes, not months. */
+  private pruneAttempts(dir: string): void {
+    const names = readdirSync(dir);
+    if (names.length <= MAX_ATTEMPTS_KEPT) return;
+    const dated = names.map((name) => ({ name, mtime: statSync(join(dir, name)).mtimeMs }));
+    dated.sort((a, b) => a.mtime - b.mtime);
+    for (const { name } of dated.slice(0, dated.length - MAX_ATTEMPTS_KEPT)) unlinkSync(join(dir, name));
+  }
+
+  service(assignment: string, name: string): ServiceRecord | undefined {
+    return readJson(join(this.dir, "services", encode(assignment), `${encode(name)}.json`));
+  }
+
+  saveService(assignment: string, name: string, record: ServiceRecord): void {
+    const dir = this.ensureDir(join(this.dir, "services", encode(assignment)));
+    writeJsonAtomicSync(join(dir, `${encode(name)}.json`), record);
+  }
+
+  /** Where a service's output goes. */
+  logFile(assignment: string, name: string): string {
+    return join(this.ensureDir(join(this.dir, "logs", encode(assignment))), `${encode(name)}.log`);
+  }
+
+  /** A fresh place to move `path` (an absolute resource path) to, so it stays recoverable. */
+  trashPath(path: string, at: Date): string {
+    const stamp = at.toISOString().replace(/[:.]/g, "-");
+    const target = join(this.dir, "trash", stamp, path);
+    this.ensureDir(join(target, ".."));
+    return target;
+  }
+
+  /**
+   * Keeps bytes a managed file had before it is overwritten (a repair never destroys: the drifted
+   * content stays recoverable), stored by content hash so the same content is kept once.
+   */
+  keep(bytes: Uint8Array, hash: string): string {
+    const path = join(this.ensureDir(join(this.dir, "kept")), hash.replace(/^sha256:/, ""));
+    if (!existsSync(path)) writeFileAtomicSync(path, bytes, { mode: 0o600 });
+    return path;
+  }
+
+  /** The next report sequence number (persisted, so it increases across agent processes). */
+  nextSeq(): number {
+    const path = join(this.ensureDir(this.dir), "report-seq");
+    let seq = 0;
+    try {
+      seq = Number(readFileSync(path, "utf8")) || 0;
+    } catch {
+      // First report from this state directory.
+    }
+    seq += 1;
+    // Renamed into place but not flushed: a number lost in a power cut repeats, reports carry takenAt.
+    const tmp = `${path}.${process.pid}.tmp`;
+    writeFileSync(tmp, String(seq), { mode: 0o600 });
+    renameSync(tmp, path);
+    return seq;
+  }
+
+  /** The node name this state directory belongs to, remembered from the first apply. */
+  node(): string | undefined {
+    return readJson<{ node?: string }>(join(this.dir, "agent.json"))?.node;
+  }
+
+  rememberNode(node: string): void {
+    if (this.node() === node) return;
+    writeJsonAtomicSync(join(this.ensureDir(this.dir), "agent.json"), { node });
+  }
+}

@@ -1,0 +1,102 @@
+import { chmodSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { ObjectReader } from "../../src/repo/objects.js";
+import { TreeIndex } from "../../src/repo/tree.js";
+import { type FileChanges, makeRepo, removeTempDirs, tempDir } from "../helpers/git.js";
+
+afterAll(removeTempDirs);
+
+/** `git ls-tree -r` as {path, id} pairs: the listing git itself gives. */
+function gitListing(repo: ReturnType<typeof makeRepo>, rev: string): { path: string; id: string }[] {
+  return repo
+    .git("ls-tree", "-r", rev)
+    .split("\n")
+    .filter(Boolean)
+    .map((line) => {
+      const [meta, path] = line.split("\t") as [string, string];
+      const [, , id] = meta.split(" ") as [string, string, string];
+      return { path, id };
+    });
+}
+
+describe("tree index", () => {
+  it("tree - listings match git ls-tree across insertions, deletions, modifications and moves, reusing unchanged entries", () => {
+    const files: FileChanges = { "steward.yaml": "fleet\n", "nodes/a.yaml": "a\n" };
+    for (let i = 0; i < 300; i++) files[`assignments/app-${String(i).padStart(3, "0")}.yaml`] = `app ${i}\n`;
+    const repo = makeRepo({ files });
+    const first = repo.rev();
+    const changes: FileChanges = {
+      "assignments/app-000.yaml": null,
+      "assignments/app-150.yaml": "app 150 v2\n",
+      "assignments/app-151.yaml": null,
+      "assignments/app-152.yaml": null,
+      "assignments/app-150a.yaml": "inserted\n",
+      "assignments/zzz.yaml": "appended\n",
+      "assignments/sub/moved.yaml": "app 299\n",
+      "assignments/app-299.yaml": null,
+    };
+    for (let i = 200; i < 280; i++) changes[`assignments/app-${i}.yaml`] = null;
+    const second = repo.commit("reshuffle", changes);
+
+    const reader = new ObjectReader(join(repo.dir, ".git"));
+    const index = new TreeIndex(reader);
+    const tree = (rev: string) => repo.git("rev-parse", `${rev}^{tree}`);
+    const before = index.files(tree(first));
+    expect(before).toEqual(gitListing(repo, first));
+    const after = index.files(tree(second));
+    expect(after).toEqual(gitListing(repo, second));
+
+    const old = new Map(before.map((f) => [f.path, f]));
+    const reused = after.filter((f) => old.get(f.path) === f).map((f) => f.path);
+    const unchanged = after.filter((f) => old.get(f.path)?.id === f.id).map((f) => f.path);
+    expect(reused).toEqual(unchanged);
+    expect(reused.length).toBe(300 - 1 - 3 - 80 - 1 + 2);
+    // Back to the first tree: the same listing again.
+    expect(index.files(tree(first))).toEqual(before);
+    reader.close();
+  });
+
+  it("tree - a clone made with --shared reads the objects it borrows through alternates", () => {
+    const repo = makeRepo({ files: { "assignments/web.yaml": "web\n", "nodes/a.yaml": "a\n" } });
+    const clone = join(tempDir("steward-shared-"), "fleet");
+    repo.git("clone", "-q", "--shared", repo.dir, clone);
+    const reader = new ObjectReader(join(clone, ".git"));
+    const index = new TreeIndex(reader);
+    const files = index.files(repo.git("rev-parse", "HEAD^{tree}"));
+    expect(files).toEqual(gitListing(repo, "HEAD"));
+    expect(reader.readBlob(files[0]!.id!).toString()).toBe("web\n");
+    reader.close();
+  });
+
+  it("tree - diff reports changed blobs with their modes and skips equal subtrees", () => {
+    const repo = makeRepo({ files: { "a/x.yaml": "x\n", "a/y.yaml": "y\n", "b/z.yaml": "z\n" } });
+    const first = repo.rev();
+    repo.write({ "a/y.yaml": "y2\n" });
+    chmodSync(join(repo.dir, "a/x.yaml"), 0o755);
+    const second = repo.commit("change y, x executable", { "c/new.yaml": "new\n", "b/z.yaml": null });
+    const reader = new ObjectReader(join(repo.dir, ".git"));
+    const index = new TreeIndex(reader);
+    const tree = (rev: string) => repo.git("rev-parse", `${rev}^{tree}`);
+    const blob = (rev: string, path: string) => repo.git("rev-parse", `${rev}:${path}`);
+    expect(index.diff(tree(first), tree(second))).toEqual([
+      {
+        path: "a/x.yaml",
+        before: blob(first, "a/x.yaml"),
+        beforeMode: "100644",
+        after: blob(first, "a/x.yaml"),
+        afterMode: "100755",
+      },
+      {
+        path: "a/y.yaml",
+        before: blob(first, "a/y.yaml"),
+        beforeMode: "100644",
+        after: blob(second, "a/y.yaml"),
+        afterMode: "100644",
+      },
+      { path: "b/z.yaml", before: blob(first, "b/z.yaml"), beforeMode: "100644" },
+      { path: "c/new.yaml", after: blob(second, "c/new.yaml"), afterMode: "100644" },
+    ]);
+    reader.close();
+  });
+});
