@@ -20,7 +20,9 @@ export function historyCommand(
     .option("--node <name>", "only the instance on this node")
     .option("--limit <n>", "at most this many generations", positive, 100)
     .action(async (assignment: string, options: { node?: string; limit: number }) => {
-      const { openGenerationStore } = await import("../hub/store/generations.js");
+      const { openGenerationStore, hubDatabasePath } = await import("../hub/store/generations.js");
+      const { SqliteStore } = await import("../hub/store/sqlite.js");
+      const { generationOutcomes } = await import("../hub/views.js");
       const { assignmentHistory, renderHistoryText } = await import("../repo/history.js");
       const { store, close } = openGenerationStore(resolve(io.cwd, globals().state), { mustExist: true });
       try {
@@ -29,7 +31,14 @@ export function historyCommand(
           limit: options.limit,
         };
         if (options.node) query.node = options.node;
-        const rows = assignmentHistory(store, query);
+        // What became of each generation (outcome, failure class, correlation id), from the hub's records.
+        const hub = new SqliteStore(hubDatabasePath(resolve(io.cwd, globals().state)));
+        let rows: ReturnType<typeof assignmentHistory>;
+        try {
+          rows = assignmentHistory(store, query, generationOutcomes(hub));
+        } finally {
+          hub.close();
+        }
         if (globals().json) io.stdout(`${JSON.stringify(rows, null, 2)}\n`);
         else if (rows.length === 0)
           io.stderr(

@@ -13,6 +13,13 @@ const COMMANDS: CommandRegistry = {
   rollback: async () => (await import("./rollback.js")).rollbackCommand,
   history: async () => (await import("./history.js")).historyCommand,
   agent: async () => (await import("./agent.js")).agentCommand,
+  up: async () => (await import("./up.js")).upCommand,
+  hub: async () => (await import("./hub.js")).hubCommand,
+  status: async () => (await import("./status.js")).statusCommand,
+  get: async () => (await import("./get.js")).getCommand,
+  drain: async () => (await import("./drain.js")).drainCommand,
+  undrain: async () => (await import("./drain.js")).undrainCommand,
+  tasks: async () => (await import("./tasks.js")).tasksCommand,
 };
 
 /** Runs the CLI with `argv` (without `node` and the script) and returns the exit code. */

@@ -1,4 +1,7 @@
-/** Runs steward in tests: in-process through `main()` with captured output, or as the real built process. */
+/**
+ * Runs the steward CLI in tests: in process through `main()` with captured output, as the tests of
+ * every command do, or as the real built `bin/steward.js` process.
+ */
 import { spawnSync } from "node:child_process";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -14,8 +17,8 @@ export interface CliRun {
   stderr: string;
 }
 
-/** `steward ARGV` through main() with a captured CliIo rooted at `cwd`. */
-export async function runCli(argv: string[], cwd = repoRoot): Promise<CliRun> {
+/** `steward ...args` with `cwd` (default: the checkout) and exactly `env` as its environment. */
+export async function runCli(args: string[], cwd = repoRoot, env: NodeJS.ProcessEnv = {}): Promise<CliRun> {
   let stdout = "";
   let stderr = "";
   const io: CliIo = {
@@ -25,16 +28,16 @@ export async function runCli(argv: string[], cwd = repoRoot): Promise<CliRun> {
     stderr: (text) => {
       stderr += text;
     },
-    env: {},
+    env,
     cwd,
     isTty: false,
   };
-  const code = await main(argv, io);
+  const code = await main(args, io);
   return { code, stdout, stderr };
 }
 
-/** `node bin/steward.js ARGV` as a child process (dist/ is built by the global setup). */
-export function runBin(argv: string[], cwd = repoRoot): CliRun {
-  const result = spawnSync(process.execPath, [binPath, ...argv], { cwd, encoding: "utf8" });
+/** `node bin/steward.js ...args` as a child process (dist/ is built by the global setup). */
+export function runBin(args: string[], cwd = repoRoot): CliRun {
+  const result = spawnSync(process.execPath, [binPath, ...args], { cwd, encoding: "utf8" });
   return { code: result.status ?? -1, stdout: result.stdout, stderr: result.stderr };
 }

@@ -1,30 +1,14 @@
 import { dirname } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import type { CliIo } from "../../src/cli/io.js";
-import { main } from "../../src/cli/main.js";
+import { runCli } from "../helpers/cli.js";
 import { makeRepo, removeTempDirs, tempDir } from "../helpers/git.js";
 import { serveGit } from "../helpers/git-http.js";
 import { assignmentYaml, smallFleet } from "./fleet.js";
 
 afterAll(removeTempDirs);
 
-async function run(args: string[], cwd: string, env: NodeJS.ProcessEnv = {}) {
-  let stdout = "";
-  let stderr = "";
-  const io: CliIo = {
-    stdout: (text) => {
-      stdout += text;
-    },
-    stderr: (text) => {
-      stderr += text;
-    },
-    env: { HOME: tempDir(), ...env },
-    cwd,
-    isTty: false,
-  };
-  const code = await main(args, io);
-  return { code, stdout, stderr };
-}
+const run = (args: string[], cwd: string, env: NodeJS.ProcessEnv = {}) =>
+  runCli(args, cwd, { HOME: tempDir(), ...env });
 
 const dbChange = (content: string) => ({
   "assignments/db.yaml": assignmentYaml("db", { nodes: ["db-1"], content }),

@@ -3,6 +3,8 @@
  * Each area owns its migrations: 1xx revisions and generations (the syncer), 2xx hub (intents,
  * attempts, outbox, reports, conditions, tasks, nodes), 3xx commit statuses.
  */
+import { HUB_MIGRATIONS } from "./hub-migrations.js";
+
 export interface Migration {
   version: number;
   name: string;
@@ -123,4 +125,5 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX commit_statuses_by_sha ON commit_statuses (sha);
     `,
   },
+  ...HUB_MIGRATIONS,
 ];

@@ -1,0 +1,146 @@
+// Benchmark of the hub (`npm run bench:hub`, which builds dist/ first).
+//
+// A fleet repo of 1,000 instances (BENCH_NODES local nodes × BENCH_ASSIGNMENTS assignments, one
+// small file each) runs on the real product path: the syncer, the hub, the local transport and a
+// real agent per node applying under a temporary root. Figures:
+//   hub_commit_to_converged_1k_ms  a commit changing every instance → all converged at the new generation
+//   hub_first_converge_1k_ms       from an empty state directory to all converged (agents starting)
+//   hub_reports_per_s              full node reports taken in per second (durable, then reconciled)
+// Set BENCH_DIR to put the state on another file system (e.g. /dev/shm: no fsync cost).
+import { execFileSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { loadavg, tmpdir } from "node:os";
+import { join } from "node:path";
+import { performance } from "node:perf_hooks";
+import pino from "pino";
+import { HubRuntime } from "../dist/cli/hub.js";
+
+const NODES = Number(process.env.BENCH_NODES ?? 200);
+const ASSIGNMENTS = Number(process.env.BENCH_ASSIGNMENTS ?? 5);
+const REPORTS = Number(process.env.BENCH_REPORTS ?? 20_000);
+const TOTAL = NODES * ASSIGNMENTS;
+
+const dir = mkdtempSync(join(process.env.BENCH_DIR ?? tmpdir(), "steward-bench-hub-"));
+const repo = join(dir, "fleet");
+const env = { ...process.env, GIT_CONFIG_NOSYSTEM: "1", HOME: dir };
+const git = (...args) => execFileSync("git", args, { cwd: repo, env, stdio: "pipe" });
+
+function writeFleet(version) {
+  mkdirSync(join(repo, "nodes"), { recursive: true });
+  mkdirSync(join(repo, "assignments"), { recursive: true });
+  for (let n = 0; n < NODES; n++)
+    writeFileSync(
+      join(repo, "nodes", `node-${n}.yaml`),
+      `apiVersion: steward.dev/v1\nkind: Node\nmetadata:\n  name: node-${n}\n  labels: {bench: "yes"}\nspec:\n  transport: local\n  roots: [/srv]\n`,
+    );
+  for (let a = 0; a < ASSIGNMENTS; a++)
+    writeFileSync(
+      join(repo, "assignments", `app-${a}.yaml`),
+      `apiVersion: steward.dev/v1\nkind: Assignment\nmetadata:\n  name: app-${a}\nspec:\n  selector: {matchLabels: {bench: "yes"}}\n  resources:\n    - kind: file\n      name: conf\n      path: /srv/app-${a}.conf\n      content: "version ${version}"\n`,
+    );
+}
+
+function commit(message) {
+  git("add", "-A");
+  git("-c", "user.name=bench", "-c", "user.email=bench@example.com", "commit", "-q", "-m", message);
+}
+
+mkdirSync(repo, { recursive: true });
+git("init", "-q", "-b", "main");
+writeFleet(1);
+commit("version 1");
+
+const state = join(dir, "state");
+const runtime = new HubRuntime({
+  paths: {
+    dir: state,
+    db: join(state, "hub.db"),
+    hubFile: join(state, "hub.json"),
+    root: join(dir, "root"),
+    repo,
+    git: join(state, "git"),
+    log: join(state, "hub.log"),
+  },
+  repo,
+  branch: "main",
+  root: join(dir, "root"),
+  listen: "127.0.0.1:0",
+  syncIntervalMs: 3_600_000,
+  statusFlags: { status: "none" },
+  logger: pino({ level: "silent" }),
+  env,
+  cwd: dir,
+});
+
+const convergedAt = (generation) =>
+  runtime.store.db
+    .prepare("SELECT count(*) AS n FROM intents WHERE status = 'converged' AND generation = ?")
+    .get(generation).n;
+
+async function waitConverged(generation) {
+  for (;;) {
+    if (convergedAt(generation) >= TOTAL) return;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+mkdirSync(state, { recursive: true });
+let t0 = performance.now();
+await runtime.start();
+await waitConverged(1);
+const first = performance.now() - t0;
+
+// A commit that changes every instance: sync (nudged as a webhook would), reconcile, apply, report.
+writeFleet(2);
+commit("version 2");
+const cpu0 = process.cpuUsage();
+t0 = performance.now();
+await fetch(`${runtime.http.url}/nudge`, { method: "POST", body: JSON.stringify({ sync: true }) });
+await waitConverged(2);
+const change = performance.now() - t0;
+const cpu = process.cpuUsage(cpu0);
+
+// Report ingestion: real full reports, taken again and again (each newer than the last).
+const events = runtime.hub.eventsFor("local");
+const templates = [];
+for (let n = 0; n < NODES; n++) {
+  const row = runtime.store.db.prepare("SELECT agent FROM reports WHERE node = ?").get(`node-${n}`);
+  const instances = runtime.store.db
+    .prepare("SELECT body FROM observations WHERE node = ?")
+    .all(`node-${n}`)
+    .map((r) => JSON.parse(r.body));
+  templates.push({ node: `node-${n}`, agent: JSON.parse(row.agent), instances });
+}
+const base = Date.now() + 60_000;
+t0 = performance.now();
+for (let i = 0; i < REPORTS; i++) {
+  const template = templates[i % templates.length];
+  events.report({
+    apiVersion: "steward.dev/v1",
+    kind: "Report",
+    node: template.node,
+    takenAt: new Date(base + i).toISOString(),
+    seq: 1_000_000 + i,
+    agent: template.agent,
+    instances: template.instances,
+  });
+  if (i % 500 === 499) await new Promise((resolve) => setImmediate(resolve));
+}
+await runtime.hub.idle();
+const ingest = performance.now() - t0;
+
+await runtime.stop();
+rmSync(dir, { recursive: true, force: true });
+
+console.log(
+  `# ${TOTAL} instances: ${NODES} local nodes × ${ASSIGNMENTS} assignments; state in ${process.env.BENCH_DIR ?? tmpdir()}`,
+);
+console.log(`figure hub_commit_to_converged_1k_ms ${change.toFixed(0)} ms`);
+console.log(
+  `# that change: ${((cpu.user + cpu.system) / 1000).toFixed(0)} ms of CPU in this process; load average ${loadavg()
+    .map((l) => l.toFixed(2))
+    .join(" ")} (2-core machines shared with other work measure slower)`,
+);
+console.log(`figure hub_first_converge_1k_ms ${first.toFixed(0)} ms`);
+console.log(`figure hub_reports_per_s ${((REPORTS / ingest) * 1000).toFixed(0)} 1/s`);
+process.exit(0);

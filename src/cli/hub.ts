@@ -1,0 +1,304 @@
+/**
+ * `steward hub`: the long-running hub — the syncer (interval, webhook, nudges), the reconciler, the
+ * transports this hub runs, commit statuses, and the HTTP server (healthz, metrics, webhook,
+ * revisions). `HubRuntime` wires those parts together; `steward up` runs the same runtime with the
+ * embedded defaults. This file is the only place that knows all of them.
+ */
+import { resolve } from "node:path";
+import { Command } from "commander";
+import type { Logger } from "pino";
+import { parseDuration } from "../model/duration.js";
+import { UsageError } from "../model/errors.js";
+import type { StatusFlags } from "../status/settings.js";
+import type { StatePaths } from "./hub-state.js";
+import type { CliIo, GlobalOptions } from "./io.js";
+import { addStatusFlags } from "./status-flags.js";
+
+export interface HubRuntimeOptions {
+  paths: StatePaths;
+  /** The fleet repository: a local path or an http(s) URL. */
+  repo: string;
+  branch: string;
+  /** Local nodes apply under `<root>/<node>/`; without it, to the real system. */
+  root?: string;
+  /** `HOST:PORT` for the HTTP server (port 0: any free port). */
+  listen: string;
+  syncIntervalMs: number;
+  /** The webhook's shared secret (from the environment, never a flag). */
+  webhookSecret?: string;
+  statusFlags: StatusFlags;
+  logger: Logger;
+  env: NodeJS.ProcessEnv;
+  cwd: string;
+  /** Attempt lease (how long a result may take before the attempt is ambiguous). */
+  leaseMs?: number;
+}
+
+/** Every part of a running hub, started in order and stopped in reverse. */
+export class HubRuntime {
+  store!: import("../hub/store/sqlite.js").SqliteStore;
+  hub!: import("../hub/hub.js").Hub;
+  http!: import("../hub/http.js").HubHttp;
+  syncer!: import("../repo/syncer.js").Syncer;
+  private loop: import("../repo/loop.js").SyncLoop | undefined;
+  private publisher: import("../status/publisher.js").StatusPublisher | undefined;
+  private local: import("../transport/local.js").LocalTransport | undefined;
+  private closeDb: (() => void) | undefined;
+  private readonly analyses: import("../model/load.js").AnalysisCache = new Map();
+
+  constructor(readonly options: HubRuntimeOptions) {}
+
+  /** Transports this hub runs (the others' nodes are listed, never dispatched to). */
+  get transports(): string[] {
+    return this.hub.transportNames;
+  }
+
+  /** Opens the state, syncs once, starts reconciling and serving. Returns the first sync's outcome. */
+  async start(): Promise<import("../repo/syncer.js").SyncOutcome | Error> {
+    const { paths, logger } = this.options;
+    const { openDatabase } = await import("../hub/store/database.js");
+    const { SqliteStore } = await import("../hub/store/sqlite.js");
+    const { SqliteGenerationStore } = await import("../hub/store/generations.js");
+    const { Syncer } = await import("../repo/syncer.js");
+    const { parseLocation, credentialsFromEnv } = await import("../repo/git.js");
+    const { LocalTransport } = await import("../transport/local.js");
+    const { Agent } = await import("../agent/agent.js");
+    const { Hub } = await import("../hub/hub.js");
+
+    const db = openDatabase(paths.db);
+    this.closeDb = () => db.close();
+    this.store = new SqliteStore(db);
+    const store = this.store;
+    const credentials = credentialsFromEnv(this.options.env);
+    this.syncer = new Syncer({
+      store: new SqliteGenerationStore(db),
+      source: parseLocation(this.options.repo, this.options.cwd),
+      branch: this.options.branch,
+      cacheDir: paths.git,
+      log: logger.child({ component: "syncer" }),
+      ...(credentials ? { credentials } : {}),
+    });
+    this.local = new LocalTransport({
+      ...(this.options.root ? { root: this.options.root } : {}),
+      stateDir: paths.dir,
+      agentFor: (node, agentPaths, clock) =>
+        new Agent({
+          node,
+          stateDir: agentPaths.stateDir,
+          clock: () => clock.now(),
+          ...(agentPaths.root ? { root: agentPaths.root } : {}),
+        }),
+      heartbeatIntervalMs: () => store.fleetSettings()?.heartbeat.intervalMs ?? 15_000,
+    });
+
+    // The first sync comes before the hub starts, so statuses know the fleet's settings.
+    let first: import("../repo/syncer.js").SyncOutcome | Error;
+    try {
+      first = await this.syncer.sync();
+    } catch (error) {
+      first = error as Error;
+      logger.error({ err: error }, "the first sync failed; retrying in the background");
+    }
+    const declared = await this.recordDeclarations();
+    this.publisher = await this.statusPublisher();
+    this.hub = new Hub({
+      store,
+      transports: [this.local],
+      logger: logger.child({ component: "hub" }),
+      ...(this.options.leaseMs ? { timing: { leaseMs: this.options.leaseMs } } : {}),
+      ...(this.publisher ? { statusSink: this.publisher } : {}),
+    });
+    await this.hub.start();
+    if (declared) this.hub.declarationsChanged(declared);
+
+    const { startHubHttp } = await import("../hub/http.js");
+    const { startSyncLoop } = await import("../repo/loop.js");
+    const webhook = this.options.webhookSecret
+      ? (await import("../repo/webhook.js")).createWebhookHandler({
+          secret: this.options.webhookSecret,
+          branch: this.options.branch,
+          onPush: () => this.loop?.trigger(),
+        })
+      : undefined;
+    const [host, port] = splitListen(this.options.listen);
+    this.http = await startHubHttp({
+      hub: this.hub,
+      host,
+      port,
+      ...(webhook ? { webhook } : {}),
+      onNudge: (scope) => {
+        if (scope.sync) this.loop?.trigger();
+      },
+    });
+    const { writeHubFile } = await import("./hub-state.js");
+    writeHubFile(paths, {
+      pid: process.pid,
+      url: this.http.url,
+      startedAt: new Date().toISOString(),
+      transports: this.transports,
+    });
+    this.loop = startSyncLoop({
+      syncer: this.syncer,
+      intervalMs: this.options.syncIntervalMs,
+      onOutcome: (outcome) => {
+        if (outcome.kind === "up-to-date") {
+          // Nothing new, but a fetch that failed before may work again: its condition resolves.
+          this.hub.takeInRevisions();
+          return;
+        }
+        this.recordDeclarations()
+          .then((changes) => {
+            this.hub.takeInRevisions();
+            if (changes) this.hub.declarationsChanged(changes);
+          })
+          .catch((error: unknown) =>
+            logger.error({ err: error }, "recording the revision's declarations failed"),
+          );
+      },
+      onError: (error, failures, retryInMs) => {
+        logger.warn({ err: error, failures, retryInMs }, "sync failed; retrying in %d ms", retryInMs);
+        // The syncer recorded a fetch-failed event: it becomes a condition now, not at the next success.
+        this.hub.takeInRevisions();
+      },
+    });
+    return first;
+  }
+
+  /** Records the served revision's declarations (nodes, policies, fleet settings) when it changed. */
+  private async recordDeclarations(): Promise<import("../hub/desired.js").DeclarationChanges | undefined> {
+    const { recordServedRevision } = await import("./served.js");
+    return recordServedRevision(this.store, this.syncer, this.analyses, new Date());
+  }
+
+  /** The commit status publisher for the fleet's status settings (git notes by default). */
+  private async statusPublisher(): Promise<import("../status/publisher.js").StatusPublisher | undefined> {
+    const { effectiveStatusSettings, createStatusWriters } = await import("../status/settings.js");
+    const { StatusPublisher } = await import("../status/publisher.js");
+    const fs = await import("node:fs");
+    const settings = effectiveStatusSettings(this.store.fleetSettings()?.status, this.options.statusFlags);
+    const writers = createStatusWriters(settings, {
+      env: this.options.env,
+      gitnotes: { fs, gitdir: this.syncer.repository.gitdir },
+    });
+    if (writers.length === 0) return undefined;
+    const logger = this.options.logger;
+    return new StatusPublisher({
+      db: this.store.db,
+      writers,
+      onHealth: (health) => this.hub?.statusHealth(health),
+      onError: (error) => logger.error({ err: error }, "commit statuses: unexpected error"),
+    });
+  }
+
+  /** Stops everything, in reverse order; durable state stays for the next start. */
+  async stop(): Promise<void> {
+    await this.loop?.stop();
+    await this.http?.close();
+    await this.hub?.stop();
+    if (this.publisher) {
+      // The last statuses (a converged `steward up --once`, say) are worth a short wait; a forge that
+      // is down keeps them as desired, posted at the next start.
+      const publisher = this.publisher;
+      await Promise.race([
+        publisher.flushNow(),
+        new Promise((resolve) => setTimeout(resolve, 5_000).unref()),
+      ]);
+      publisher.close();
+    }
+    const { removeHubFile } = await import("./hub-state.js");
+    removeHubFile(this.options.paths, process.pid);
+    this.syncer?.close();
+    this.closeDb?.();
+  }
+}
+
+function splitListen(listen: string): [string, number] {
+  const match = /^(?:(.+):)?([0-9]{1,5})$/.exec(listen.trim());
+  const port = Number(match?.[2]);
+  if (!match || port > 65535)
+    throw new UsageError(`--listen ${JSON.stringify(listen)} is not HOST:PORT or PORT (e.g. 127.0.0.1:7117)`);
+  return [match[1]?.replace(/^\[(.*)\]$/, "$1") ?? "127.0.0.1", port];
+}
+
+interface HubCommandOptions extends StatusFlags {
+  repo: string;
+  branch: string;
+  root?: string;
+  listen: string;
+  syncInterval: string;
+  webhookSecretEnv?: string;
+  lease?: string;
+}
+
+/** Parses a duration flag, with the flag's name in the error. */
+export function durationFlag(flag: string, value: string): number {
+  try {
+    return parseDuration(value);
+  } catch {
+    throw new UsageError(`${flag} ${JSON.stringify(value)} is not a duration: write e.g. 30s, 5m or 1h`);
+  }
+}
+
+/** Waits for SIGINT or SIGTERM. */
+export function untilSignal(): Promise<string> {
+  return new Promise((resolveSignal) => {
+    const done = (signal: string) => {
+      process.off("SIGINT", done);
+      process.off("SIGTERM", done);
+      resolveSignal(signal);
+    };
+    process.on("SIGINT", done);
+    process.on("SIGTERM", done);
+  });
+}
+
+export function hubCommand(io: CliIo, globals: () => GlobalOptions, _exit: (code: number) => void): Command {
+  const command = new Command("hub")
+    .description(
+      "run the hub: sync the fleet repo, reconcile, dispatch, serve /healthz, /metrics and /webhook",
+    )
+    .option("--repo <path|url>", "the fleet repository: a local clone or an http(s) URL", ".")
+    .option("--branch <name>", "the tracked branch", "main")
+    .option("--root <dir>", "local nodes apply under <dir>/<node>/ (default: the real system)")
+    .option(
+      "--listen <host:port>",
+      "HTTP address for healthz, metrics, webhook and revisions",
+      "127.0.0.1:7117",
+    )
+    .option("--sync-interval <duration>", "how often to fetch the fleet repo", "1m")
+    .option("--webhook-secret-env <name>", "environment variable holding the webhook's shared secret")
+    .option("--lease <duration>", "how long an attempt's result may take before it is ambiguous", "10m");
+  addStatusFlags(command);
+  return command.action(async (options: HubCommandOptions) => {
+    const { statePaths } = await import("./hub-state.js");
+    const pino = (await import("pino")).default;
+    const paths = statePaths(io, globals());
+    let webhookSecret: string | undefined;
+    if (options.webhookSecretEnv) {
+      webhookSecret = io.env[options.webhookSecretEnv];
+      if (!webhookSecret)
+        throw new UsageError(`--webhook-secret-env ${options.webhookSecretEnv}: that variable is not set`);
+    }
+    const runtime = new HubRuntime({
+      paths,
+      repo: options.repo,
+      branch: options.branch,
+      ...(options.root ? { root: resolve(io.cwd, options.root) } : {}),
+      listen: options.listen,
+      syncIntervalMs: durationFlag("--sync-interval", options.syncInterval),
+      statusFlags: options,
+      logger: pino({ level: io.env.STEWARD_LOG_LEVEL ?? "info" }),
+      env: io.env,
+      cwd: io.cwd,
+      leaseMs: durationFlag("--lease", options.lease ?? "10m"),
+      ...(webhookSecret ? { webhookSecret } : {}),
+    });
+    try {
+      await runtime.start();
+      io.stderr(`steward hub: serving ${runtime.http.url} (transports: ${runtime.transports.join(", ")})\n`);
+      await untilSignal();
+    } finally {
+      await runtime.stop();
+    }
+  });
+}

@@ -1,0 +1,252 @@
+/**
+ * `steward up`: the whole product on one machine — SQLite in the state directory, the agent in
+ * process (the local transport) applying under `--root` (each node in `<root>/<node>/`), and without
+ * `--repo` the example fleet copied into a fresh Git repository under the state directory. It
+ * shows each node converging; `--once` exits 0 as soon as everything this hub reaches converged,
+ * 1 as soon as the outcome is known otherwise (something failed and nothing else is moving), or
+ * when `--timeout` passes. Nodes on transports this hub does not run are listed, not counted.
+ */
+import { cpSync, existsSync, mkdirSync } from "node:fs";
+import { isAbsolute, join, relative, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { Command } from "commander";
+import type { InstanceView } from "../hub/views.js";
+import { EnvironmentError } from "../model/errors.js";
+import type { StatusFlags } from "../status/settings.js";
+import { type CliIo, EXIT, type GlobalOptions } from "./io.js";
+import { addStatusFlags } from "./status-flags.js";
+
+/** The example fleet shipped with steward. */
+export const EXAMPLE_REPO = fileURLToPath(new URL("../../examples/repo/", import.meta.url));
+
+/**
+ * Makes `dir` a Git repository holding the example fleet (once): the embedded default of `steward
+ * up`. An existing repository is left as it is — it may hold the user's own commits.
+ */
+export async function ensureExampleRepo(dir: string, source = EXAMPLE_REPO): Promise<"created" | "existing"> {
+  if (existsSync(join(dir, ".git"))) return "existing";
+  if (!existsSync(source))
+    throw new EnvironmentError(
+      `the example fleet is missing from this installation (${source}): pass --repo PATH`,
+    );
+  const git = (await import("isomorphic-git")).default;
+  const fs = await import("node:fs");
+  mkdirSync(dir, { recursive: true });
+  cpSync(source, dir, { recursive: true });
+  await git.init({ fs, dir, defaultBranch: "main" });
+  const files = await git.statusMatrix({ fs, dir });
+  for (const [path] of files) await git.add({ fs, dir, filepath: path });
+  await git.commit({
+    fs,
+    dir,
+    message: "The example fleet, from steward up\n",
+    author: { name: "steward up", email: "steward@localhost" },
+  });
+  return "created";
+}
+
+/** Where `steward up --once` stands. */
+export interface UpOutcome {
+  /** Nothing is moving any more: the outcome is known. */
+  done: boolean;
+  /** Every instance this hub reaches converged. */
+  converged: boolean;
+  reachable: InstanceView[];
+  unreachable: InstanceView[];
+}
+
+/** Statuses that will change by themselves (an attempt in flight, a canary soaking, not started yet). */
+const MOVING = new Set(["not-started", "pending", "dispatched", "verifying", "ambiguous"]);
+/** Statuses of an instance whose attempt failed: retried later at best, so not moving now. */
+const FAILED = new Set(["backoff", "stuck", "blocked"]);
+
+/** The outcome so far: done when nothing that this hub reaches is still moving. */
+export function upOutcome(reaches: (node: string) => boolean, instances: InstanceView[]): UpOutcome {
+  const reachable = instances.filter((i) => reaches(i.node));
+  const unreachable = instances.filter((i) => !reaches(i.node));
+  const converged = reachable.every((i) => i.converged);
+  // A node held behind a canary or a batch moves on by itself unless what it waits for has failed:
+  // behind a failed canary (or a batch whose slot is taken by a failed node) it waits on nothing
+  // that will change. Behind a converged canary it is soaking, which ends by itself.
+  const failedAssignments = new Set(reachable.filter((i) => FAILED.has(i.status)).map((i) => i.assignment));
+  const moving = reachable.some(
+    (i) =>
+      !i.converged &&
+      (MOVING.has(i.status) ||
+        (i.status === "held" &&
+          (i.holdReason === "canary" || i.holdReason === "batch") &&
+          !failedAssignments.has(i.assignment))),
+  );
+  return { done: converged || !moving, converged, reachable, unreachable };
+}
+
+const MARK: Record<string, string> = { converged: "✓", blocked: "✗", stuck: "✗", backoff: "↻" };
+
+/** One line per node: its instances and how each stands. */
+export function progressLines(outcome: UpOutcome, unreachableTransports: Map<string, string>): string[] {
+  const byNode = new Map<string, InstanceView[]>();
+  for (const instance of outcome.reachable)
+    byNode.set(instance.node, [...(byNode.get(instance.node) ?? []), instance]);
+  const width = Math.max(4, ...[...byNode.keys(), ...unreachableTransports.keys()].map((n) => n.length));
+  const lines: string[] = [];
+  for (const [node, list] of [...byNode].sort(([a], [b]) => (a < b ? -1 : 1))) {
+    const done = list.filter((i) => i.converged).length;
+    const parts = list.map((i) => {
+      const state = i.converged ? "converged" : i.holdReason ? `${i.status} (${i.holdReason})` : i.status;
+      return `${i.assignment} ${MARK[state] ?? state}`;
+    });
+    lines.push(`  ${node.padEnd(width)}  ${`${done}/${list.length}`.padEnd(5)}  ${parts.join("  ")}`);
+  }
+  const unreachableByNode = new Map<string, string[]>();
+  for (const instance of outcome.unreachable)
+    unreachableByNode.set(instance.node, [
+      ...(unreachableByNode.get(instance.node) ?? []),
+      instance.assignment,
+    ]);
+  for (const [node, assignments] of [...unreachableByNode].sort(([a], [b]) => (a < b ? -1 : 1)))
+    lines.push(
+      `  ${node.padEnd(width)}  -      not dispatched: transport ${unreachableTransports.get(node) ?? "?"} is not enabled in this hub (${assignments.join(", ")})`,
+    );
+  return lines;
+}
+
+/** Why each failed instance failed: the node, the last attempt's message and its correlation id. */
+export function failureLines(outcome: UpOutcome): string[] {
+  return outcome.reachable
+    .filter((i) => !i.converged && FAILED.has(i.status))
+    .map(
+      (i) =>
+        `  ${i.instance} ${i.status}${i.lastAttemptId ? ` (attempt ${i.lastAttemptId})` : ""}: ${i.message ?? "no message"}`,
+    );
+}
+
+interface UpOptions extends StatusFlags {
+  repo?: string;
+  root?: string;
+  once?: boolean;
+  timeout: string;
+  listen: string;
+}
+
+export function upCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: number) => void): Command {
+  const command = new Command("up")
+    .description(
+      "run steward on this machine: the hub, the local agent and (without --repo) the example fleet, and show it converge",
+    )
+    .option("--repo <path|url>", "the fleet repository (default: the example fleet in <state>/repo)")
+    .option("--root <dir>", "local nodes apply under <dir>/<node>/ (default: <state>/root)")
+    .option("--once", "exit when the outcome is known: 0 when everything converged, 1 otherwise")
+    .option("--timeout <duration>", "with --once: give up after this long", "5m")
+    .option("--listen <host:port>", "HTTP address for healthz, metrics and revisions", "127.0.0.1:0");
+  addStatusFlags(command);
+  return command.action(async (options: UpOptions) => {
+    const { statePaths } = await import("./hub-state.js");
+    const { HubRuntime, durationFlag, untilSignal } = await import("./hub.js");
+    const { instanceViews } = await import("../hub/views.js");
+    const { renderStatus } = await import("./status.js");
+    const pino = (await import("pino")).default;
+    const paths = statePaths(io, globals());
+    // Paths below the working directory are shown relative to it, as the user typed them.
+    const display = (path: string) => {
+      const rel = relative(io.cwd, path);
+      return rel && !rel.startsWith("..") && !isAbsolute(rel) ? rel : path;
+    };
+    const timeoutMs = durationFlag("--timeout", options.timeout);
+    mkdirSync(paths.dir, { recursive: true });
+    let repo = options.repo;
+    if (!repo) {
+      const made = await ensureExampleRepo(paths.repo);
+      repo = paths.repo;
+      if (made === "created")
+        io.stdout(
+          `steward up: the example fleet is in ${display(paths.repo)} (a Git repository: edit, commit, run again)\n`,
+        );
+    }
+    const runtime = new HubRuntime({
+      paths,
+      repo,
+      branch: "main",
+      root: resolve(io.cwd, options.root ?? paths.root),
+      listen: options.listen,
+      syncIntervalMs: 2_000,
+      statusFlags: options,
+      logger: pino(
+        { level: io.env.STEWARD_LOG_LEVEL ?? "info" },
+        pino.destination({ dest: paths.log, sync: false }),
+      ),
+      env: io.env,
+      cwd: io.cwd,
+    });
+    const started = Date.now();
+    try {
+      const first = await runtime.start();
+      if (first instanceof Error)
+        throw new EnvironmentError(`cannot sync ${repo}: ${first.message}`, { cause: first });
+      if (first.kind === "invalid") {
+        const { renderSyncOutcome } = await import("./sync.js");
+        io.stderr(await renderSyncOutcome(first));
+      }
+      const head = runtime.store.latestRevision();
+      io.stdout(
+        `steward up: ${display(repo)} at ${head?.sha.slice(0, 12) ?? "?"}${head ? ` "${head.message.split("\n")[0]}"` : ""}; hub ${runtime.http.url}; logs ${display(paths.log)}\n`,
+      );
+      // Nodes come and go with commits: their transports are read again at each look.
+      let transports = new Map<string, string>();
+      const reaches = (node: string) => runtime.transports.includes(transports.get(node) ?? "");
+      const look = () => {
+        transports = new Map(runtime.store.nodes().map((n) => [n.name, n.transport]));
+        return upOutcome(reaches, instanceViews(runtime.store));
+      };
+      let shown: string[] = [];
+      const show = (outcome: UpOutcome) => {
+        const unreachable = new Map([...transports].filter(([node]) => !reaches(node)));
+        const lines = progressLines(outcome, unreachable);
+        if (lines.join("\n") === shown.join("\n")) return;
+        if (io.isTty) {
+          // Redraw the block in place.
+          if (shown.length > 0) io.stdout(`\x1b[${shown.length}A\x1b[J`);
+          io.stdout(`${lines.join("\n")}\n`);
+          shown = lines;
+        } else {
+          // Plain lines: a node's line when it changes.
+          for (const line of lines) if (!shown.includes(line)) io.stdout(`${line}\n`);
+          shown = lines;
+        }
+      };
+      let stopping = false;
+      if (!options.once)
+        void untilSignal().then(() => {
+          stopping = true;
+        });
+      let outcome = look();
+      while (!stopping) {
+        await new Promise((wake) => setTimeout(wake, 200));
+        outcome = look();
+        show(outcome);
+        if (options.once && (outcome.done || Date.now() - started > timeoutMs)) break;
+      }
+      const seconds = ((Date.now() - started) / 1000).toFixed(1);
+      const done = outcome.reachable.filter((i) => i.converged).length;
+      const nodes = new Set(outcome.reachable.map((i) => i.node)).size;
+      if (outcome.converged)
+        io.stdout(
+          `converged: ${done}/${outcome.reachable.length} instances on ${nodes} local nodes in ${seconds}s\n`,
+        );
+      else {
+        io.stdout(
+          outcome.done
+            ? `not converged: ${done}/${outcome.reachable.length} instances after ${seconds}s, and nothing else is moving\n`
+            : `timed out after ${options.timeout}: ${done}/${outcome.reachable.length} instances converged\n`,
+        );
+        for (const line of failureLines(outcome)) io.stdout(`${line}\n`);
+        const conditions = runtime.store
+          .conditions({ status: "open" })
+          .filter((c) => c.type !== "NodeSilent");
+        io.stdout(renderStatus(conditions, runtime.store.intentCountsByStatus(), new Date()));
+      }
+      exit(outcome.converged ? EXIT.ok : EXIT.problems);
+    } finally {
+      await runtime.stop();
+    }
+  });
+}

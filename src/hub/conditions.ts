@@ -1,0 +1,212 @@
+/**
+ * Conditions, through one small helper (after fluxcd/pkg runtime/conditions): `markOpen` raises or
+ * refreshes a condition, `markResolved` closes it. Only the reconciler calls them, from what it
+ * observed; nobody clicks a condition away. `since` changes only when the status or the reason
+ * changes; every open, change of reason or message, and resolution is recorded in the history.
+ * Conditions that need judgement get a task (tasks.ts) when they open; the task closes with them.
+ */
+import type { ConditionRecord, ConditionType, Resolver, SubjectKind } from "./records.js";
+import { redact, redactDeep } from "./redact.js";
+import type { Store } from "./store/store.js";
+import { closeTaskOf, needsJudgement, openTaskFor } from "./tasks.js";
+
+/** What the reconciler knows when it raises a condition. */
+export type ConditionInput = Pick<
+  ConditionRecord,
+  "type" | "subjectKind" | "subject" | "reason" | "message" | "resolver"
+> &
+  Partial<
+    Pick<ConditionRecord, "evidence" | "procedure" | "assignment" | "node" | "revision" | "generation">
+  > & {
+    /** The attempt that caused this observation; added to `tried`. */
+    attemptId?: string;
+    /** Attempt ids to add to `tried`. */
+    tried?: string[];
+  };
+
+export type ConditionChange = "opened" | "updated" | "unchanged";
+
+/** How stale `lastObserved` may get before an unchanged observation is written anyway. */
+const OBSERVED_REFRESH_MS = 10_000;
+
+/** Raises the condition, or refreshes the open one of the same type and subject. */
+export function markOpen(
+  store: Store,
+  input: ConditionInput,
+  now: string,
+  newId: () => string,
+): { condition: ConditionRecord; change: ConditionChange } {
+  const message = redact(input.message);
+  const evidence = redactDeep(input.evidence ?? {});
+  const addTried = [...(input.tried ?? []), ...(input.attemptId ? [input.attemptId] : [])];
+  const existing = store.openCondition(input.type, input.subjectKind, input.subject);
+  if (!existing) {
+    const condition: ConditionRecord = {
+      id: newId(),
+      type: input.type,
+      subjectKind: input.subjectKind,
+      subject: input.subject,
+      status: "open",
+      since: now,
+      lastObserved: now,
+      reason: input.reason,
+      message,
+      evidence,
+      tried: [...new Set(addTried)],
+      resolver: input.resolver,
+      openedAt: now,
+    };
+    assignOptional(condition, input);
+    store.insertCondition(condition);
+    store.appendConditionEvent({
+      conditionId: condition.id,
+      at: now,
+      event: "opened",
+      reason: condition.reason,
+      message,
+      ...(input.attemptId ? { attemptId: input.attemptId } : {}),
+    });
+    if (needsJudgement(condition.type)) openTaskFor(store, condition, now, newId);
+    return { condition, change: "opened" };
+  }
+  const tried = [...new Set([...existing.tried, ...addTried])];
+  const reasonChanged = existing.reason !== input.reason;
+  const changed =
+    reasonChanged ||
+    existing.message !== message ||
+    existing.resolver !== input.resolver ||
+    existing.procedure !== input.procedure ||
+    tried.length !== existing.tried.length ||
+    JSON.stringify(existing.evidence) !== JSON.stringify(evidence) ||
+    existing.generation !== input.generation ||
+    (input.attemptId !== undefined && existing.attemptId !== input.attemptId);
+  const stale = Date.parse(now) - Date.parse(existing.lastObserved) >= OBSERVED_REFRESH_MS;
+  if (!changed && !stale) return { condition: existing, change: "unchanged" };
+  const condition: ConditionRecord = {
+    ...existing,
+    since: reasonChanged ? now : existing.since,
+    lastObserved: now,
+    reason: input.reason,
+    message,
+    evidence,
+    tried,
+    resolver: input.resolver,
+  };
+  delete condition.procedure;
+  assignOptional(condition, input);
+  store.saveCondition(condition);
+  if (reasonChanged || existing.message !== message)
+    store.appendConditionEvent({
+      conditionId: condition.id,
+      at: now,
+      event: "updated",
+      reason: condition.reason,
+      message,
+      ...(input.attemptId ? { attemptId: input.attemptId } : {}),
+    });
+  return { condition, change: changed ? "updated" : "unchanged" };
+}
+
+function assignOptional(condition: ConditionRecord, input: ConditionInput): void {
+  if (input.procedure !== undefined) condition.procedure = input.procedure;
+  if (input.assignment !== undefined) condition.assignment = input.assignment;
+  if (input.node !== undefined) condition.node = input.node;
+  if (input.revision !== undefined) condition.revision = input.revision;
+  if (input.generation !== undefined) condition.generation = input.generation;
+  if (input.attemptId !== undefined) condition.attemptId = input.attemptId;
+}
+
+/**
+ * Resolves the open condition of this type and subject, if there is one, because observation shows
+ * it no longer holds; `resolution` says what was observed. Returns the resolved condition.
+ */
+export function markResolved(
+  store: Store,
+  type: ConditionType,
+  subjectKind: SubjectKind,
+  subject: string,
+  now: string,
+  resolution: string,
+): ConditionRecord | undefined {
+  const existing = store.openCondition(type, subjectKind, subject);
+  if (!existing) return undefined;
+  const condition = closeCondition(store, existing, now, redact(resolution));
+  closeTaskOf(store, condition, now);
+  return condition;
+}
+
+/** Records `condition` as resolved with `resolution` (and who resolved it), with its history entry. */
+export function closeCondition(
+  store: Store,
+  open: ConditionRecord,
+  now: string,
+  resolution: string,
+  resolver: Resolver = open.resolver,
+): ConditionRecord {
+  const condition: ConditionRecord = {
+    ...open,
+    status: "resolved",
+    since: now,
+    lastObserved: now,
+    resolvedAt: now,
+    resolver,
+    resolution,
+  };
+  store.saveCondition(condition);
+  store.appendConditionEvent({
+    conditionId: condition.id,
+    at: now,
+    event: "resolved",
+    reason: condition.reason,
+    message: resolution,
+  });
+  return condition;
+}
+
+/** Resolves every open condition of `types` on one subject. */
+export function resolveAll(
+  store: Store,
+  types: readonly ConditionType[],
+  subjectKind: SubjectKind,
+  subject: string,
+  now: string,
+  resolution: string,
+): ConditionRecord[] {
+  const resolved: ConditionRecord[] = [];
+  for (const type of types) {
+    const condition = markResolved(store, type, subjectKind, subject, now, resolution);
+    if (condition) resolved.push(condition);
+  }
+  return resolved;
+}
+
+/**
+ * The invariants every condition keeps, as a list of violations (empty when all hold): at most one
+ * open condition per type and subject; an open one has no resolution; a resolved one has both a
+ * resolution time and a history that ends in `resolved`; `since` never precedes `openedAt`; the
+ * history starts with `opened`. Tests run it after every scenario.
+ */
+export function conditionViolations(store: Store): string[] {
+  const violations: string[] = [];
+  const open = new Map<string, string>();
+  for (const condition of store.conditions()) {
+    const label = `${condition.type} ${condition.subjectKind} ${condition.subject} (${condition.id})`;
+    const history = store.conditionHistory(condition.id);
+    if (history[0]?.event !== "opened") violations.push(`${label}: history does not start with "opened"`);
+    if (condition.since < condition.openedAt) violations.push(`${label}: since precedes openedAt`);
+    if (condition.status === "open") {
+      const key = `${condition.type}|${condition.subjectKind}|${condition.subject}`;
+      if (open.has(key)) violations.push(`${label}: a second open condition for the same type and subject`);
+      open.set(key, condition.id);
+      if (condition.resolvedAt || condition.resolution)
+        violations.push(`${label}: open but has a resolution`);
+      if (history.at(-1)?.event === "resolved")
+        violations.push(`${label}: open but its history ends resolved`);
+    } else {
+      if (!condition.resolvedAt) violations.push(`${label}: resolved without a resolution time`);
+      if (history.at(-1)?.event !== "resolved")
+        violations.push(`${label}: resolved but history does not say so`);
+    }
+  }
+  return violations;
+}

@@ -1,0 +1,863 @@
+/**
+ * The hub: reconciles what should be (generations from the syncer) with what is (reports from
+ * nodes), durably. It owns the work queue and its timers, runs reconciles in batches (each batch one
+ * transaction), relays outbox rows to the transports, and turns transport events into records:
+ * results settle attempts, reports become observations, lost results make attempts ambiguous,
+ * silence becomes `NodeSilent`, transport health becomes `TransportDegraded`.
+ *
+ * Work grows with the change, not the fleet: a sync queues only the instances whose generation
+ * changed, a report only its node's instances, a timer only its own key. A restart queues the
+ * instances that are not converged, re-hands the outbox and lets decide() treat expired leases as
+ * ambiguous — never replaying an attempt blindly.
+ */
+import pino, { type Logger } from "pino";
+import type { AttemptResult, Bundle, Report } from "../model/generated.js";
+import { type Clock, systemClock } from "./clock.js";
+import { markOpen, markResolved } from "./conditions.js";
+import { DEFAULT_TIMING, type Timing } from "./decide.js";
+import type { DeclarationChanges } from "./desired.js";
+import { idFactory } from "./ids.js";
+import { Liveness } from "./liveness.js";
+import { HubMetrics } from "./metrics.js";
+import { WorkQueue } from "./queue.js";
+import { type ReconcileContext, type ReconcileOutcome, reconcileInstance } from "./reconcile.js";
+import type { AttemptRecord, IntentRecord, IntentStatus, NodeRecord, RevisionRecord } from "./records.js";
+import { redact } from "./redact.js";
+import type { StatusHealth, StatusSink } from "./status.js";
+import { StatusFeed } from "./status-feed.js";
+import type { Store } from "./store/store.js";
+import { DispatchError, type Transport, type TransportEvents, type TransportHealth } from "./transport.js";
+
+export interface HubOptions {
+  store: Store;
+  /** The transports this hub runs; nodes on any other transport are listed but never dispatched to. */
+  transports?: Transport[];
+  clock?: Clock;
+  logger?: Logger;
+  timing?: Partial<Timing>;
+  /** Random source for backoff jitter, in [0, 1). */
+  random?: () => number;
+  /** Reconciles per transaction. */
+  batchSize?: number;
+  /** Safety resync of every unconverged instance, at a slow cadence (0: never). */
+  resyncIntervalMs?: number;
+  /** Where commit statuses go (the StatusPublisher); the hub publishes each revision whose progress changed. */
+  statusSink?: StatusSink;
+  /** How often changed revisions' statuses are published, at most. Default 1 s. */
+  statusIntervalMs?: number;
+}
+
+/** What `steward up` and tests see of a hub's progress. */
+export interface HubActivity {
+  queued: number;
+  delayed: number;
+  relaying: number;
+  handling: number;
+}
+
+const SECOND = 1000;
+const REVISION_CURSOR = "revision_seq";
+/** Intents that a fresh report may settle even when no observation changed. */
+const REPORT_WAITERS: readonly IntentStatus[] = ["ambiguous", "verifying"];
+
+export class Hub {
+  readonly store: Store;
+  readonly clock: Clock;
+  readonly log: Logger;
+  readonly metrics: HubMetrics;
+  readonly timing: Timing;
+  private readonly transports = new Map<string, Transport>();
+  private readonly queue: WorkQueue;
+  private readonly newId: () => string;
+  private readonly random: () => number;
+  private readonly batchSize: number;
+  private readonly resyncIntervalMs: number;
+  private readonly context: ReconcileContext;
+  private scheduled = false;
+  private processing = false;
+  private started = false;
+  private stopped = false;
+  private relaying = 0;
+  private handling = 0;
+  private readonly idleWaiters: (() => void)[] = [];
+  private readonly inbox: { event: string; transport: string; run: () => void }[] = [];
+  private inboxScheduled = false;
+  private readonly unreachable = new Set<string>();
+  /** Nodes that reported since this hub started. */
+  private readonly seenNodes = new Set<string>();
+  private cancelResync: (() => void) | undefined;
+  private readonly listeners = new Set<(outcome: ReconcileOutcome) => void>();
+  private readonly liveness: Liveness;
+  private readonly statuses: StatusFeed;
+
+  constructor(options: HubOptions) {
+    this.store = options.store;
+    this.clock = options.clock ?? systemClock;
+    this.log = options.logger ?? pino({ level: "silent" });
+    this.timing = {
+      ...DEFAULT_TIMING,
+      ...options.timing,
+      backoff: { ...DEFAULT_TIMING.backoff, ...options.timing?.backoff },
+    };
+    this.random = options.random ?? Math.random;
+    this.batchSize = options.batchSize ?? 256;
+    this.resyncIntervalMs = options.resyncIntervalMs ?? 10 * 60 * SECOND;
+    this.newId = idFactory(this.clock);
+    this.metrics = new HubMetrics(this.store);
+    for (const transport of options.transports ?? []) this.transports.set(transport.name, transport);
+    this.queue = new WorkQueue(this.clock, () => this.schedule());
+    this.liveness = new Liveness({
+      store: this.store,
+      clock: this.clock,
+      log: this.log,
+      newId: this.newId,
+      reaches: (node) => this.reaches(node),
+      askForReport: (node) => this.askForReport(node),
+      beforeCheck: () => {
+        if (this.inbox.length > 0) this.flushInbox();
+      },
+    });
+    this.statuses = new StatusFeed({
+      store: this.store,
+      clock: this.clock,
+      log: this.log,
+      newId: this.newId,
+      intervalMs: options.statusIntervalMs ?? SECOND,
+      ...(options.statusSink ? { sink: options.statusSink } : {}),
+    });
+    this.context = {
+      store: this.store,
+      clock: this.clock,
+      newId: this.newId,
+      timing: this.timing,
+      random: this.random,
+      transportEnabled: (node) => this.transports.has(node.transport),
+      log: this.log,
+    };
+  }
+
+  /** Names of the transports this hub runs. */
+  get transportNames(): string[] {
+    return [...this.transports.keys()];
+  }
+
+  /** Whether this hub can reach `node` at all. */
+  reaches(node: NodeRecord): boolean {
+    return this.transports.has(node.transport);
+  }
+
+  /** Recovers durable work and starts the transports. */
+  async start(): Promise<void> {
+    if (this.started) return;
+    this.started = true;
+    this.takeInRevisions();
+    const recovered = this.store.recoveryKeys();
+    const outbox = this.store.outbox();
+    this.log.info(
+      { instances: recovered.length, outbox: outbox.length, transports: this.transportNames },
+      "hub starting: recovering %d instances and %d outbox rows",
+      recovered.length,
+      outbox.length,
+    );
+    for (const [name, transport] of this.transports) await transport.start(this.eventsFor(name));
+    this.recoverOutbox(outbox.map((row) => row.attemptId));
+    // Registration: every node this hub reaches reports once at start, so observe-only compares,
+    // ambiguous attempts settle and silent nodes are noticed without waiting for a change.
+    for (const node of this.store.nodes()) {
+      this.checkReach(node);
+      if (!this.reaches(node) || node.removedAt) continue;
+      if (this.waitingForNode(node.name).length > 0) this.unreachable.add(node.name);
+      this.liveness.watch(node.name);
+      this.askForReport(node.name);
+    }
+    this.queue.addAll(recovered);
+    this.scheduleResync();
+  }
+
+  /**
+   * Outbox rows left by the last run: an attempt still queued never left the hub and is handed over
+   * now, with the same id; one already marked dispatched may have reached its node, so it is not sent
+   * again (its lease runs out and a fresh report settles it, as for any ambiguous attempt).
+   */
+  private recoverOutbox(attemptIds: readonly string[]): void {
+    const queued: string[] = [];
+    this.store.transaction(() => {
+      for (const id of attemptIds) {
+        const attempt = this.store.attempt(id);
+        if (attempt?.status === "queued") queued.push(id);
+        else {
+          this.store.deleteOutbox(id);
+          if (attempt?.status === "dispatched")
+            this.log.warn(
+              { attemptId: id, instance: attempt.instanceKey, generation: attempt.generation },
+              "attempt was being handed over when the hub stopped: not sent again; a report after its lease settles it",
+            );
+        }
+      }
+    });
+    this.relay(queued);
+  }
+
+  /** Stops the transports and every timer; durable state stays as it is. */
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.queue.clear();
+    this.cancelResync?.();
+    this.statuses.stop();
+    this.liveness.stop();
+    for (const transport of this.transports.values()) await transport.stop();
+    this.wakeIdle();
+  }
+
+  /** Calls `listener` after every reconcile (for progress displays). Returns an unsubscribe function. */
+  onReconcile(listener: (outcome: ReconcileOutcome) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Queues instances for a reconcile now. */
+  enqueue(keys: Iterable<string>): void {
+    if (!this.stopped) this.queue.addAll(keys);
+  }
+
+  /** Takes in what the syncer recorded since the last call: invalid revisions and changed instances. */
+  takeInRevisions(): RevisionRecord[] {
+    this.takeInSyncEvents();
+    const cursor = Number(this.store.meta(REVISION_CURSOR) ?? "0");
+    const revisions = this.store.revisionsAfter(cursor);
+    if (revisions.length === 0) return [];
+    const now = this.nowIso();
+    const changed = new Set<string>();
+    this.store.transaction(() => {
+      for (const revision of revisions) {
+        if (revision.outcome === "invalid") this.openInvalidRevision(revision, now);
+        else if (revision.outcome === "applied") {
+          // A refused rewrite is the syncer's to resolve (takeInSyncEvents), not a valid commit's.
+          for (const condition of this.store.conditions({ status: "open", type: "InvalidRevision" }))
+            if (condition.reason !== "HistoryRewritten")
+              markResolved(
+                this.store,
+                "InvalidRevision",
+                condition.subjectKind,
+                condition.subject,
+                now,
+                `revision ${revision.sha.slice(0, 12)} on ${revision.branch} is valid and applied`,
+              );
+          for (const key of this.store.instanceKeysChangedBy(revision.sha)) changed.add(key);
+        }
+      }
+      this.store.setMeta(REVISION_CURSOR, String(revisions.at(-1)!.seq));
+    });
+    this.statuses.changed(revisions.map((r) => r.sha));
+    this.log.info(
+      { revisions: revisions.map((r) => r.sha.slice(0, 12)), instances: changed.size },
+      "took in %d revisions; %d instances changed",
+      revisions.length,
+      changed.size,
+    );
+    this.enqueue(changed);
+    return revisions;
+  }
+
+  /**
+   * The syncer's own troubles as conditions, level-based: a refused force-push is `InvalidRevision`
+   * on the refused head (the last good revision is still served), a failing fetch is
+   * `TransportDegraded` on the repository. Each resolves once the syncer resolved its event.
+   */
+  private takeInSyncEvents(): void {
+    const now = this.nowIso();
+    const open = new Set<string>();
+    this.store.transaction(() => {
+      for (const event of this.store.openSyncEvents()) {
+        const refused = event.kind === "force-push";
+        const subject = refused ? (event.head ?? event.branch) : `git:${event.branch}`;
+        open.add(`${refused ? "InvalidRevision" : "TransportDegraded"}|${subject}`);
+        markOpen(
+          this.store,
+          {
+            type: refused ? "InvalidRevision" : "TransportDegraded",
+            subjectKind: refused ? "revision" : "transport",
+            subject,
+            reason: refused ? "HistoryRewritten" : "FetchFailed",
+            message: event.message,
+            evidence: { branch: event.branch, since: event.openedAt, lastGood: event.lastGood },
+            resolver: "operator",
+            ...(refused && event.head ? { revision: event.head } : {}),
+          },
+          now,
+          this.newId,
+        );
+      }
+      for (const condition of this.store.conditions({ status: "open" })) {
+        if (condition.reason !== "HistoryRewritten" && condition.reason !== "FetchFailed") continue;
+        if (open.has(`${condition.type}|${condition.subject}`)) continue;
+        markResolved(
+          this.store,
+          condition.type,
+          condition.subjectKind,
+          condition.subject,
+          now,
+          "the syncer reports it resolved",
+        );
+      }
+    });
+  }
+
+  private openInvalidRevision(revision: RevisionRecord, now: string): void {
+    const diagnostics = revision.diagnostics ?? [];
+    const where = diagnostics
+      .slice(0, 3)
+      .map((d) => `${d.file}:${d.line}:${d.column}: ${d.message}`)
+      .join("; ");
+    markOpen(
+      this.store,
+      {
+        type: "InvalidRevision",
+        subjectKind: "revision",
+        subject: revision.sha,
+        reason: "ValidationFailed",
+        message: `revision ${revision.sha.slice(0, 12)} is invalid (${diagnostics.length} problems), nothing changed: ${where}`,
+        evidence: {
+          diagnostics: diagnostics.slice(0, 20),
+          author: revision.authorName,
+          message: revision.message,
+        },
+        resolver: "operator",
+        revision: revision.sha,
+      },
+      now,
+      this.newId,
+    );
+  }
+
+  /** Re-reads operator changes (drain, undrain, new revisions) after a CLI wrote them. */
+  nudge(scope: { node?: string } = {}): void {
+    this.takeInRevisions();
+    if (scope.node) {
+      this.enqueue(this.store.activeInstanceKeysOfNode(scope.node));
+      const node = this.store.node(scope.node);
+      if (node && !node.draining) this.nodeReturned(scope.node);
+    }
+  }
+
+  /** Declarations that changed without a new generation (nodes, policies): reconcile what they touch. */
+  declarationsChanged(changes: DeclarationChanges): void {
+    for (const assignment of changes.assignments)
+      this.enqueue(this.store.activeInstanceKeysOfAssignment(assignment));
+    for (const name of changes.nodes) {
+      this.enqueue(this.store.activeInstanceKeysOfNode(name));
+      const node = this.store.node(name);
+      if (node) this.checkReach(node);
+      if (!this.started || !node || !this.reaches(node) || node.removedAt) continue;
+      this.liveness.watch(name);
+      if (!node.lastReportAt) this.askForReport(name);
+    }
+  }
+
+  /**
+   * A declared node on a transport this hub does not run is not right either: its instances are
+   * never dispatched. `TransportDegraded` (TransportNotEnabled) on the node says so until a hub that
+   * runs the transport starts, or the node moves to one that runs here or is removed.
+   */
+  private checkReach(node: NodeRecord): void {
+    const now = this.nowIso();
+    if (node.removedAt || this.reaches(node)) {
+      markResolved(
+        this.store,
+        "TransportDegraded",
+        "node",
+        node.name,
+        now,
+        node.removedAt
+          ? `node ${node.name} is no longer declared`
+          : `this hub runs transport ${node.transport}`,
+      );
+      return;
+    }
+    const instances = this.store.activeInstanceKeysOfNode(node.name);
+    markOpen(
+      this.store,
+      {
+        type: "TransportDegraded",
+        subjectKind: "node",
+        subject: node.name,
+        reason: "TransportNotEnabled",
+        message: `node ${node.name} uses transport ${node.transport}, which this hub does not run (it runs ${this.transportNames.join(", ") || "none"}): its ${instances.length} instances are not dispatched`,
+        evidence: { transport: node.transport, instances: instances.slice(0, 20) },
+        resolver: "operator",
+        node: node.name,
+      },
+      now,
+      this.newId,
+    );
+  }
+
+  /** Resolves when nothing is queued, being reconciled, relayed or handled (timers may be pending). */
+  idle(): Promise<void> {
+    if (this.isIdle()) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  get activity(): HubActivity {
+    return {
+      queued: this.queue.size,
+      delayed: this.queue.delayed,
+      relaying: this.relaying,
+      handling: this.handling,
+    };
+  }
+
+  private isIdle(): boolean {
+    return (
+      this.stopped ||
+      (this.queue.size === 0 &&
+        !this.scheduled &&
+        !this.processing &&
+        this.relaying === 0 &&
+        this.handling === 0 &&
+        this.inbox.length === 0 &&
+        !this.inboxScheduled)
+    );
+  }
+
+  private wakeIdle(): void {
+    if (!this.isIdle()) return;
+    for (const resolve of this.idleWaiters.splice(0)) resolve();
+  }
+
+  private nowIso(): string {
+    return this.clock.now().toISOString();
+  }
+
+  private schedule(): void {
+    if (this.scheduled || this.stopped) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      this.process();
+    });
+  }
+
+  /** Reconciles one batch of ready keys in one transaction, then acts on the outcomes. */
+  private process(): void {
+    if (this.stopped || this.processing) return;
+    this.processing = true;
+    try {
+      const keys = this.queue.take(this.batchSize);
+      if (keys.length === 0) return;
+      const outcomes: ReconcileOutcome[] = [];
+      this.store.transaction(() => {
+        for (const key of keys) {
+          const started = performance.now();
+          try {
+            outcomes.push(this.store.transaction(() => reconcileInstance(this.context, key)));
+            this.metrics.reconcileSeconds.observe(
+              { outcome: outcomes.at(-1)!.outcome.split(":")[0]! },
+              (performance.now() - started) / 1000,
+            );
+          } catch (error) {
+            // A failed reconcile rolls back alone and is retried later; it never stops the others.
+            this.metrics.reconcileSeconds.observe({ outcome: "error" }, (performance.now() - started) / 1000);
+            this.log.error({ instance: key, err: error }, "reconcile failed; retrying in 5s");
+            this.queue.addAt(key, this.clock.now().getTime() + 5 * SECOND);
+          }
+        }
+      });
+      const reportsWanted = new Set<string>();
+      const dispatched: string[] = [];
+      for (const outcome of outcomes) {
+        this.statuses.changed(outcome.revisions);
+        if (outcome.requeueAt !== undefined) this.queue.addAt(outcome.key, outcome.requeueAt);
+        if (outcome.requestReport) reportsWanted.add(outcome.requestReport);
+        dispatched.push(...outcome.dispatched);
+        if (outcome.follow.length > 0) this.queue.addAll(outcome.follow);
+        for (const listener of this.listeners) listener(outcome);
+      }
+      this.relay(dispatched);
+      for (const node of reportsWanted) this.askForReport(node);
+    } finally {
+      this.processing = false;
+      if (this.queue.size > 0) this.schedule();
+      else this.wakeIdle();
+    }
+  }
+
+  /**
+   * Hands outbox rows to their nodes' transports. Each attempt is marked dispatched (its lease
+   * starting) in one transaction *before* its hand-over begins: after a crash, an attempt still
+   * queued was certainly never sent and is sent again; one marked dispatched may have reached its
+   * node, so it is never sent again — its lease runs out and a fresh report settles it.
+   */
+  private relay(attemptIds: readonly string[]): void {
+    if (attemptIds.length === 0) return;
+    const handedAt = this.clock.now();
+    const lease = new Date(handedAt.getTime() + this.timing.leaseMs).toISOString();
+    const jobs: { attempt: AttemptRecord; node: NodeRecord; transport: Transport; bundle: Bundle }[] = [];
+    const orphans: string[] = [];
+    this.store.transaction(() => {
+      for (const attemptId of attemptIds) {
+        const row = this.store.outboxRow(attemptId);
+        const attempt = this.store.attempt(attemptId);
+        if (!row || attempt?.status !== "queued") continue;
+        const node = this.store.node(row.node);
+        const transport = node ? this.transports.get(node.transport) : undefined;
+        if (!node || !transport) {
+          orphans.push(attemptId);
+          continue;
+        }
+        const dispatched: AttemptRecord = {
+          ...attempt,
+          status: "dispatched",
+          dispatchedAt: handedAt.toISOString(),
+          leaseExpiresAt: lease,
+        };
+        this.store.saveAttempt(dispatched);
+        jobs.push({ attempt: dispatched, node, transport, bundle: JSON.parse(row.bundle) as Bundle });
+      }
+    });
+    // The node left this hub's reach after the attempt was written: it never left the hub.
+    for (const attemptId of orphans)
+      this.settleDispatch(
+        attemptId,
+        new DispatchError("no transport for the node", "transient", "NoTransport"),
+      );
+    for (const job of jobs) this.handOver(job.attempt, job.node, job.transport, job.bundle);
+  }
+
+  private handOver(attempt: AttemptRecord, node: NodeRecord, transport: Transport, bundle: Bundle): void {
+    const log = this.log.child({
+      attemptId: attempt.id,
+      instance: attempt.instanceKey,
+      generation: attempt.generation,
+    });
+    this.relaying++;
+    transport
+      .dispatch(bundle, node.spec)
+      .then(
+        () => {
+          this.metrics.dispatchesTotal.inc({ transport: transport.name, result: "accepted" });
+          this.deliver("dispatched", transport.name, () => {
+            this.store.deleteOutbox(attempt.id);
+            // Look again: the lease runs, and its end needs a timer.
+            this.queue.add(attempt.instanceKey);
+          });
+          log.info(
+            { node: node.name, transport: transport.name },
+            "attempt handed to transport %s",
+            transport.name,
+          );
+        },
+        (error: unknown) => {
+          const failure =
+            error instanceof DispatchError
+              ? error
+              : new DispatchError(
+                  `dispatch failed unexpectedly: ${(error as Error)?.message ?? error}`,
+                  "ambiguous",
+                  "DispatchFailed",
+                );
+          this.metrics.dispatchesTotal.inc({ transport: transport.name, result: failure.failureClass });
+          log.warn(
+            { node: node.name, failureClass: failure.failureClass, reason: failure.reason },
+            "dispatch failed: %s",
+            redact(failure.message),
+          );
+          if (failure.failureClass === "transient") this.unreachable.add(node.name);
+          this.settleDispatch(attempt.id, failure);
+        },
+      )
+      .finally(() => {
+        this.relaying--;
+        this.wakeIdle();
+      });
+  }
+
+  /** A hand-over that did not happen (or may have): the attempt is failed or ambiguous, never left pending. */
+  private settleDispatch(attemptId: string, failure: DispatchError): void {
+    const now = this.nowIso();
+    this.store.transaction(() => {
+      const attempt = this.store.attempt(attemptId);
+      this.store.deleteOutbox(attemptId);
+      // A result may already have settled it (a fast agent): never undo that.
+      if (attempt?.status !== "queued" && attempt?.status !== "dispatched") return;
+      if (failure.failureClass === "ambiguous")
+        this.store.saveAttempt({
+          ...attempt,
+          status: "ambiguous",
+          reason: failure.reason,
+          message: redact(failure.message),
+          dispatchedAt: attempt.dispatchedAt ?? now,
+          settleAfter: now,
+        });
+      else
+        this.store.saveAttempt({
+          ...attempt,
+          status: "failed",
+          failureClass: failure.failureClass,
+          reason: failure.reason,
+          message: redact(failure.message),
+          finishedAt: now,
+          settledBy: "dispatch",
+        });
+    });
+    const attempt = this.store.attempt(attemptId);
+    if (attempt) this.queue.add(attempt.instanceKey);
+  }
+
+  private askForReport(name: string): void {
+    const node = this.store.node(name);
+    const transport = node ? this.transports.get(node.transport) : undefined;
+    if (!node || !transport) return;
+    this.track(
+      transport.requestReport(node.spec).catch((error: unknown) => {
+        this.log.warn({ node: name, err: error }, "could not ask node %s for a report", name);
+      }),
+    );
+  }
+
+  private track(work: Promise<unknown>): void {
+    this.handling++;
+    work.finally(() => {
+      this.handling--;
+      this.wakeIdle();
+    });
+  }
+
+  /** The handlers a transport calls; `transport` names it in conditions. */
+  eventsFor(transport: string): TransportEvents {
+    return {
+      report: (report: Report) => this.deliver("report", transport, () => this.ingestReport(report)),
+      result: (result: AttemptResult) => this.deliver("result", transport, () => this.ingestResult(result)),
+      heartbeat: (node: string, at: Date) =>
+        this.deliver("heartbeat", transport, () => this.ingestHeartbeat(node, at)),
+      lost: (attemptId: string, node: string, reason: string) =>
+        this.deliver("lost", transport, () => this.ingestLost(attemptId, node, reason)),
+      health: (event: TransportHealth) =>
+        this.deliver("health", transport, () => this.ingestHealth(transport, event)),
+    };
+  }
+
+  /**
+   * Events from transports go through an inbox that is written in one transaction per turn of the
+   * event loop: a burst of results and reports costs one commit, not one each. An event lost in a
+   * crash before its flush is a lost result or a missed report: the ordinary ambiguity rules cover it.
+   */
+  private deliver(event: string, transport: string, run: () => void): void {
+    if (this.stopped) return;
+    this.inbox.push({ event, transport, run });
+    if (this.inboxScheduled) return;
+    this.inboxScheduled = true;
+    setImmediate(() => this.flushInbox());
+  }
+
+  private flushInbox(): void {
+    this.inboxScheduled = false;
+    const batch = this.inbox.splice(0);
+    if (batch.length === 0 || this.stopped) {
+      this.wakeIdle();
+      return;
+    }
+    try {
+      this.store.transaction(() => {
+        for (const { event, transport, run } of batch) {
+          try {
+            // Each event in its own savepoint: one that fails rolls back alone.
+            this.store.transaction(run);
+          } catch (error) {
+            this.log.error({ err: error, transport, event }, "handling a %s event failed", event);
+          }
+        }
+      });
+    } finally {
+      this.wakeIdle();
+    }
+  }
+
+  /** A full report: the node's latest observation. It never changes a desired target. */
+  ingestReport(report: Report): void {
+    const received = this.nowIso();
+    const affected = this.store.transaction(() => {
+      const changed = this.store.saveReport(report, received);
+      if (!changed) return undefined;
+      this.liveness.heardFrom(report.node, this.clock.now(), report.takenAt);
+      // What a report can change: observations that differ from the last ones, and intents that wait
+      // for a fresh report whatever it says (ambiguous attempts, applies waiting for confirmation,
+      // observe-only comparisons). Everything else on the node would decide the same as before.
+      const keys = new Set(changed);
+      for (const key of this.store.intentKeysOfNode(report.node, REPORT_WAITERS)) keys.add(key);
+      if (!this.seenNodes.has(report.node)) {
+        // The first report since this hub started (registration): look at all of the node's instances.
+        this.seenNodes.add(report.node);
+        for (const key of this.store.activeInstanceKeysOfNode(report.node)) keys.add(key);
+      }
+      return keys;
+    });
+    this.metrics.reportsTotal.inc();
+    if (!affected) {
+      this.log.debug(
+        { node: report.node, takenAt: report.takenAt },
+        "report older than the stored one ignored",
+      );
+      return;
+    }
+    this.nodeReturned(report.node);
+    this.queue.addAll(affected);
+  }
+
+  /** An attempt's outcome as the agent saw it; the next reconcile decides what it means. */
+  ingestResult(result: AttemptResult): void {
+    const log = this.log.child({
+      attemptId: result.attemptId,
+      instance: `${result.assignment}@${result.node}`,
+    });
+    const attempt = this.store.attempt(result.attemptId);
+    if (!attempt) {
+      log.warn("result for an attempt this hub does not know; ignored");
+      return;
+    }
+    if (!["queued", "dispatched", "ambiguous", "lost"].includes(attempt.status)) {
+      log.debug({ status: attempt.status }, "result for an attempt already settled; ignored");
+      return;
+    }
+    const failed = result.resources.filter((r) => r.action === "failed" || r.action === "blocked");
+    const updated = {
+      ...attempt,
+      status: result.outcome,
+      finishedAt: result.finishedAt,
+      settledBy: "result" as const,
+    };
+    if (result.failureClass) updated.failureClass = result.failureClass;
+    if (result.reason) updated.reason = result.reason;
+    if (result.message) updated.message = redact(result.message);
+    if (failed.length > 0)
+      updated.evidence = failed.slice(0, 20).map((r) => ({
+        name: r.name,
+        kind: r.kind,
+        action: r.action,
+        failureClass: r.failureClass,
+        message: r.message && redact(r.message),
+        blockedBy: r.blockedBy,
+        evidence: r.evidence && redact(r.evidence),
+      }));
+    updated.dispatchedAt ??= attempt.createdAt;
+    this.store.saveAttempt(updated);
+    log.info(
+      {
+        outcome: result.outcome,
+        failureClass: result.failureClass,
+        reason: result.reason,
+        duplicate: result.duplicate,
+      },
+      "attempt result: %s",
+      result.outcome,
+    );
+    this.queue.add(attempt.instanceKey);
+  }
+
+  /** The result of an attempt is lost (session dropped, agent died): ambiguous, never replayed blindly. */
+  ingestLost(attemptId: string, node: string, reason: string): void {
+    const attempt = this.store.attempt(attemptId);
+    if (!attempt || (attempt.status !== "queued" && attempt.status !== "dispatched")) return;
+    this.store.saveAttempt({
+      ...attempt,
+      status: "ambiguous",
+      reason: "ResultLost",
+      message: redact(reason),
+      dispatchedAt: attempt.dispatchedAt ?? attempt.createdAt,
+      settleAfter: this.nowIso(),
+    });
+    this.store.deleteOutbox(attemptId);
+    this.log.warn(
+      { attemptId, instance: attempt.instanceKey, node },
+      "attempt result lost: %s",
+      redact(reason),
+    );
+    this.queue.add(attempt.instanceKey);
+  }
+
+  ingestHeartbeat(node: string, at: Date): void {
+    this.liveness.heardFrom(node, at);
+    this.nodeReturned(node);
+  }
+
+  ingestHealth(transport: string, event: TransportHealth): void {
+    const subjectKind = event.node ? "node" : "transport";
+    const subject = event.node ?? transport;
+    const now = this.nowIso();
+    if (event.status === "degraded") {
+      const { change } = markOpen(
+        this.store,
+        {
+          type: "TransportDegraded",
+          subjectKind,
+          subject,
+          reason: event.reason,
+          message: `${transport}: ${event.message}`,
+          evidence: { transport },
+          resolver: "steward",
+          ...(event.node ? { node: event.node } : {}),
+        },
+        now,
+        this.newId,
+      );
+      if (change === "opened")
+        this.log.warn({ transport, node: event.node, reason: event.reason }, event.message);
+    } else
+      markResolved(
+        this.store,
+        "TransportDegraded",
+        subjectKind,
+        subject,
+        now,
+        `${transport}: ${event.message}`,
+      );
+  }
+
+  /** A node that failed dispatches answers again: its retries waiting on the transport go now. */
+  private nodeReturned(name: string): void {
+    if (!this.unreachable.delete(name)) return;
+    const now = this.nowIso();
+    const keys: string[] = [];
+    this.store.transaction(() => {
+      for (const intent of this.waitingForNode(name)) {
+        this.store.saveIntent({ ...intent, nextAttemptAt: now, updatedAt: now });
+        keys.push(intent.instanceKey);
+      }
+    });
+    if (keys.length > 0)
+      this.log.info({ node: name, instances: keys.length }, "node %s is reachable again", name);
+    this.enqueue(keys);
+  }
+
+  /** Intents on `name` backing off because their last attempt could not be handed to the node. */
+  private waitingForNode(name: string): IntentRecord[] {
+    const waiting: IntentRecord[] = [];
+    for (const key of this.store.intentKeysOfNode(name, ["backoff", "stuck"])) {
+      const desired = this.store.desired(key);
+      const intent = desired ? this.store.intent(key, desired.generation) : undefined;
+      const last = intent?.lastAttemptId ? this.store.attempt(intent.lastAttemptId) : undefined;
+      if (intent && last?.settledBy === "dispatch") waiting.push(intent);
+    }
+    return waiting;
+  }
+
+  /** Hands the current statuses of every changed revision to the status sink now. */
+  publishStatuses(): void {
+    this.statuses.publish();
+  }
+
+  /** A status destination started or stopped failing: `StatusWriteFailing` on it. */
+  statusHealth(health: StatusHealth): void {
+    this.statuses.health(health);
+  }
+
+  private scheduleResync(): void {
+    if (this.resyncIntervalMs <= 0 || this.stopped) return;
+    this.cancelResync = this.clock.schedule(this.resyncIntervalMs, () => {
+      this.takeInRevisions();
+      this.enqueue(this.store.recoveryKeys());
+      this.scheduleResync();
+    });
+  }
+}

@@ -1,0 +1,70 @@
+/**
+ * The hub's Prometheus metrics (prom-client), on a registry of its own so several hubs in one
+ * process (tests) do not collide. Counts of intents, attempts and open conditions are read from the
+ * store when scraped, so they are right after a restart; reconcile latency is measured in process.
+ */
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { Store } from "./store/store.js";
+
+export class HubMetrics {
+  readonly registry = new Registry();
+  readonly reconcileSeconds: Histogram<"outcome">;
+  readonly reportsTotal: Counter;
+  readonly dispatchesTotal: Counter<"transport" | "result">;
+
+  constructor(store: Store) {
+    const registry = this.registry;
+    new Gauge({
+      name: "steward_intents",
+      help: "Intents by state",
+      labelNames: ["state"],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const [state, n] of Object.entries(store.intentCountsByStatus())) this.set({ state }, n);
+      },
+    });
+    new Gauge({
+      name: "steward_attempts",
+      help: "Attempts by outcome (queued, dispatched, succeeded, failed, ambiguous, lost, cancelled)",
+      labelNames: ["outcome"],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const [outcome, n] of Object.entries(store.attemptCountsByStatus())) this.set({ outcome }, n);
+      },
+    });
+    new Gauge({
+      name: "steward_conditions_open",
+      help: "Open conditions by type",
+      labelNames: ["type"],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const [type, n] of Object.entries(store.openConditionCountsByType())) this.set({ type }, n);
+      },
+    });
+    this.reconcileSeconds = new Histogram({
+      name: "steward_reconcile_duration_seconds",
+      help: "Time to reconcile one instance, by the outcome decided",
+      labelNames: ["outcome"],
+      buckets: [0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1],
+      registers: [registry],
+    });
+    this.reportsTotal = new Counter({
+      name: "steward_reports_total",
+      help: "Full reports taken in",
+      registers: [registry],
+    });
+    this.dispatchesTotal = new Counter({
+      name: "steward_dispatches_total",
+      help: "Attempts handed to a transport, by transport and result (accepted, transient, permanent, ambiguous)",
+      labelNames: ["transport", "result"],
+      registers: [registry],
+    });
+  }
+
+  text(): Promise<string> {
+    return this.registry.metrics();
+  }
+}

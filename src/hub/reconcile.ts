@@ -1,0 +1,458 @@
+/**
+ * One reconcile of one instance, as an ordered list of steps (synchronous; the hub runs it inside a
+ * transaction): load desired → supersede older generations → load the intent, its last attempt and
+ * the latest observation → decide (decide.ts, pure) → write the intent, the attempt with its outbox
+ * row, and the instance's conditions → release what this change unblocks (dependents waiting on
+ * dependsOn, held members of its rollout) → record the rollout's pause.
+ */
+import type { Logger } from "pino";
+import type { Bundle } from "../model/generated.js";
+import type { Clock } from "./clock.js";
+import { markOpen, markResolved } from "./conditions.js";
+import {
+  compare,
+  type DecideInput,
+  type Decision,
+  decide,
+  type InstanceCondition,
+  type Timing,
+} from "./decide.js";
+import type {
+  AttemptRecord,
+  ConditionRecord,
+  ConditionType,
+  DesiredInstance,
+  IntentRecord,
+  IntentStatus,
+  NodeRecord,
+  Resolver,
+} from "./records.js";
+import { type CanaryState, maxInFlight, rolloutGate } from "./rollout.js";
+import type { Store } from "./store/store.js";
+
+export interface ReconcileContext {
+  store: Store;
+  clock: Clock;
+  newId: () => string;
+  timing: Timing;
+  random: () => number;
+  /** Whether this hub runs the node's transport. */
+  transportEnabled: (node: NodeRecord) => boolean;
+  log: Logger;
+}
+
+export interface ReconcileOutcome {
+  key: string;
+  /** Revisions whose progress this reconcile may have changed (the current one, superseded ones). */
+  revisions: string[];
+  /** The branch decide took (or `missing` for a key with no instance). */
+  outcome: string;
+  requeueAt?: number;
+  /** Attempts created; their outbox rows wait for the relay. */
+  dispatched: string[];
+  /** A node to ask for a fresh report. */
+  requestReport?: string;
+  /** Keys this change unblocked: reconcile them next. */
+  follow: string[];
+  opened: ConditionRecord[];
+  resolved: ConditionRecord[];
+}
+
+/** Conditions whose subject is an instance and that the reconciler resolves by observation. */
+const INSTANCE_CONDITIONS: readonly ConditionType[] = [
+  "Blocked",
+  "Stuck",
+  "Ambiguous",
+  "ProbeFailing",
+  "DriftUnhealed",
+  "DestructiveRepairNeeded",
+];
+
+const RESOLVER: Partial<Record<ConditionType, Resolver>> = {
+  Blocked: "operator",
+  DestructiveRepairNeeded: "operator",
+  HumanProcedureRequired: "operator",
+};
+
+const IN_PROGRESS: readonly IntentStatus[] = ["dispatched", "verifying", "ambiguous", "backoff"];
+const FAILED: readonly IntentStatus[] = ["blocked", "stuck"];
+
+/** The rollout bucket of a status: what the rollout counts. */
+function bucket(status: IntentStatus | undefined): "progress" | "failed" | "converged" | "other" {
+  if (status === undefined) return "other";
+  if (IN_PROGRESS.includes(status)) return "progress";
+  if (FAILED.includes(status)) return "failed";
+  return status === "converged" ? "converged" : "other";
+}
+
+export function freshIntent(desired: DesiredInstance, now: string): IntentRecord {
+  const intent: IntentRecord = {
+    instanceKey: desired.key,
+    generation: desired.generation,
+    assignment: desired.assignment,
+    node: desired.node,
+    revision: desired.revision,
+    hash: desired.hash,
+    state: desired.spec.state,
+    status: "pending",
+    failures: 0,
+    everConverged: false,
+    createdAt: now,
+    updatedAt: now,
+  };
+  if (desired.spec.version !== undefined) intent.version = desired.spec.version;
+  return intent;
+}
+
+/** The message an attempt carries: the instance's whole desired spec at its generation. */
+export function bundleOf(desired: DesiredInstance, attemptId: string, issuedAt: string): Bundle {
+  return {
+    apiVersion: "steward.dev/v1",
+    kind: "Bundle",
+    attemptId,
+    generation: desired.generation,
+    hash: desired.hash,
+    spec: desired.spec,
+    budget: { attempts: desired.budget.attempts, withinMs: desired.budget.withinMs },
+    issuedAt,
+  };
+}
+
+const sameIntent = (a: IntentRecord, b: IntentRecord) =>
+  JSON.stringify({ ...a, updatedAt: "" }) === JSON.stringify({ ...b, updatedAt: "" });
+
+export function reconcileInstance(ctx: ReconcileContext, key: string): ReconcileOutcome {
+  const { store } = ctx;
+  const nowDate = ctx.clock.now();
+  const now = nowDate.getTime();
+  const nowIso = nowDate.toISOString();
+  const result: ReconcileOutcome = {
+    key,
+    revisions: [],
+    outcome: "missing",
+    dispatched: [],
+    follow: [],
+    opened: [],
+    resolved: [],
+  };
+
+  // Load desired.
+  const desired = store.desired(key);
+  if (!desired) return result;
+  result.revisions.push(desired.revision);
+
+  // Supersede older generations at once: their retries, backoff and waits never delay this one.
+  let supersededNote: string | undefined;
+  for (const older of store.olderLiveIntents(key, desired.generation)) {
+    const before = older.status;
+    const superseded: IntentRecord = {
+      ...older,
+      status: "superseded",
+      supersededBy: desired.generation,
+      updatedAt: nowIso,
+    };
+    delete superseded.nextAttemptAt;
+    delete superseded.deadlineAt;
+    delete superseded.holdReason;
+    store.saveIntent(superseded);
+    // Only the last attempt can still be queued: a new one is made only when none is in flight.
+    const last = older.lastAttemptId ? store.attempt(older.lastAttemptId) : undefined;
+    for (const attempt of last ? [last] : [])
+      if (attempt.status === "queued") {
+        store.saveAttempt({ ...attempt, status: "cancelled", settledBy: "superseded", finishedAt: nowIso });
+        store.deleteOutbox(attempt.id);
+        ctx.log.info(
+          { attemptId: attempt.id, instance: key, generation: older.generation },
+          "attempt cancelled before dispatch: superseded by generation %d",
+          desired.generation,
+        );
+      }
+    supersededNote = `generation ${desired.generation} supersedes generation ${older.generation}`;
+    result.revisions.push(older.revision);
+    if (bucket(before) !== "other" && bucket(before) !== "converged")
+      releaseRollout(ctx, older.assignment, older.revision, nowIso, result, false);
+  }
+
+  // Load the intent, its last attempt and what the node last reported.
+  const existing = store.intent(key, desired.generation);
+  const intent = existing ?? freshIntent(desired, nowIso);
+  const attempt = intent.lastAttemptId ? store.attempt(intent.lastAttemptId) : undefined;
+  const node = store.node(desired.node);
+  const report = store.reportMeta(desired.node);
+  const input: DecideInput = {
+    now,
+    desired,
+    intent,
+    dependencies: desired.spec.dependsOn.map((assignment) => {
+      const dependency = store.desired(`${assignment}@${desired.node}`);
+      const placed = dependency !== undefined && !dependency.retiredAt;
+      return {
+        assignment,
+        placed,
+        converged: placed && compare(dependency, store.observation(dependency.key)).converged,
+      };
+    }),
+    transportEnabled: node !== undefined && ctx.transportEnabled(node),
+    rolloutGate: () => gateFor(ctx, desired, now),
+    random: ctx.random,
+    timing: ctx.timing,
+  };
+  if (attempt) input.attempt = attempt;
+  const observed = store.observation(key);
+  if (observed) input.observed = observed;
+  if (report) input.reportTakenAt = Date.parse(report.takenAt);
+  if (node) input.node = node;
+
+  const decision = decide(input);
+  result.outcome = decision.outcome;
+  if (decision.requeueAt !== undefined) result.requeueAt = decision.requeueAt;
+  if (decision.requestReport) result.requestReport = desired.node;
+
+  // Write what was decided.
+  if (decision.attempt) {
+    store.saveAttempt(decision.attempt);
+    logAttemptChange(ctx, decision.attempt, attempt);
+  }
+  const next = decision.intent;
+  if (decision.dispatch) {
+    const id = ctx.newId();
+    const created: AttemptRecord = {
+      id,
+      instanceKey: key,
+      generation: desired.generation,
+      assignment: desired.assignment,
+      node: desired.node,
+      status: "queued",
+      createdAt: nowIso,
+    };
+    store.insertAttempt(created, JSON.stringify(bundleOf(desired, id, nowIso)));
+    next.lastAttemptId = id;
+    delete next.deadlineAt;
+    result.dispatched.push(id);
+    ctx.log.info(
+      {
+        attemptId: id,
+        instance: key,
+        generation: desired.generation,
+        node: desired.node,
+        attempt: next.failures + 1,
+      },
+      "attempt created for generation %d",
+      desired.generation,
+    );
+  }
+  if (!existing || !sameIntent(existing, next)) store.saveIntent({ ...next, updatedAt: nowIso });
+
+  recordConditions(ctx, desired, decision, supersededNote, nowIso, result);
+
+  // Release what this change unblocks.
+  const was = existing?.status;
+  if (next.status === "converged" && was !== "converged")
+    result.follow.push(...store.intentKeysOfNode(desired.node, ["waiting"]));
+  if (bucket(was) !== bucket(next.status))
+    releaseRollout(
+      ctx,
+      desired.assignment,
+      desired.revision,
+      nowIso,
+      result,
+      bucket(next.status) === "failed",
+    );
+  return result;
+}
+
+function recordConditions(
+  ctx: ReconcileContext,
+  desired: DesiredInstance,
+  decision: Decision,
+  supersededNote: string | undefined,
+  now: string,
+  result: ReconcileOutcome,
+): void {
+  const held = new Set<ConditionType>();
+  for (const condition of decision.conditions) {
+    held.add(condition.type);
+    const { condition: record, change } = markOpen(
+      ctx.store,
+      conditionInput(desired, condition),
+      now,
+      ctx.newId,
+    );
+    if (change === "opened") {
+      result.opened.push(record);
+      ctx.log.warn(
+        { attemptId: record.attemptId, instance: desired.key, condition: record.type, reason: record.reason },
+        "condition %s opened: %s",
+        record.type,
+        record.message,
+      );
+    }
+  }
+  const open = ctx.store.openConditionsOf("instance", desired.key);
+  for (const condition of open) {
+    if (held.has(condition.type) || !INSTANCE_CONDITIONS.includes(condition.type)) continue;
+    const resolution =
+      condition.generation !== undefined && condition.generation < desired.generation && supersededNote
+        ? supersededNote
+        : decision.resolution;
+    const resolved = markResolved(ctx.store, condition.type, "instance", desired.key, now, resolution);
+    if (resolved) {
+      result.resolved.push(resolved);
+      ctx.log.info(
+        { attemptId: resolved.attemptId, instance: desired.key, condition: resolved.type },
+        "condition %s resolved: %s",
+        resolved.type,
+        resolution,
+      );
+    }
+  }
+}
+
+function conditionInput(desired: DesiredInstance, condition: InstanceCondition) {
+  return {
+    ...condition,
+    subjectKind: "instance" as const,
+    subject: desired.key,
+    resolver: RESOLVER[condition.type] ?? ("steward" as Resolver),
+    assignment: desired.assignment,
+    node: desired.node,
+    revision: desired.revision,
+    generation: desired.generation,
+  };
+}
+
+function logAttemptChange(
+  ctx: ReconcileContext,
+  attempt: AttemptRecord,
+  before: AttemptRecord | undefined,
+): void {
+  if (before?.status === attempt.status) return;
+  const fields = { attemptId: attempt.id, instance: attempt.instanceKey, generation: attempt.generation };
+  if (attempt.status === "ambiguous")
+    ctx.log.warn(
+      { ...fields, reason: attempt.reason },
+      "attempt ambiguous: %s",
+      attempt.message ?? attempt.reason,
+    );
+  else if (attempt.settledBy === "report")
+    ctx.log.info(
+      { ...fields, status: attempt.status },
+      "attempt settled by a fresh report: %s",
+      attempt.status,
+    );
+  else ctx.log.info({ ...fields, status: attempt.status }, "attempt %s", attempt.status);
+}
+
+/** The rollout gate for a first attempt of `desired`. Counts only what the policy needs (indexed). */
+function gateFor(ctx: ReconcileContext, desired: DesiredInstance, now: number) {
+  const { store } = ctx;
+  const policy = desired.rollout;
+  const { assignment, revision } = desired;
+  const canaries: CanaryState[] = [];
+  const canary = policy.canary;
+  if (canary) {
+    const names = canary.nodes
+      ? canary.nodes.filter((node) => store.desired(`${assignment}@${node}`)?.revision === revision)
+      : store.rolloutNodes(assignment, revision, Math.max(0, canary.count ?? 1));
+    for (const node of names) {
+      const key = `${assignment}@${node}`;
+      const member = store.desired(key);
+      const intent = member ? store.intent(key, member.generation) : undefined;
+      const converged = member !== undefined && compare(member, store.observation(key)).converged;
+      const state: CanaryState = { node, converged };
+      if (converged && intent?.convergedAt) state.convergedAt = Date.parse(intent.convergedAt);
+      canaries.push(state);
+    }
+  }
+  const limited = policy.maxInFlight !== undefined;
+  return rolloutGate({
+    node: desired.node,
+    policy,
+    size: limited ? store.rolloutSize(assignment, revision) : 0,
+    counts: {
+      failed: store.countIntents(assignment, revision, FAILED),
+      inProgress: limited ? store.countIntents(assignment, revision, IN_PROGRESS) : 0,
+    },
+    canaries,
+    now,
+  });
+}
+
+/**
+ * After a member of a rollout changed bucket: raise or resolve `RolloutPaused`, and hand freed slots
+ * to held members (only as many as can start, so a 1,000-node rollout does not re-queue everyone).
+ * Cheap when there is nothing to do: no failure, no pause open, nobody held.
+ */
+function releaseRollout(
+  ctx: ReconcileContext,
+  assignment: string,
+  revision: string,
+  now: string,
+  result: ReconcileOutcome,
+  enteredFailure: boolean,
+): void {
+  const { store } = ctx;
+  const subject = `${assignment}@${revision}`;
+  const pause = store.openCondition("RolloutPaused", "rollout", subject);
+  const anyHeld = store.anyHeld(assignment, revision);
+  if (!enteredFailure && !pause && !anyHeld) return;
+  const member = store.rolloutNodes(assignment, revision, 1)[0];
+  const policy = member ? store.desired(`${assignment}@${member}`)?.rollout : undefined;
+  const failed = store.countIntents(assignment, revision, FAILED);
+  const tolerated = policy?.maxFailures ?? 0;
+  if (policy && failed > tolerated) {
+    // A pause only means something while members are still waiting to start.
+    const waiting = store.rolloutSize(assignment, revision) - store.countStarted(assignment, revision);
+    if (waiting > 0) {
+      const failures = store.failedIntents(assignment, revision, 10);
+      const { condition, change } = markOpen(
+        store,
+        {
+          type: "RolloutPaused",
+          subjectKind: "rollout",
+          subject,
+          reason: "MaxFailuresExceeded",
+          message: `rollout of ${assignment} at ${revision.slice(0, 12)} paused: ${failed} instances failed (maxFailures ${tolerated}): ${failures.map((i) => `${i.node} ${i.status} (${i.reason ?? "?"})`).join(", ")}`,
+          evidence: {
+            failed: failures.map((i) => ({
+              instance: i.instanceKey,
+              status: i.status,
+              attemptId: i.lastAttemptId,
+            })),
+          },
+          tried: failures.flatMap((i) => (i.lastAttemptId ? [i.lastAttemptId] : [])),
+          resolver: "operator",
+          assignment,
+          revision,
+        },
+        now,
+        ctx.newId,
+      );
+      if (change === "opened") {
+        result.opened.push(condition);
+        ctx.log.warn({ assignment, revision, condition: "RolloutPaused" }, condition.message);
+      }
+      return;
+    }
+  }
+  if (pause) {
+    const resolved = markResolved(
+      store,
+      "RolloutPaused",
+      "rollout",
+      subject,
+      now,
+      failed > tolerated
+        ? "every instance of the rollout has started: nothing is held back"
+        : `${failed} failed instances, within maxFailures ${tolerated}`,
+    );
+    if (resolved) result.resolved.push(resolved);
+  }
+  if (!policy || !anyHeld) return;
+  const free =
+    policy.maxInFlight === undefined
+      ? Number.MAX_SAFE_INTEGER
+      : maxInFlight(policy, store.rolloutSize(assignment, revision)) -
+        store.countIntents(assignment, revision, IN_PROGRESS);
+  if (free > 0) result.follow.push(...store.heldIntents(assignment, revision, Math.min(free, 100_000)));
+}

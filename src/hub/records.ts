@@ -1,0 +1,254 @@
+/**
+ * The hub's durable records, as the reconciler reads and writes them. Times are ISO 8601 strings (they
+ * sort as text); JSON columns are parsed. These are the shapes behind the Store port.
+ */
+import type { Diagnostic } from "../model/diagnostics.js";
+import type { EffectiveBudget } from "../model/fleet.js";
+import type { FailureClass, InstanceReport, InstanceSpec, Node, Rollout } from "../model/generated.js";
+
+/** What an intent is doing now. Terminal: converged (until drift), superseded, retired. */
+export type IntentStatus =
+  /** Needs an attempt; left only when the hub stopped in the middle of deciding. */
+  | "pending"
+  /** An attempt is in flight; its lease ends at `deadlineAt`. */
+  | "dispatched"
+  /** The attempt succeeded; waiting until `deadlineAt` for a report that shows convergence. */
+  | "verifying"
+  /** An attempt's result is lost; no new attempt until a report taken after its dispatch. */
+  | "ambiguous"
+  /** A transient failure; the next attempt is due at `nextAttemptAt`. */
+  | "backoff"
+  /** Budget spent; still retrying at the slowest cadence (a `Stuck` condition is open). */
+  | "stuck"
+  /** A permanent failure: no further attempts for this generation (a `Blocked` condition is open). */
+  | "blocked"
+  /** Waiting for `dependsOn` on the same node to converge: not a failure, spends no budget. */
+  | "waiting"
+  /** Not dispatched by policy; `holdReason` says which. */
+  | "held"
+  | "converged"
+  | "superseded"
+  | "retired";
+
+/** Why a held intent is not dispatched. */
+export type HoldReason =
+  /** Fleet mode or the assignment's `rollout.stage` is `observe`: compare, dispatch nothing. */
+  | "observe"
+  /** The node is draining. */
+  | "draining"
+  /** The node's transport is not enabled in this hub (e.g. `steward up` runs only `local`). */
+  | "transport-disabled"
+  /** The node is not declared in the revision the hub serves. */
+  | "node-unknown"
+  /** A canary of this rollout has not converged and soaked yet. */
+  | "canary"
+  /** `maxInFlight` attempts of this rollout are already in progress. */
+  | "batch"
+  /** More than `maxFailures` instances of this rollout failed: `RolloutPaused`. */
+  | "paused";
+
+export const TERMINAL_INTENT_STATUSES: readonly IntentStatus[] = ["superseded", "retired"];
+
+export interface IntentRecord {
+  instanceKey: string;
+  generation: number;
+  assignment: string;
+  node: string;
+  revision: string;
+  hash: string;
+  state: "running" | "stopped";
+  version?: string;
+  status: IntentStatus;
+  holdReason?: HoldReason;
+  /** Last known outcome; kept when the intent is superseded, so history shows how it ended. */
+  outcome?: "converged" | "blocked" | "stuck" | "failed" | "ambiguous";
+  failureClass?: FailureClass;
+  reason?: string;
+  message?: string;
+  /** Failures counted against the budget for this generation (waiting never counts). */
+  failures: number;
+  firstFailureAt?: string;
+  nextAttemptAt?: string;
+  /** End of the current wait: the attempt's lease, the probe grace after success, the ambiguity timeout. */
+  deadlineAt?: string;
+  lastAttemptId?: string;
+  /** The last attempt whose outcome is already counted (so a rerun of reconcile never counts twice). */
+  accountedAttemptId?: string;
+  everConverged: boolean;
+  convergedAt?: string;
+  supersededBy?: number;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/**
+ * queued: in the outbox. dispatched: handed to the transport, lease running. succeeded/failed: the
+ * result is known. ambiguous: the result is lost. lost: a later report settled the state without
+ * knowing the attempt. cancelled: never handed over because a newer generation superseded it.
+ */
+export type AttemptStatus =
+  | "queued"
+  | "dispatched"
+  | "succeeded"
+  | "failed"
+  | "ambiguous"
+  | "lost"
+  | "cancelled";
+
+export interface AttemptRecord {
+  id: string;
+  instanceKey: string;
+  generation: number;
+  assignment: string;
+  node: string;
+  status: AttemptStatus;
+  failureClass?: FailureClass;
+  reason?: string;
+  message?: string;
+  evidence?: unknown;
+  createdAt: string;
+  dispatchedAt?: string;
+  leaseExpiresAt?: string;
+  finishedAt?: string;
+  settledBy?: "result" | "report" | "dispatch" | "superseded";
+  /**
+   * For an ambiguous attempt: only a report taken after this time settles it — the end of its lease
+   * (it may have run until then), or when the transport said it was lost.
+   */
+  settleAfter?: string;
+}
+
+export interface OutboxRow {
+  attemptId: string;
+  node: string;
+  bundle: string;
+  createdAt: string;
+}
+
+/** The desired side of one instance: its current generation, as the syncer recorded it. */
+export interface DesiredInstance {
+  key: string;
+  assignment: string;
+  node: string;
+  generation: number;
+  hash: string;
+  revision: string;
+  retiredAt?: string;
+  spec: InstanceSpec;
+  rollout: Rollout;
+  budget: EffectiveBudget;
+}
+
+export interface NodeRecord {
+  name: string;
+  transport: "local" | "nats" | "ssh";
+  spec: Node;
+  revision?: string;
+  removedAt?: string;
+  draining: boolean;
+  drainReason?: string;
+  drainedAt?: string;
+  drainedBy?: string;
+  lastHeartbeatAt?: string;
+  lastReportAt?: string;
+}
+
+/** The latest observation of one instance. */
+export interface Observation {
+  instanceKey: string;
+  node: string;
+  assignment: string;
+  generation: number;
+  hash?: string;
+  state: "running" | "stopped" | "unknown";
+  version?: string;
+  converged: boolean;
+  takenAt: string;
+  report: InstanceReport;
+}
+
+export type ConditionType =
+  | "InvalidRevision"
+  | "Blocked"
+  | "Stuck"
+  | "Ambiguous"
+  | "NodeSilent"
+  | "ProbeFailing"
+  | "DriftUnhealed"
+  | "DestructiveRepairNeeded"
+  | "RolloutPaused"
+  | "TransportDegraded"
+  | "StatusWriteFailing"
+  | "HumanProcedureRequired";
+
+export type SubjectKind = "node" | "instance" | "revision" | "rollout" | "transport" | "status";
+
+export type Resolver = "operator" | "agent" | "steward";
+
+export interface ConditionRecord {
+  id: string;
+  type: ConditionType;
+  subjectKind: SubjectKind;
+  subject: string;
+  status: "open" | "resolved";
+  /** When status or reason last changed. */
+  since: string;
+  lastObserved: string;
+  reason: string;
+  message: string;
+  evidence: Record<string, unknown>;
+  /** Attempt ids tried, oldest first. */
+  tried: string[];
+  resolver: Resolver;
+  procedure?: string;
+  assignment?: string;
+  node?: string;
+  revision?: string;
+  generation?: number;
+  attemptId?: string;
+  openedAt: string;
+  resolvedAt?: string;
+  resolution?: string;
+}
+
+export interface ConditionEvent {
+  conditionId: string;
+  at: string;
+  event: "opened" | "updated" | "resolved";
+  reason: string;
+  message: string;
+  attemptId?: string;
+}
+
+export type TaskStatus = "open" | "claimed" | "resolved" | "closed";
+
+export interface TaskRecord {
+  id: string;
+  conditionId: string;
+  type: ConditionType;
+  subjectKind: SubjectKind;
+  subject: string;
+  status: TaskStatus;
+  createdAt: string;
+  claimedBy?: string;
+  claimedAt?: string;
+  resolvedBy?: string;
+  resolvedAt?: string;
+  action?: string;
+  closedReason?: string;
+}
+
+/** A synced revision, as the syncer recorded it. */
+export interface RevisionRecord {
+  sha: string;
+  seq: number;
+  branch: string;
+  authorName: string;
+  message: string;
+  committedAt: string;
+  syncedAt: string;
+  outcome: "applied" | "invalid" | "superseded";
+  diagnostics?: Diagnostic[];
+  supersededBy?: string;
+  changedAssignments: string[];
+}

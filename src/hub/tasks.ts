@@ -1,0 +1,178 @@
+/**
+ * Tasks: conditions that need judgement, as work on a queue for an agent (a person or a program).
+ * A task carries what steward knows (its condition); an agent claims it and resolves it with the
+ * action it took, which is recorded. Resolving a task does not resolve its condition: only
+ * observation does — except `HumanProcedureRequired`, which nothing can observe, so the person who
+ * did the procedure closes it. A task whose condition resolved by observation is closed.
+ */
+import { StewardError } from "../model/errors.js";
+import { closeCondition } from "./conditions.js";
+import type { ConditionRecord, ConditionType, TaskRecord } from "./records.js";
+import type { Store } from "./store/store.js";
+
+/** Condition types that a person or program must look at; the others heal themselves or retry. */
+const JUDGEMENT: ReadonlySet<ConditionType> = new Set<ConditionType>([
+  "InvalidRevision",
+  "Blocked",
+  "Stuck",
+  "Ambiguous",
+  "NodeSilent",
+  "DriftUnhealed",
+  "DestructiveRepairNeeded",
+  "RolloutPaused",
+  "HumanProcedureRequired",
+]);
+
+export function needsJudgement(type: ConditionType): boolean {
+  return JUDGEMENT.has(type);
+}
+
+/** Raised for a task operation that does not fit the task's state (unknown id, already resolved...). */
+export class TaskError extends StewardError {
+  override readonly name = "TaskError";
+  constructor(message: string, data?: Record<string, unknown>) {
+    super("E_TASK", message, data ? { data } : {});
+  }
+}
+
+export function openTaskFor(
+  store: Store,
+  condition: ConditionRecord,
+  now: string,
+  newId: () => string,
+): TaskRecord {
+  const existing = store.taskOfCondition(condition.id);
+  if (existing) return existing;
+  const task: TaskRecord = {
+    id: newId(),
+    conditionId: condition.id,
+    type: condition.type,
+    subjectKind: condition.subjectKind,
+    subject: condition.subject,
+    status: "open",
+    createdAt: now,
+  };
+  store.insertTask(task);
+  return task;
+}
+
+/** Closes the task of a condition that resolved by observation (a resolved task stays as it is). */
+export function closeTaskOf(store: Store, condition: ConditionRecord, now: string): void {
+  const task = store.taskOfCondition(condition.id);
+  if (!task || task.status === "resolved" || task.status === "closed") return;
+  store.saveTask({
+    ...task,
+    status: "closed",
+    resolvedAt: now,
+    closedReason: `condition resolved: ${condition.resolution ?? "observed"}`,
+  });
+}
+
+/** Conditions after which an agent's action earns the instance one more attempt at its generation. */
+const RETRY_AFTER: ReadonlySet<ConditionType> = new Set<ConditionType>([
+  "Blocked",
+  "DestructiveRepairNeeded",
+  "Stuck",
+]);
+
+/**
+ * Someone acted on a blocked or stuck instance (moved a directory away, published the image): run
+ * the ordinary path once more now instead of waiting for a new generation or the slowest cadence.
+ * If it fails the same way, the instance is blocked (or stuck) again, with the new attempt in `tried`.
+ */
+function retryAfterAction(store: Store, condition: ConditionRecord, why: string, now: string): void {
+  if (
+    !RETRY_AFTER.has(condition.type) ||
+    condition.subjectKind !== "instance" ||
+    condition.generation === undefined
+  )
+    return;
+  const intent = store.intent(condition.subject, condition.generation);
+  if (!intent || (intent.status !== "blocked" && intent.status !== "stuck")) return;
+  const retry = { ...intent, status: "pending" as const, nextAttemptAt: now, message: why, updatedAt: now };
+  delete retry.failureClass;
+  store.saveIntent(retry);
+}
+
+/** A task with the condition it is about: what steward knows. */
+export interface TaskView {
+  task: TaskRecord;
+  condition: ConditionRecord;
+}
+
+export function listTasks(store: Store, options: { all?: boolean } = {}): TaskView[] {
+  const tasks = options.all
+    ? store.tasks()
+    : [...store.tasks({ status: "open" }), ...store.tasks({ status: "claimed" })];
+  return tasks
+    .sort((a, b) => (a.id < b.id ? -1 : 1))
+    .map((task) => ({ task, condition: store.condition(task.conditionId)! }));
+}
+
+function findTask(store: Store, id: string): TaskRecord {
+  const task = store.task(id) ?? store.tasks().find((t) => t.id.endsWith(id.toUpperCase()));
+  if (!task) throw new TaskError(`no task "${id}": run \`steward tasks\` to list them`, { id });
+  return task;
+}
+
+/** Claims an open task for `agent`; claiming one you already hold is fine. */
+export function claimTask(store: Store, id: string, agent: string, now: string): TaskRecord {
+  return store.transaction(() => {
+    const task = findTask(store, id);
+    if (task.status === "claimed" && task.claimedBy === agent) return task;
+    if (task.status !== "open")
+      throw new TaskError(
+        `task ${task.id} is ${task.status}${task.claimedBy ? ` by ${task.claimedBy}` : ""}: only an open task can be claimed`,
+        { id: task.id, status: task.status },
+      );
+    const claimed: TaskRecord = { ...task, status: "claimed", claimedBy: agent, claimedAt: now };
+    store.saveTask(claimed);
+    return claimed;
+  });
+}
+
+/**
+ * Resolves a task with the action `agent` took. The condition stays open until observation shows it
+ * resolved, except HumanProcedureRequired, which the resolving agent closes.
+ */
+export function resolveTask(
+  store: Store,
+  id: string,
+  agent: string,
+  action: string,
+  now: string,
+): { task: TaskRecord; condition: ConditionRecord } {
+  if (action.trim() === "")
+    throw new TaskError('say what you did: `steward tasks resolve ID --action "..."`', { id });
+  return store.transaction(() => {
+    const task = findTask(store, id);
+    if (task.status === "resolved" || task.status === "closed")
+      throw new TaskError(`task ${task.id} is already ${task.status}`, { id: task.id, status: task.status });
+    if (task.status === "claimed" && task.claimedBy !== agent)
+      throw new TaskError(`task ${task.id} is claimed by ${task.claimedBy}: only they can resolve it`, {
+        id: task.id,
+      });
+    const resolved: TaskRecord = {
+      ...task,
+      status: "resolved",
+      claimedBy: task.claimedBy ?? agent,
+      claimedAt: task.claimedAt ?? now,
+      resolvedBy: agent,
+      resolvedAt: now,
+      action,
+    };
+    store.saveTask(resolved);
+    let condition = store.condition(task.conditionId)!;
+    store.appendConditionEvent({
+      conditionId: condition.id,
+      at: now,
+      event: "updated",
+      reason: condition.reason,
+      message: `task ${task.id} resolved by ${agent}: ${action}`,
+    });
+    if (condition.type === "HumanProcedureRequired" && condition.status === "open")
+      condition = closeCondition(store, condition, now, `procedure done by ${agent}: ${action}`, "operator");
+    retryAfterAction(store, condition, `task ${task.id} resolved by ${agent}: ${action}`, now);
+    return { task: resolved, condition };
+  });
+}

@@ -1,0 +1,178 @@
+/**
+ * Read-only views of the hub's records for people and scripts: `steward get`, `steward status`,
+ * `steward history` and `steward up`'s summary. Each returns JSON-serialisable rows; the CLI only
+ * formats them. Views never write.
+ */
+import { compare } from "./decide.js";
+import type { ConditionRecord, IntentRecord } from "./records.js";
+import type { Store } from "./store/store.js";
+
+export interface NodeView {
+  name: string;
+  transport: string;
+  declared: boolean;
+  draining: boolean;
+  drainReason?: string;
+  drainedBy?: string;
+  lastHeartbeatAt?: string;
+  lastReportAt?: string;
+  instances: number;
+  converged: number;
+  openConditions: string[];
+}
+
+export interface InstanceView {
+  instance: string;
+  assignment: string;
+  node: string;
+  generation: number;
+  /** Generation the node last applied completely, from its latest report. */
+  observedGeneration?: number;
+  status: IntentRecord["status"] | "not-started";
+  holdReason?: string;
+  converged: boolean;
+  failures: number;
+  lastAttemptId?: string;
+  message?: string;
+  openConditions: string[];
+  retired: boolean;
+}
+
+export interface AssignmentView {
+  name: string;
+  stage: string;
+  instances: number;
+  converged: number;
+  failing: number;
+  held: number;
+}
+
+function openConditionsBy(store: Store): Map<string, string[]> {
+  const bySubject = new Map<string, string[]>();
+  for (const condition of store.conditions({ status: "open" })) {
+    const key = `${condition.subjectKind}:${condition.subject}`;
+    bySubject.set(key, [...(bySubject.get(key) ?? []), condition.type]);
+  }
+  return bySubject;
+}
+
+/** Every instance the hub knows, with its current intent and observation. */
+export function instanceViews(store: Store, options: { retired?: boolean } = {}): InstanceView[] {
+  const conditions = openConditionsBy(store);
+  const views: InstanceView[] = [];
+  for (const instance of store.instanceList()) {
+    if (instance.retiredAt && !options.retired) continue;
+    const desired = store.desired(instance.key);
+    if (!desired) continue;
+    const intent = store.intent(instance.key, instance.generation);
+    const observation = store.observation(instance.key);
+    const view: InstanceView = {
+      instance: instance.key,
+      assignment: instance.assignment,
+      node: instance.node,
+      generation: instance.generation,
+      status: intent?.status ?? "not-started",
+      converged: compare(desired, observation).converged,
+      failures: intent?.failures ?? 0,
+      openConditions: conditions.get(`instance:${instance.key}`) ?? [],
+      retired: instance.retiredAt !== undefined,
+    };
+    if (observation) view.observedGeneration = observation.generation;
+    if (intent?.holdReason) view.holdReason = intent.holdReason;
+    if (intent?.lastAttemptId) view.lastAttemptId = intent.lastAttemptId;
+    if (intent?.message) view.message = intent.message;
+    views.push(view);
+  }
+  return views;
+}
+
+export function nodeViews(store: Store): NodeView[] {
+  const conditions = openConditionsBy(store);
+  const instances = instanceViews(store);
+  return store.nodes().map((node) => {
+    const mine = instances.filter((i) => i.node === node.name);
+    const view: NodeView = {
+      name: node.name,
+      transport: node.transport,
+      declared: !node.removedAt,
+      draining: node.draining,
+      instances: mine.length,
+      converged: mine.filter((i) => i.converged).length,
+      openConditions: conditions.get(`node:${node.name}`) ?? [],
+    };
+    if (node.drainReason) view.drainReason = node.drainReason;
+    if (node.drainedBy) view.drainedBy = node.drainedBy;
+    if (node.lastHeartbeatAt) view.lastHeartbeatAt = node.lastHeartbeatAt;
+    if (node.lastReportAt) view.lastReportAt = node.lastReportAt;
+    return view;
+  });
+}
+
+export function assignmentViews(store: Store): AssignmentView[] {
+  const byName = new Map<string, AssignmentView>();
+  for (const instance of instanceViews(store)) {
+    let view = byName.get(instance.assignment);
+    if (!view) {
+      const stage = store.desired(instance.instance)?.rollout.stage ?? "apply";
+      view = { name: instance.assignment, stage, instances: 0, converged: 0, failing: 0, held: 0 };
+      byName.set(instance.assignment, view);
+    }
+    view.instances++;
+    if (instance.converged) view.converged++;
+    if (instance.status === "blocked" || instance.status === "stuck" || instance.status === "ambiguous")
+      view.failing++;
+    if (instance.status === "held" || instance.status === "waiting") view.held++;
+  }
+  return [...byName.values()].sort((a, b) => (a.name < b.name ? -1 : 1));
+}
+
+/** Intents, newest generation first per instance; `all` includes superseded and retired ones. */
+export function intentViews(store: Store, options: { all?: boolean } = {}): IntentRecord[] {
+  const intents = store.intents();
+  if (options.all) return intents;
+  return intents.filter((i) => i.status !== "superseded" && i.status !== "retired");
+}
+
+/** Open conditions, oldest first. */
+export function openConditions(store: Store): ConditionRecord[] {
+  return store.conditions({ status: "open" });
+}
+
+/** How an instance's generation stands, for `steward history`: outcome, failure class, correlation id. */
+export interface GenerationOutcome {
+  /** converged, blocked, stuck, failed, ambiguous, in-flight, waiting, held, superseded... */
+  outcome: string;
+  failureClass?: "transient" | "permanent" | "ambiguous" | "waiting";
+  /** The last attempt's ULID, as found in logs, reports, conditions and commit statuses. */
+  correlationId: string;
+}
+
+const IN_FLIGHT: ReadonlySet<string> = new Set(["dispatched", "verifying"]);
+
+/**
+ * The history seam for the syncer's `steward history`: what became of each generation, from the
+ * hub's intents and attempts. Generations never attempted (held, waiting, superseded first) have
+ * no correlation id and are left out.
+ */
+export function generationOutcomes(
+  store: Store,
+): (instanceKey: string, generation: number) => GenerationOutcome | undefined {
+  return (instanceKey, generation) => {
+    const intent = store.intent(instanceKey, generation);
+    if (!intent?.lastAttemptId) return undefined;
+    const outcome =
+      intent.status === "superseded" || intent.status === "retired"
+        ? (intent.outcome ?? intent.status)
+        : IN_FLIGHT.has(intent.status)
+          ? "in-flight"
+          : intent.status === "backoff"
+            ? "failed"
+            : intent.status;
+    const result: GenerationOutcome = { outcome, correlationId: intent.lastAttemptId };
+    if (intent.status === "waiting") result.failureClass = "waiting";
+    else if (intent.outcome === "ambiguous" || intent.status === "ambiguous")
+      result.failureClass = "ambiguous";
+    else if (intent.failureClass && outcome !== "converged") result.failureClass = intent.failureClass;
+    return result;
+  };
+}

@@ -1,0 +1,151 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { writeHubFile } from "../../src/cli/hub-state.js";
+import { EXIT } from "../../src/cli/io.js";
+import { type HubHttp, startHubHttp } from "../../src/hub/http.js";
+import { runCli } from "../helpers/cli.js";
+import { assignmentYaml, file, nodes } from "./helpers/fleet.js";
+import { startHarness } from "./helpers/harness.js";
+
+let http: HubHttp | undefined;
+afterEach(async () => {
+  await http?.close();
+  http = undefined;
+});
+
+const steward = (dir: string, ...argv: string[]) => runCli(["--state", dir, ...argv], dir, { USER: "alice" });
+
+const broken = assignmentYaml("app", {
+  nodes: ["n1", "n2"],
+  resources: [file("conf", "v1"), { kind: "command", name: "reload", run: ["/nonexistent/reload"] }],
+});
+
+describe("hub - cli", () => {
+  it("hub - status lists open conditions and exits 1 while there are any, 0 when the fleet is right", async () => {
+    const h = await startHarness({ files: { ...nodes("n1", "n2"), "assignments/app.yaml": broken } });
+    await h.commit();
+    await h.settle();
+    const failing = await steward(h.dir, "status");
+    expect(failing.code).toBe(EXIT.problems);
+    expect(failing.stdout).toMatch(/^2 open conditions \(0\/2 intents converged\)\n/);
+    expect(failing.stdout).toMatch(/Blocked\s+instance app@n1\s+\d+s ago\s+CommandNotFound\s+[0-9A-Z]{26}/);
+    // History names each generation's outcome, failure class and correlation id.
+    const attemptId = h.intent("app@n1").lastAttemptId!;
+    const history = await steward(h.dir, "history", "app", "--node", "n1");
+    expect(history.stdout).toMatch(new RegExp(`app@n1\\s+1\\s.*blocked/permanent ${attemptId}`));
+    const json = JSON.parse((await steward(h.dir, "status", "--json")).stdout);
+    expect(json).toMatchObject({ ok: false, conditions: [{ type: "Blocked" }, { type: "Blocked" }] });
+
+    h.write({
+      "assignments/app.yaml": assignmentYaml("app", { nodes: ["n1", "n2"], resources: [file("conf", "v2")] }),
+    });
+    await h.commit();
+    await h.settle();
+    const right = await steward(h.dir, "status");
+    expect(right).toMatchObject({
+      code: EXIT.ok,
+      stdout: "no open conditions: the fleet is right (2/2 intents converged)\n",
+    });
+  });
+
+  it("hub - get shows nodes, assignments, instances and intents as tables or JSON", async () => {
+    const h = await startHarness({ files: { ...nodes("n1", "n2"), "assignments/app.yaml": broken } });
+    await h.commit();
+    await h.settle();
+    const instances = await steward(h.dir, "get", "instances");
+    expect(instances.code).toBe(EXIT.ok);
+    expect(instances.stdout.split("\n")[0]).toMatch(
+      /^INSTANCE\s+GEN\s+OBSERVED\s+STATUS\s+CONVERGED\s+CONDITIONS\s+MESSAGE$/,
+    );
+    expect(instances.stdout).toMatch(/app@n1\s+1\s+0\s+blocked\s+no\s+Blocked\s+1 of 2 resources failed/);
+    const nodesOut = await steward(h.dir, "get", "nodes");
+    expect(nodesOut.stdout).toMatch(/n1\s+local\s+0\/1\s+no\s+\d+s ago\s+\d+s ago\s+-/);
+    const assignments = JSON.parse((await steward(h.dir, "get", "assignments", "--json")).stdout);
+    expect(assignments).toEqual([
+      { name: "app", stage: "apply", instances: 2, converged: 0, failing: 2, held: 0 },
+    ]);
+    const intents = JSON.parse((await steward(h.dir, "get", "intents", "--json")).stdout);
+    expect(intents[0]).toMatchObject({ instanceKey: "app@n1", status: "blocked", failureClass: "permanent" });
+    const wrong = await steward(h.dir, "get", "widgets");
+    expect(wrong).toMatchObject({ code: EXIT.usage });
+    expect(wrong.stderr).toBe(
+      'steward: cannot get "widgets": choose one of nodes, assignments, instances, intents\n',
+    );
+  });
+
+  it("hub - drain and undrain write the node's state and nudge a running hub", async () => {
+    const h = await startHarness({ files: { ...nodes("n1", "n2"), "assignments/app.yaml": broken } });
+    await h.commit();
+    await h.settle();
+    const offline = await steward(h.dir, "drain", "n1", "--reason", "kernel update");
+    expect(offline).toMatchObject({
+      code: EXIT.ok,
+      stdout:
+        "node n1 is draining: no new dispatches, desired state kept (no hub is running; it takes this in when it starts)\n",
+    });
+    expect(h.store.node("n1")).toMatchObject({
+      draining: true,
+      drainedBy: "alice",
+      drainReason: "kernel update",
+    });
+
+    http = await startHubHttp({ hub: h.hub });
+    writeHubFile(
+      { dir: h.dir, db: "", hubFile: `${h.dir}/hub.json`, root: "", repo: "", git: "", log: "" },
+      {
+        pid: process.pid,
+        url: http.url,
+        startedAt: new Date().toISOString(),
+        transports: ["local"],
+      },
+    );
+    const back = await steward(h.dir, "undrain", "n1");
+    expect(back).toMatchObject({ code: EXIT.ok, stdout: "node n1 is back in service\n" });
+    expect(h.store.node("n1")!.draining).toBe(false);
+    const unknown = await steward(h.dir, "drain", "n9");
+    expect(unknown.code).toBe(EXIT.usage);
+    expect(unknown.stderr).toBe(
+      'steward: node "n9" is not known to the hub (known: n1, n2): check the name, or sync the fleet repo first\n',
+    );
+  });
+
+  it("hub - tasks lists work needing judgement; claim and resolve record who did what", async () => {
+    const one = assignmentYaml("app", {
+      nodes: ["n1"],
+      resources: [{ kind: "command", name: "reload", run: ["/nonexistent/reload"] }],
+    });
+    const h = await startHarness({ files: { ...nodes("n1"), "assignments/app.yaml": one } });
+    await h.commit();
+    await h.settle();
+    const list = await steward(h.dir, "tasks");
+    expect(list.stdout).toMatch(/Blocked\s+instance app@n1\s+open/);
+    const [{ task }] = JSON.parse((await steward(h.dir, "tasks", "--json")).stdout);
+    const claimed = await steward(h.dir, "tasks", "claim", task.id.slice(-6));
+    expect(claimed.stdout).toBe(`task ${task.id} (Blocked on instance app@n1) claimed by alice\n`);
+    const resolved = await steward(
+      h.dir,
+      "tasks",
+      "resolve",
+      task.id,
+      "--action",
+      "installed the reload tool",
+    );
+    expect(resolved).toMatchObject({ code: EXIT.ok });
+    expect(resolved.stdout).toContain("stays open until observation shows it resolved");
+    expect(h.store.task(task.id)).toMatchObject({
+      status: "resolved",
+      resolvedBy: "alice",
+      action: "installed the reload tool",
+    });
+    expect((await steward(h.dir, "tasks")).stdout).toBe("no open tasks\n");
+    const missing = await steward(h.dir, "tasks", "resolve", task.id);
+    expect(missing.code).toBe(EXIT.usage);
+  });
+
+  it("hub - commands refuse a state directory without a hub database", async () => {
+    const result = await steward("/nonexistent-state-dir", "status");
+    expect(result.code).toBe(EXIT.usage);
+    expect(result.stderr).toBe(
+      "steward: no hub state in /nonexistent-state-dir: run `steward up` (or `steward hub`) first, or pass --state DIR\n",
+    );
+  });
+});

@@ -1,0 +1,204 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { conditionViolations, markOpen, markResolved } from "../../src/hub/conditions.js";
+import { SqliteStore } from "../../src/hub/store/sqlite.js";
+import { claimTask, listTasks, resolveTask } from "../../src/hub/tasks.js";
+
+let dir: string;
+let store: SqliteStore;
+let n = 0;
+const newId = () => `ID${String(++n).padStart(4, "0")}`;
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), "steward-conditions-"));
+  store = new SqliteStore(join(dir, "hub.db"));
+});
+afterEach(() => {
+  expect(conditionViolations(store)).toEqual([]);
+  store.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const blocked = (reason: string, message: string, attemptId?: string) => ({
+  type: "Blocked" as const,
+  subjectKind: "instance" as const,
+  subject: "web@n1",
+  reason,
+  message,
+  resolver: "operator" as const,
+  ...(attemptId ? { attemptId } : {}),
+});
+
+describe("hub - conditions", () => {
+  it("hub - since changes only when the reason changes; history records opening, changes and resolution", () => {
+    const opened = markOpen(
+      store,
+      blocked("ImageNotFound", "no digest", "A1"),
+      "2026-01-01T00:00:00.000Z",
+      newId,
+    );
+    expect(opened.change).toBe("opened");
+    const same = markOpen(store, blocked("ImageNotFound", "no digest"), "2026-01-01T00:00:01.000Z", newId);
+    expect(same.change).toBe("unchanged");
+    const message = markOpen(
+      store,
+      blocked("ImageNotFound", "no digest sha256:abc", "A2"),
+      "2026-01-01T00:01:00.000Z",
+      newId,
+    );
+    expect(message.change).toBe("updated");
+    expect(message.condition.since).toBe("2026-01-01T00:00:00.000Z");
+    expect(message.condition.tried).toEqual(["A1", "A2"]);
+    const reason = markOpen(
+      store,
+      blocked("ManifestInvalid", "bad manifest"),
+      "2026-01-01T00:02:00.000Z",
+      newId,
+    );
+    expect(reason.condition.since).toBe("2026-01-01T00:02:00.000Z");
+    expect(store.conditions({ status: "open" })).toHaveLength(1);
+
+    const resolved = markResolved(
+      store,
+      "Blocked",
+      "instance",
+      "web@n1",
+      "2026-01-01T00:03:00.000Z",
+      "generation 4 supersedes generation 3",
+    );
+    expect(resolved).toMatchObject({
+      status: "resolved",
+      resolution: "generation 4 supersedes generation 3",
+    });
+    expect(store.conditionHistory(opened.condition.id).map((e) => e.event)).toEqual([
+      "opened",
+      "updated",
+      "updated",
+      "resolved",
+    ]);
+    // Resolving what is not open changes nothing; a new occurrence is a new condition.
+    expect(
+      markResolved(store, "Blocked", "instance", "web@n1", "2026-01-01T00:04:00.000Z", "again"),
+    ).toBeUndefined();
+    const reopened = markOpen(store, blocked("ImageNotFound", "again"), "2026-01-01T00:05:00.000Z", newId);
+    expect(reopened.condition.id).not.toBe(opened.condition.id);
+  });
+
+  it("hub - conditions needing judgement become tasks: listed, claimed, resolved with the action recorded", () => {
+    const { condition } = markOpen(
+      store,
+      blocked("ImageNotFound", "no digest", "A1"),
+      "2026-01-01T00:00:00.000Z",
+      newId,
+    );
+    markOpen(
+      store,
+      {
+        type: "ProbeFailing",
+        subjectKind: "instance",
+        subject: "web@n2",
+        reason: "ProbeFailing",
+        message: "503",
+        resolver: "steward",
+      },
+      "2026-01-01T00:00:00.000Z",
+      newId,
+    );
+    const [view, ...rest] = listTasks(store);
+    expect(rest).toEqual([]);
+    expect(view).toMatchObject({
+      task: { type: "Blocked", status: "open" },
+      condition: { id: condition.id },
+    });
+    const taskId = view!.task.id;
+    expect(claimTask(store, taskId, "alice", "2026-01-01T00:01:00.000Z")).toMatchObject({
+      status: "claimed",
+      claimedBy: "alice",
+    });
+    expect(() => claimTask(store, taskId, "bob", "2026-01-01T00:01:00.000Z")).toThrow(/claimed by alice/);
+    expect(() => resolveTask(store, taskId, "bob", "pushed a fix", "2026-01-01T00:02:00.000Z")).toThrow(
+      /only they can resolve it/,
+    );
+    expect(() => resolveTask(store, taskId, "alice", " ", "2026-01-01T00:02:00.000Z")).toThrow(
+      /say what you did/,
+    );
+    const done = resolveTask(
+      store,
+      taskId,
+      "alice",
+      "published the missing image",
+      "2026-01-01T00:02:00.000Z",
+    );
+    expect(done.task).toMatchObject({
+      status: "resolved",
+      resolvedBy: "alice",
+      action: "published the missing image",
+    });
+    // Resolving the task does not click the condition away: only observation does.
+    expect(done.condition.status).toBe("open");
+    expect(store.conditionHistory(condition.id).at(-1)!.message).toBe(
+      `task ${taskId} resolved by alice: published the missing image`,
+    );
+    expect(() => resolveTask(store, "NOPE", "alice", "x", "2026-01-01T00:02:00.000Z")).toThrow(
+      /no task "NOPE"/,
+    );
+    markResolved(
+      store,
+      "Blocked",
+      "instance",
+      "web@n1",
+      "2026-01-01T00:03:00.000Z",
+      "converged at generation 4",
+    );
+    expect(store.task(taskId)!.status).toBe("resolved");
+  });
+
+  it("hub - a condition resolved by observation closes its open task; HumanProcedureRequired is closed by the person who did it", () => {
+    const { condition } = markOpen(
+      store,
+      blocked("ImageNotFound", "no digest"),
+      "2026-01-01T00:00:00.000Z",
+      newId,
+    );
+    markResolved(
+      store,
+      "Blocked",
+      "instance",
+      "web@n1",
+      "2026-01-01T00:01:00.000Z",
+      "converged at generation 4",
+    );
+    expect(store.taskOfCondition(condition.id)).toMatchObject({
+      status: "closed",
+      closedReason: "condition resolved: converged at generation 4",
+    });
+
+    const human = markOpen(
+      store,
+      {
+        type: "HumanProcedureRequired",
+        subjectKind: "node",
+        subject: "db-1",
+        reason: "DiskReplacement",
+        message: "replace the failed disk",
+        procedure: "1. drain db-1  2. swap the disk  3. undrain",
+        resolver: "operator",
+      },
+      "2026-01-01T00:00:00.000Z",
+      newId,
+    );
+    const task = store.taskOfCondition(human.condition.id)!;
+    const done = resolveTask(
+      store,
+      task.id,
+      "carol",
+      "disk swapped, array rebuilt",
+      "2026-01-01T02:00:00.000Z",
+    );
+    expect(done.condition).toMatchObject({
+      status: "resolved",
+      resolution: "procedure done by carol: disk swapped, array rebuilt",
+    });
+  });
+});

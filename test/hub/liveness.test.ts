@@ -1,0 +1,124 @@
+import { describe, expect, it } from "vitest";
+import { FaultyTransport } from "./helpers/faults.js";
+import { assignmentYaml, file, fleetYaml, nodes, nodeYaml } from "./helpers/fleet.js";
+import { startHarness } from "./helpers/harness.js";
+
+describe("hub - liveness", () => {
+  it("hub - a node silent past its heartbeat window and a request for a report is NodeSilent until it is heard again", async () => {
+    const h = await startHarness({
+      files: {
+        ...nodes("n1", "n2"),
+        "steward.yaml": fleetYaml({ heartbeat: { interval: "10s", missed: 3 } }),
+        "assignments/app.yaml": assignmentYaml("app", {
+          nodes: ["n1", "n2"],
+          resources: [file("conf", "v1")],
+        }),
+      },
+    });
+    await h.commit();
+    await h.settle();
+    await h.advance(120_000);
+    expect(h.store.conditions({ type: "NodeSilent" })).toEqual([]);
+
+    await h.local.stopNode("n1");
+    await h.advance(29_000);
+    expect(h.store.conditions({ type: "NodeSilent" })).toEqual([]);
+    // Past the window the hub asks the node for a report once, and waits one more interval.
+    await h.advance(2_000);
+    expect(h.store.conditions({ type: "NodeSilent" })).toEqual([]);
+    await h.advance(10_000);
+    const [silent] = h.store.conditions({ type: "NodeSilent", status: "open" });
+    expect(silent).toMatchObject({
+      subjectKind: "node",
+      subject: "n1",
+      reason: "HeartbeatMissed",
+      resolver: "operator",
+    });
+    expect(silent!.message).toMatch(
+      /^node n1 silent since .* \(window 30s\), and did not answer a request for a report$/,
+    );
+    expect(h.store.taskOfCondition(silent!.id)).toMatchObject({ status: "open" });
+
+    await h.local.startNode(h.store.node("n1")!.spec);
+    await h.settle();
+    expect(h.store.condition(silent!.id)).toMatchObject({ status: "resolved" });
+    expect(h.store.taskOfCondition(silent!.id)).toMatchObject({ status: "closed" });
+  });
+
+  it("hub - transport health events open and resolve TransportDegraded", async () => {
+    const h = await startHarness({ files: { ...nodes("n1") } });
+    const events = h.hub.eventsFor("nats");
+    await events.health({
+      status: "degraded",
+      reason: "ServerDisconnected",
+      message: "lost the NATS server",
+    });
+    await events.health({
+      status: "degraded",
+      node: "n1",
+      reason: "MaxDeliveriesExceeded",
+      message: "attempt redelivered 5 times",
+    });
+    await h.settle();
+    expect(h.store.conditions({ type: "TransportDegraded", status: "open" })).toMatchObject([
+      {
+        subjectKind: "transport",
+        subject: "nats",
+        reason: "ServerDisconnected",
+        message: "nats: lost the NATS server",
+      },
+      { subjectKind: "node", subject: "n1", reason: "MaxDeliveriesExceeded" },
+    ]);
+    await events.health({ status: "recovered", reason: "ServerReconnected", message: "connected again" });
+    await h.settle();
+    expect(h.store.conditions({ type: "TransportDegraded", status: "open" }).map((c) => c.subject)).toEqual([
+      "n1",
+    ]);
+  });
+
+  it("hub - a node that sends no heartbeats but answers requests for reports is never silent", async () => {
+    let faults: FaultyTransport | undefined;
+    const h = await startHarness({
+      files: { ...nodes("n1"), "steward.yaml": fleetYaml({ heartbeat: { interval: "10s", missed: 3 } }) },
+      wrap: (local) => {
+        faults = new FaultyTransport(local);
+        faults.dropHeartbeats = true;
+        return faults;
+      },
+    });
+    await h.commit();
+    await h.settle();
+    for (let i = 0; i < 20; i++) await h.advance(10_000);
+    expect(h.store.conditions({ type: "NodeSilent" })).toEqual([]);
+    expect(Date.parse(h.store.node("n1")!.lastReportAt!)).toBeGreaterThan(h.clock.now().getTime() - 60_000);
+  });
+
+  it("hub - a node on a transport this hub does not run is TransportDegraded and its instances are never dispatched", async () => {
+    const h = await startHarness({
+      files: {
+        ...nodes("n1"),
+        "nodes/e1.yaml": nodeYaml("e1", { transport: "ssh", ssh: { host: "e1.example.net" } }),
+        "assignments/app.yaml": assignmentYaml("app", {
+          nodes: ["n1", "e1"],
+          resources: [file("conf", "v1")],
+        }),
+      },
+    });
+    await h.commit();
+    await h.settle();
+    expect(h.intent("app@n1").status).toBe("converged");
+    expect(h.intent("app@e1")).toMatchObject({ status: "held", holdReason: "transport-disabled" });
+    expect(h.store.attemptsOf("app@e1")).toEqual([]);
+    const [degraded] = h.store.conditions({ type: "TransportDegraded", status: "open" });
+    expect(degraded).toMatchObject({ subjectKind: "node", subject: "e1", reason: "TransportNotEnabled" });
+    expect(degraded!.message).toBe(
+      "node e1 uses transport ssh, which this hub does not run (it runs local): its 1 instances are not dispatched",
+    );
+    // The node moves to a transport this hub runs: resolved, and it converges.
+    h.write({ "nodes/e1.yaml": nodeYaml("e1") });
+    await h.commit();
+    await h.settle();
+    expect(h.store.condition(degraded!.id)!.status).toBe("resolved");
+    expect(h.intent("app@e1").status).toBe("converged");
+  });
+});

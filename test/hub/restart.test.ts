@@ -1,0 +1,111 @@
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { SqliteStore } from "../../src/hub/store/sqlite.js";
+import { assignmentYaml, nodes } from "./helpers/fleet.js";
+import { eventually, startSteward } from "./helpers/process.js";
+
+const cleanups: (() => void | Promise<void>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+/** A fleet repo (real git) whose one-shot migration runs for a second and counts its runs. */
+function fleetRepo(dir: string): string {
+  const repo = join(dir, "fleet");
+  mkdirSync(repo, { recursive: true });
+  const files: Record<string, string> = {
+    ...nodes("n1", "n2", "n3"),
+    "assignments/migrate.yaml": assignmentYaml("migrate", {
+      nodes: ["n1", "n2", "n3"],
+      rollout: { maxInFlight: 1 },
+      resources: [
+        { kind: "directory", name: "srv", path: "/srv" },
+        {
+          kind: "command",
+          name: "migrate",
+          run: [
+            "sh",
+            "-c",
+            'touch "$STEWARD_ROOT/srv/started"; sleep 1; echo ran >> "$STEWARD_ROOT/srv/runs"; touch "$STEWARD_ROOT/srv/done"',
+          ],
+          creates: "/srv/done",
+        },
+      ],
+    }),
+  };
+  for (const [path, content] of Object.entries(files)) {
+    mkdirSync(join(repo, path, ".."), { recursive: true });
+    writeFileSync(join(repo, path), content);
+  }
+  const git = (...args: string[]) =>
+    execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@example.com", ...args], {
+      cwd: repo,
+      stdio: "pipe",
+    });
+  git("init", "-q", "-b", "main");
+  git("add", "-A");
+  git("commit", "-q", "-m", "migrate");
+  return repo;
+}
+
+describe("hub - restart", () => {
+  it("hub - a hub killed with SIGKILL mid-rollout recovers its intents and attempts, and never runs a one-shot twice", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "steward-restart-"));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const repo = fleetRepo(dir);
+    const state = join(dir, "state");
+    const root = join(dir, "root");
+    const args = ["--state", state, "hub", "--repo", repo, "--root", root, "--listen", "127.0.0.1:0"];
+    args.push("--lease", "3s", "--sync-interval", "1h", "--status", "none");
+    const log = join(dir, "hub.log");
+
+    const first = await startSteward(args, { cwd: dir, log });
+    cleanups.push(() => void first.kill("SIGKILL"));
+    // The first node's migration is running: kill the hub now, mid-rollout.
+    const started = await eventually(
+      () => ["n1", "n2", "n3"].find((n) => existsSync(join(root, n, "srv", "started"))),
+      30_000,
+      "a migration to start",
+    );
+    first.kill("SIGKILL");
+    await new Promise((resolve) => first.once("exit", resolve));
+
+    const store = new SqliteStore(join(state, "hub.db"));
+    cleanups.push(() => store.close());
+    const inFlight = store.attemptsOf(`migrate@${started}`);
+    expect(inFlight).toHaveLength(1);
+    expect(inFlight[0]!.status).toBe("dispatched");
+    const others = ["n1", "n2", "n3"].filter((n) => n !== started);
+    for (const node of others) expect(store.attemptsOf(`migrate@${node}`)).toEqual([]);
+
+    const second = await startSteward(args, { cwd: dir, log });
+    cleanups.push(() => void second.kill("SIGKILL"));
+    await eventually(
+      () =>
+        ["n1", "n2", "n3"].every((n) => store.intent(`migrate@${n}`, 1)?.status === "converged")
+          ? true
+          : undefined,
+      60_000,
+      "every instance to converge after the restart",
+    );
+    second.kill("SIGTERM");
+    expect(await new Promise((resolve) => second.once("exit", (code) => resolve(code)))).toBe(0);
+
+    // Each one-shot ran exactly once, including the one the kill interrupted.
+    for (const node of ["n1", "n2", "n3"])
+      expect([node, readFileSync(join(root, node, "srv", "runs"), "utf8")]).toEqual([node, "ran\n"]);
+    // The interrupted attempt was treated as ambiguous and settled by a fresh report, not replayed:
+    // any later attempt came after that report.
+    const [interrupted, ...later] = store.attemptsOf(`migrate@${started}`);
+    expect(interrupted).toMatchObject({ id: inFlight[0]!.id, reason: "LeaseExpired", settledBy: "report" });
+    for (const attempt of later) expect(attempt.createdAt >= interrupted!.finishedAt!).toBe(true);
+    const lines = readFileSync(log, "utf8")
+      .split("\n")
+      .filter((l) => l.startsWith("{"))
+      .map((l) => JSON.parse(l));
+    expect(lines.some((l) => l.attemptId === interrupted!.id && /^attempt ambiguous/.test(l.msg))).toBe(true);
+  });
+});

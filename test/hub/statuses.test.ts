@@ -1,0 +1,84 @@
+import { execFileSync } from "node:child_process";
+import * as fs from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { GitNotesStatusWriter, readStatusNote } from "../../src/status/gitnotes.js";
+import { StatusPublisher } from "../../src/status/publisher.js";
+import { assignmentYaml, file, nodes } from "./helpers/fleet.js";
+import { startHarness } from "./helpers/harness.js";
+
+const app = (content: string, extra: object = {}) =>
+  assignmentYaml("app", { nodes: ["n1", "n2"], resources: [file("conf", content)], ...extra });
+
+describe("hub - commit statuses", () => {
+  it("hub - publishes each revision's statuses as it progresses: success once converged, failure naming condition, node and attempt", async () => {
+    let publisher: StatusPublisher | undefined;
+    const gitdir = join(fs.mkdtempSync(join(process.env.TMPDIR ?? "/tmp", "steward-notes-")), "fleet.git");
+    execFileSync("git", ["init", "-q", "--bare", gitdir]);
+    const h = await startHarness({
+      files: { ...nodes("n1", "n2"), "assignments/app.yaml": app("v1") },
+      hubOptions: (store) => {
+        publisher ??= new StatusPublisher({
+          db: store.db,
+          writers: [new GitNotesStatusWriter({ fs, gitdir })],
+          debounceMs: 0,
+        });
+        return { statusSink: publisher, statusIntervalMs: 1_000 };
+      },
+    });
+    const notes = async (sha: string) =>
+      Object.fromEntries(
+        (await readStatusNote({ fs, gitdir, sha })).map((s) => [s.context, `${s.state}: ${s.description}`]),
+      );
+    const good = await h.commit("v1");
+    await h.settle();
+    await h.advance(1_000);
+    await publisher!.flushNow();
+    expect(await notes(good.sha)).toEqual({
+      "steward/fleet": "success: 2/2 nodes at generation 1, probes passing",
+      "steward/app": "success: 2/2 nodes at generation 1, probes passing",
+    });
+
+    h.write({
+      "assignments/app.yaml": app("v2", {
+        resources: [file("conf", "v2"), { kind: "command", name: "reload", run: ["/nonexistent/reload"] }],
+      }),
+    });
+    const bad = await h.commit("v2");
+    await h.settle();
+    await h.advance(1_000);
+    await publisher!.flushNow();
+    const attempt = h.intent("app@n1").lastAttemptId;
+    expect((await notes(bad.sha))["steward/app"]).toMatch(
+      new RegExp(`^failure: Blocked on n1 \\(\\+1 more\\), attempt ${attempt}: generation 2: `),
+    );
+    publisher!.close();
+  });
+
+  it("hub - a status destination that fails raises StatusWriteFailing until it recovers", async () => {
+    const h = await startHarness({ files: { ...nodes("n1") } });
+    const since = h.clock.now();
+    h.hub.statusHealth({
+      provider: "github:api.github.com/acme/fleet",
+      failing: true,
+      reason: "ForgeUnavailable",
+      message: "HTTP 502",
+      since,
+    });
+    expect(h.store.conditions({ status: "open" })).toMatchObject([
+      {
+        type: "StatusWriteFailing",
+        subjectKind: "status",
+        subject: "github:api.github.com/acme/fleet",
+        reason: "ForgeUnavailable",
+      },
+    ]);
+    h.hub.statusHealth({
+      provider: "github:api.github.com/acme/fleet",
+      failing: false,
+      since,
+      recoveredAt: h.clock.now(),
+    });
+    expect(h.store.conditions({ status: "open" })).toEqual([]);
+  });
+});

@@ -1,0 +1,45 @@
+import { describe, expect, it } from "vitest";
+import { assignmentYaml, file, nodes, shell } from "./helpers/fleet.js";
+import { startHarness } from "./helpers/harness.js";
+
+describe("hub - supersede", () => {
+  it("hub - a newer generation is attempted at once: the old generation's backoff never delays it, and counters start again", async () => {
+    const h = await startHarness({
+      files: {
+        ...nodes("n1"),
+        "assignments/app.yaml": assignmentYaml("app", {
+          nodes: ["n1"],
+          resources: [{ kind: "directory", name: "srv", path: "/srv" }, shell("flaky", "exit 3")],
+          budget: { attempts: 2 },
+        }),
+      },
+      timing: { backoff: { initialMs: 60_000, maxMs: 3_600_000, jitter: 0 } },
+    });
+    await h.commit();
+    await h.settle();
+    await h.advance(60_000);
+    const old = h.intent("app@n1");
+    expect(old).toMatchObject({ generation: 1, status: "stuck", failures: 2 });
+    // The next retry of generation 1 is an hour away.
+    expect(Date.parse(old.nextAttemptAt!) - h.clock.now().getTime()).toBe(3_600_000);
+    expect(h.store.conditions({ type: "Stuck", status: "open" })).toHaveLength(1);
+
+    h.write({
+      "assignments/app.yaml": assignmentYaml("app", { nodes: ["n1"], resources: [file("conf", "fixed")] }),
+    });
+    await h.commit("fix");
+    await h.settle(); // no clock movement at all
+    expect(h.intent("app@n1")).toMatchObject({ generation: 2, status: "converged", failures: 0 });
+    expect(h.store.intent("app@n1", 1)).toMatchObject({
+      status: "superseded",
+      supersededBy: 2,
+      outcome: "stuck",
+    });
+    expect(h.store.attemptsOf("app@n1", 2)).toHaveLength(1);
+    expect(h.store.conditions({ type: "Stuck", status: "open" })).toEqual([]);
+    expect(h.store.conditions({ type: "Stuck" })[0]!.resolution).toBe("generation 2 supersedes generation 1");
+    // The old generation's retry timer fires later and changes nothing.
+    await h.advance(3_600_000);
+    expect(h.store.attemptsOf("app@n1", 1)).toHaveLength(2);
+  });
+});

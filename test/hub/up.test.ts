@@ -1,0 +1,121 @@
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { SqliteStore } from "../../src/hub/store/sqlite.js";
+import { assignmentYaml, nodes } from "./helpers/fleet.js";
+import { runSteward } from "./helpers/process.js";
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const dir of dirs.splice(0)) {
+    // Services the agents started keep running after `steward up` exits (a later run adopts them): stop ours.
+    const agents = join(dir, "state", "agents");
+    if (existsSync(agents))
+      for (const node of readdirSync(agents)) {
+        const services = join(agents, node, "services");
+        if (!existsSync(services)) continue;
+        for (const assignment of readdirSync(services))
+          for (const file of readdirSync(join(services, assignment))) {
+            const { pid } = JSON.parse(readFileSync(join(services, assignment, file), "utf8")) as {
+              pid: number;
+            };
+            try {
+              process.kill(pid, "SIGKILL");
+            } catch {
+              // Already gone.
+            }
+          }
+      }
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+const git = (repo: string, ...args: string[]) =>
+  execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@example.com", ...args], {
+    cwd: repo,
+    stdio: "pipe",
+  }).toString();
+
+describe("hub - steward up", () => {
+  it("hub - up --once converges the example fleet from a fresh state directory, then a committed change converges its new generation", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "steward-up-"));
+    dirs.push(dir);
+    const state = join(dir, "state");
+    const first = await runSteward(["--state", state, "up", "--once", "--timeout", "90s"], { cwd: dir });
+    expect(first.stderr).toBe("");
+    expect(first.code).toBe(0);
+    expect(first.stdout).toContain("the example fleet is in state/repo (a Git repository");
+    expect(first.stdout).toMatch(/converged: 6\/6 instances on 3 local nodes in [0-9.]+s\n$/);
+    expect(first.stdout).toMatch(
+      /edge-1\s+-\s+not dispatched: transport ssh is not enabled in this hub \(base, edge-proxy, edge-system\)/,
+    );
+    expect(first.stdout).toMatch(
+      /edge-2\s+-\s+not dispatched: transport nats is not enabled in this hub \(base, edge-proxy\)/,
+    );
+    const root = join(state, "root");
+    expect(readFileSync(join(root, "web-1", "srv", "web", "config.json"), "utf8")).toContain(
+      '"version": "1.4.2"',
+    );
+    expect(readFileSync(join(root, "db-1", "var", "lib", "db", "schema-version"), "utf8")).toBe(
+      "migrated to 7\n",
+    );
+    // The commit shows the convergence in git notes.
+    const repo = join(state, "repo");
+    expect(git(repo, "notes", "--ref", "steward", "show", "HEAD")).toContain("steward/web: success");
+
+    // The second step of the quick start: edit, commit, run again.
+    const base = join(repo, "assignments", "base.yaml");
+    writeFileSync(
+      base,
+      readFileSync(base, "utf8").replace("is managed by steward", "is managed by steward, changed"),
+    );
+    git(repo, "commit", "-qam", "base: a new banner");
+    const second = await runSteward(["--state", state, "up", "--once", "--timeout", "90s"], { cwd: dir });
+    expect(second.code).toBe(0);
+    expect(second.stdout).not.toContain("the example fleet is in");
+    expect(second.stdout).toMatch(/converged: 6\/6 instances/);
+    expect(readFileSync(join(root, "web-2", "etc", "steward-demo", "motd"), "utf8")).toContain(
+      "is managed by steward, changed",
+    );
+    const store = new SqliteStore(join(state, "hub.db"));
+    try {
+      expect(store.intent("base@web-2", 2)).toMatchObject({ status: "converged" });
+      expect(store.intent("web@web-2", 1)).toMatchObject({ status: "converged" });
+    } finally {
+      store.close();
+    }
+  });
+
+  it("hub - up --once exits 1 as soon as an attempt failed and nothing else is moving, without waiting out the budget", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "steward-up-"));
+    dirs.push(dir);
+    const repo = join(dir, "fleet");
+    const files: Record<string, string> = {
+      ...nodes("n1"),
+      "assignments/app.yaml": assignmentYaml("app", {
+        nodes: ["n1"],
+        resources: [
+          { kind: "directory", name: "srv", path: "/srv" },
+          { kind: "command", name: "flaky", run: ["sh", "-c", "exit 3"] },
+        ],
+        budget: { attempts: 10, within: "1h" },
+      }),
+    };
+    for (const [path, content] of Object.entries(files)) {
+      execFileSync("mkdir", ["-p", join(repo, path, "..")]);
+      writeFileSync(join(repo, path), content);
+    }
+    git(repo, "init", "-q", "-b", "main");
+    git(repo, "add", "-A");
+    git(repo, "commit", "-qm", "a failing command");
+    const started = Date.now();
+    const result = await runSteward(["--state", join(dir, "state"), "up", "--once", "--repo", repo], {
+      cwd: dir,
+    });
+    expect(result.code).toBe(1);
+    expect(Date.now() - started).toBeLessThan(30_000);
+    expect(result.stdout).toMatch(/not converged: 0\/1 instances after [0-9.]+s, and nothing else is moving/);
+  });
+});
