@@ -8,6 +8,8 @@
  */
 export type Name = string;
 /**
+ * `observe`: compare only, dispatch nothing; `apply`: dispatch work.
+ *
  * This interface was referenced by `StewardSchemas`'s JSON-Schema
  * via the `definition` "Stage".
  */
@@ -27,6 +29,8 @@ export type Duration = string;
  */
 export type AbsolutePath = string;
 /**
+ * One thing on a host; `kind` says which: file, directory, symlink, command, service, systemd-unit, container or package.
+ *
  * This interface was referenced by `StewardSchemas`'s JSON-Schema
  * via the `definition` "Resource".
  */
@@ -176,6 +180,8 @@ export interface Fleet {
   spec: FleetSpec;
 }
 /**
+ * The document's name (a DNS label, unique per kind) and labels.
+ *
  * This interface was referenced by `StewardSchemas`'s JSON-Schema
  * via the `definition` "Metadata".
  */
@@ -187,6 +193,8 @@ export interface Metadata {
   };
 }
 /**
+ * Labels as `key: value` strings, matched by assignment selectors.
+ *
  * This interface was referenced by `StewardSchemas`'s JSON-Schema
  * via the `definition` "Labels".
  */
@@ -194,6 +202,8 @@ export interface Labels {
   [k: string]: string;
 }
 /**
+ * Fleet-wide settings; every field is optional.
+ *
  * This interface was referenced by `StewardSchemas`'s JSON-Schema
  * via the `definition` "FleetSpec".
  */
@@ -244,6 +254,8 @@ export interface StatusSettings {
   providers?: StatusProvider[];
 }
 /**
+ * One place commit statuses are written to: a forge (`github`, `gitlab`, `gitea`) or `gitnotes`.
+ *
  * This interface was referenced by `StewardSchemas`'s JSON-Schema
  * via the `definition` "StatusProvider".
  */
@@ -314,6 +326,8 @@ export interface Node {
   spec: NodeSpec;
 }
 /**
+ * How the hub reaches the node (`transport`, `ssh`), the directories resources may touch (`roots`) and per-node values (`vars`).
+ *
  * This interface was referenced by `StewardSchemas`'s JSON-Schema
  * via the `definition` "NodeSpec".
  */
@@ -383,6 +397,8 @@ export interface Assignment {
   spec: AssignmentSpec;
 }
 /**
+ * Where the assignment is placed (`nodes` and/or `selector`), its resources in order, probes, rollout and budget.
+ *
  * This interface was referenced by `StewardSchemas`'s JSON-Schema
  * via the `definition` "AssignmentSpec".
  */
@@ -478,7 +494,7 @@ export interface SymlinkResource {
   atomic?: AtomicGroup;
   path: AbsolutePath;
   /**
-   * Where the link points; an absolute target must stay inside the node's roots.
+   * Where the link points: absolute, or relative to the link's directory; either way it must resolve inside the node's roots.
    */
   target: string;
   ensure?: Ensure;
@@ -506,6 +522,8 @@ export interface CommandResource {
   cwd?: AbsolutePath;
 }
 /**
+ * Environment variables as `NAME: value` strings.
+ *
  * This interface was referenced by `StewardSchemas`'s JSON-Schema
  * via the `definition` "Env".
  */
@@ -617,6 +635,8 @@ export interface PackageResource {
   ensure?: Ensure;
 }
 /**
+ * GET a URL; passes when the status (and body substring, if given) match.
+ *
  * This interface was referenced by `StewardSchemas`'s JSON-Schema
  * via the `definition` "HttpProbe".
  */
@@ -639,6 +659,8 @@ export interface HttpProbe {
   timeout?: Duration;
 }
 /**
+ * Connect to a TCP port; passes when the connection is accepted.
+ *
  * This interface was referenced by `StewardSchemas`'s JSON-Schema
  * via the `definition` "TcpProbe".
  */
@@ -657,6 +679,8 @@ export interface TcpProbe {
   timeout?: Duration;
 }
 /**
+ * Run a command; passes when it exits 0 (and its output contains `expectOutput`, if given).
+ *
  * This interface was referenced by `StewardSchemas`'s JSON-Schema
  * via the `definition` "CommandProbe".
  */
