@@ -22,7 +22,7 @@ export type Stage = "observe" | "apply";
  */
 export type Duration = string;
 /**
- * An absolute path, or one that starts with a `${node.vars.KEY}` holding an absolute path.
+ * An absolute path.
  *
  * This interface was referenced by `StewardSchemas`'s JSON-Schema
  * via the `definition` "AbsolutePath".
@@ -64,6 +64,13 @@ export type ResourceDependsOn = ResourceName[];
  * via the `definition` "AtomicGroup".
  */
 export type AtomicGroup = string;
+/**
+ * An absolute path on the node, or one that starts with a `${node.vars.KEY}` holding an absolute path.
+ *
+ * This interface was referenced by `StewardSchemas`'s JSON-Schema
+ * via the `definition` "ResourcePath".
+ */
+export type ResourcePath = string;
 /**
  * Permissions as an octal string, e.g. "0644".
  *
@@ -155,6 +162,7 @@ export interface StewardSchemas {
   Env?: Env;
   Duration?: Duration;
   Stage?: Stage;
+  ResourcePath?: ResourcePath;
   InstanceSpec?: InstanceSpec;
   Bundle?: Bundle;
   FailureClass?: FailureClass;
@@ -446,7 +454,7 @@ export interface FileResource {
   name?: ResourceName;
   dependsOn?: ResourceDependsOn;
   atomic?: AtomicGroup;
-  path: AbsolutePath;
+  path: ResourcePath;
   /**
    * The file's content. Exclusive with `source`.
    */
@@ -475,7 +483,7 @@ export interface DirectoryResource {
   name?: ResourceName;
   dependsOn?: ResourceDependsOn;
   atomic?: AtomicGroup;
-  path: AbsolutePath;
+  path: ResourcePath;
   mode?: Mode;
   owner?: Owner;
   group?: OwnerGroup;
@@ -492,7 +500,7 @@ export interface SymlinkResource {
   name?: ResourceName;
   dependsOn?: ResourceDependsOn;
   atomic?: AtomicGroup;
-  path: AbsolutePath;
+  path: ResourcePath;
   /**
    * Where the link points: absolute, or relative to the link's directory; either way it must resolve inside the node's roots.
    */
@@ -511,7 +519,7 @@ export interface CommandResource {
   dependsOn?: ResourceDependsOn;
   atomic?: AtomicGroup;
   run: Argv;
-  creates?: AbsolutePath;
+  creates?: ResourcePath;
   unless?: Argv;
   /**
    * When true, a failure stops every resource after this one (they are reported as blocked by it).
@@ -519,7 +527,7 @@ export interface CommandResource {
   gating?: boolean;
   timeout?: Duration;
   env?: Env;
-  cwd?: AbsolutePath;
+  cwd?: ResourcePath;
 }
 /**
  * Environment variables as `NAME: value` strings.
@@ -543,7 +551,7 @@ export interface ServiceResource {
   atomic?: AtomicGroup;
   exec: Argv;
   env?: Env;
-  cwd?: AbsolutePath;
+  cwd?: ResourcePath;
   /**
    * Default `always`.
    */
