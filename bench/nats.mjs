@@ -121,6 +121,7 @@ async function preloadReports(latest, count) {
 /** The product path: syncer, hub and store, NATS transport, agents. */
 async function throughTheHub() {
   const { HubRuntime } = await import("../dist/cli/hub.js");
+  const { createNatsTransport } = await import("../dist/transport/nats/hub.js");
   const repo = join(dir, "fleet");
   const env = { ...process.env, GIT_CONFIG_NOSYSTEM: "1", HOME: dir };
   const git = (...args) => execFileSync("git", args, { cwd: repo, env, stdio: "pipe" });
@@ -180,7 +181,7 @@ async function throughTheHub() {
       logger: pino({ level: "silent" }),
       env,
       cwd: dir,
-      nats: { kind: "bus", servers: server.url, creds: hubCreds },
+      transports: [createNatsTransport({ servers: server.url, creds: hubCreds })],
     });
   const total = NODES * ASSIGNMENTS;
   const converged = (hub, generation) =>

@@ -1,15 +1,23 @@
 #!/usr/bin/env node
-// Generates src/model/generated.ts from the JSON Schemas in schemas/, so the TypeScript types cannot
-// drift from the repository format. `node scripts/gen-types.mjs --check` exits 1 when the committed
-// file is stale (a test runs it).
+// Generates from the JSON Schemas in schemas/, so nothing can drift from the repository format:
+// - src/model/generated.ts: the TypeScript types;
+// - src/model/schemas.generated.ts: the schemas as modules (no files needed at run time);
+// - src/model/validators.generated.ts: every definition compiled by ajv into standalone code, so a
+//   process does not spend ~200 ms compiling schemas at start-up.
+// `node scripts/gen-types.mjs --check` exits 1 when a committed file is stale (a test runs it).
 import { readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { Ajv2020 } from "ajv/dist/2020.js";
+import standaloneCode from "ajv/dist/standalone/index.js";
+import addFormats from "ajv-formats";
 import { compile } from "json-schema-to-typescript";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const out = join(root, "src/model/generated.ts");
 const schemasOut = join(root, "src/model/schemas.generated.ts");
+const validatorsOut = join(root, "src/model/validators.generated.ts");
+const SCHEMA_FILES = ["steward", "agent"];
 
 /** Every $def of every schema file, in one schema that json-schema-to-typescript can compile. */
 function combinedSchema() {
@@ -67,9 +75,61 @@ const schemaModule = `${banner}\n\n${["steward", "agent"]
     return `export const ${name}Schema: Record<string, unknown> = ${JSON.stringify(JSON.parse(text))};\n`;
   })
   .join("\n")}`;
+
+/**
+ * Standalone validators for every $def of every schema, keyed by `<$id>#/$defs/<name>`. The options
+ * must stay those src/model/schema.ts documents (allErrors and verbose: messages use the data and
+ * the schema of each error). ajv writes `require(...)` for its run-time helpers; they become imports.
+ */
+function validatorsModule() {
+  const ajv = new Ajv2020({
+    allErrors: true,
+    strict: false,
+    verbose: true,
+    code: { source: true, esm: true },
+  });
+  addFormats.default(ajv);
+  const refs = {};
+  for (const name of SCHEMA_FILES) {
+    const schema = JSON.parse(readFileSync(join(root, "schemas", `${name}.schema.json`), "utf8"));
+    ajv.addSchema(schema);
+    for (const def of Object.keys(schema.$defs))
+      refs[`${name}_${def.replace(/[^A-Za-z0-9]/g, "_")}`] = `${schema.$id}#/$defs/${def}`;
+  }
+  let code = standaloneCode.default(ajv, refs);
+  // ajv's CommonJS run-time helpers are replaced by src/model/schema-runtime.ts (same behaviour, no
+  // CommonJS loading at start-up); a helper or format it does not have stops the generation.
+  const helpers = {
+    'require("ajv/dist/runtime/equal").default': "equal",
+    'require("ajv/dist/runtime/ucs2length").default': "ucs2length",
+  };
+  const runtimeFormats = ["uri", "date-time"];
+  code = code.replace(
+    /require\("ajv-formats\/dist\/formats"\)\.fullFormats(?:\.([A-Za-z]+)|\["([^"]+)"\])/g,
+    (_, a, b) => {
+      const format = a ?? b;
+      if (!runtimeFormats.includes(format))
+        throw new Error(
+          `format "${format}" is not in src/model/schema-runtime.ts: add it there and to runtimeFormats`,
+        );
+      return `formats[${JSON.stringify(format)}]`;
+    },
+  );
+  for (const [call, name] of Object.entries(helpers)) code = code.split(call).join(name);
+  const leftover = /require\("[^"]+"\)[.\w]*/.exec(code);
+  if (leftover)
+    throw new Error(`generated validators need ${leftover[0]}: add it to src/model/schema-runtime.ts`);
+  const importLines = 'import { equal, formats, ucs2length } from "./schema-runtime.js";';
+  const table = Object.entries(refs)
+    .map(([name, ref]) => `  ${JSON.stringify(ref)}: ${name},`)
+    .join("\n");
+  return `${banner}\n// @ts-nocheck\n${importLines}\n${code.replace(/^"use strict";/, "")}\n\n/** Compiled validators by \`<schema $id>#/$defs/<definition>\`. */\nexport const compiledValidators = {\n${table}\n};\n`;
+}
+
 const outputs = [
   [out, source],
   [schemasOut, schemaModule],
+  [validatorsOut, validatorsModule()],
 ];
 if (process.argv.includes("--check")) {
   for (const [file, text] of outputs) {

@@ -10,6 +10,8 @@ import type { Logger } from "pino";
 import { parseDuration } from "../model/duration.js";
 import { UsageError } from "../model/errors.js";
 import type { StatusFlags } from "../status/settings.js";
+import { NATS_HUB_FLAGS, type NatsHubFlags, natsOptionsFromFlags } from "../transport/nats/flags.js";
+import { SSH_HUB_FLAGS, type SshHubFlags, sshOptionsFromFlags } from "../transport/ssh/flags.js";
 import type { StatePaths } from "./hub-state.js";
 import type { CliIo, GlobalOptions } from "./io.js";
 import { addStatusFlags } from "./status-flags.js";
@@ -32,8 +34,10 @@ export interface HubRuntimeOptions {
   cwd: string;
   /** Attempt lease (how long a result may take before the attempt is ambiguous). */
   leaseMs?: number;
-  /** NATS: a bus for `nats` nodes (`steward hub --nats`), or a local fleet (`steward up --transport nats`). */
-  nats?: import("../transport/nats/runtime.js").NatsSetup;
+  /** Transports besides the local one (SSH, NATS), built by the command from its flags. */
+  transports?: import("../hub/transport.js").Transport[];
+  /** `steward up --transport nats`: the local nodes run as agent processes on a local nats-server. */
+  localFleet?: import("../transport/nats/runtime.js").LocalFleetSetup;
 }
 
 /** Every part of a running hub, started in order and stopped in reverse. */
@@ -45,7 +49,7 @@ export class HubRuntime {
   private loop: import("../repo/loop.js").SyncLoop | undefined;
   private publisher: import("../status/publisher.js").StatusPublisher | undefined;
   private local: import("../transport/local.js").LocalTransport | undefined;
-  private nats: import("../transport/nats/runtime.js").NatsRuntime | undefined;
+  private fleet: import("../transport/nats/runtime.js").LocalFleetRuntime | undefined;
   private closeDb: (() => void) | undefined;
   private readonly analyses: import("../model/load.js").AnalysisCache = new Map();
 
@@ -104,10 +108,10 @@ export class HubRuntime {
     }
     const declared = await this.recordDeclarations();
     this.publisher = await this.statusPublisher();
-    if (this.options.nats) {
-      const { startNatsRuntime } = await import("../transport/nats/runtime.js");
+    if (this.options.localFleet) {
+      const { startLocalFleetRuntime } = await import("../transport/nats/runtime.js");
       const root = this.options.root;
-      this.nats = await startNatsRuntime(this.options.nats, {
+      this.fleet = await startLocalFleetRuntime(this.options.localFleet, {
         localNodes: store
           .nodes()
           .filter((n) => n.transport === "local")
@@ -119,9 +123,7 @@ export class HubRuntime {
     }
     this.hub = new Hub({
       store,
-      transports: this.nats?.replacesLocal
-        ? [this.nats.transport]
-        : [this.local, ...(this.nats ? [this.nats.transport] : [])],
+      transports: [this.fleet?.transport ?? this.local, ...(this.options.transports ?? [])],
       logger: logger.child({ component: "hub" }),
       ...(this.options.leaseMs ? { timing: { leaseMs: this.options.leaseMs } } : {}),
       ...(this.publisher ? { statusSink: this.publisher } : {}),
@@ -213,7 +215,7 @@ export class HubRuntime {
     await this.loop?.stop();
     await this.http?.close();
     await this.hub?.stop();
-    await this.nats?.stop();
+    await this.fleet?.stop();
     if (this.publisher) {
       // The last statuses (a converged `steward up --once`, say) are worth a short wait; a forge that
       // is down keeps them as desired, posted at the next start.
@@ -239,7 +241,7 @@ function splitListen(listen: string): [string, number] {
   return [match[1]?.replace(/^\[(.*)\]$/, "$1") ?? "127.0.0.1", port];
 }
 
-interface HubCommandOptions extends StatusFlags {
+interface HubCommandOptions extends StatusFlags, SshHubFlags, NatsHubFlags {
   repo: string;
   branch: string;
   root?: string;
@@ -247,11 +249,6 @@ interface HubCommandOptions extends StatusFlags {
   syncInterval: string;
   webhookSecretEnv?: string;
   lease?: string;
-  nats?: string;
-  natsCreds?: string;
-  natsTlsCa?: string;
-  natsTlsCert?: string;
-  natsTlsKey?: string;
 }
 
 /** Parses a duration flag, with the flag's name in the error. */
@@ -261,18 +258,6 @@ export function durationFlag(flag: string, value: string): number {
   } catch {
     throw new UsageError(`${flag} ${JSON.stringify(value)} is not a duration: write e.g. 30s, 5m or 1h`);
   }
-}
-
-/** The `--nats*` flags as a bus setup, files resolved against the working directory. */
-function natsBus(options: HubCommandOptions, cwd: string): import("../transport/nats/runtime.js").NatsSetup {
-  const file = (path: string | undefined) => (path ? resolve(cwd, path) : undefined);
-  const tls = { ca: file(options.natsTlsCa), cert: file(options.natsTlsCert), key: file(options.natsTlsKey) };
-  return {
-    kind: "bus",
-    servers: options.nats as string,
-    ...(options.natsCreds ? { creds: resolve(cwd, options.natsCreds) } : {}),
-    ...(tls.ca || tls.cert || tls.key ? { tls } : {}),
-  };
 }
 
 /** Waits for SIGINT or SIGTERM. */
@@ -303,17 +288,27 @@ export function hubCommand(io: CliIo, globals: () => GlobalOptions, _exit: (code
     )
     .option("--sync-interval <duration>", "how often to fetch the fleet repo", "1m")
     .option("--webhook-secret-env <name>", "environment variable holding the webhook's shared secret")
-    .option("--lease <duration>", "how long an attempt's result may take before it is ambiguous", "10m")
-    .option("--nats <url>", "also reach nodes declared `transport: nats` over this NATS server")
-    .option("--nats-creds <file>", "with --nats: the hub's credentials (from `steward nats config`)")
-    .option("--nats-tls-ca <file>", "with --nats: CA that signed the server's certificate")
-    .option("--nats-tls-cert <file>", "with --nats: client certificate, when the server verifies clients")
-    .option("--nats-tls-key <file>", "with --nats: the client certificate's key");
+    .option("--lease <duration>", "how long an attempt's result may take before it is ambiguous", "10m");
+  for (const [flag, help] of SSH_HUB_FLAGS) command.option(flag, help);
+  for (const [flag, help] of NATS_HUB_FLAGS) command.option(flag, help);
   addStatusFlags(command);
   return command.action(async (options: HubCommandOptions) => {
     const { statePaths } = await import("./hub-state.js");
     const pino = (await import("pino")).default;
+    const { createSshTransport } = await import("../transport/ssh/index.js");
     const paths = statePaths(io, globals());
+    const logger = pino({ level: io.env.STEWARD_LOG_LEVEL ?? "info" });
+    const ssh = createSshTransport({
+      ...sshOptionsFromFlags(options, io.cwd, io.env),
+      logger: logger.child({ component: "ssh" }),
+    });
+    const natsOptions = natsOptionsFromFlags(options, io.cwd);
+    const nats = natsOptions
+      ? (await import("../transport/nats/hub.js")).createNatsTransport({
+          ...natsOptions,
+          log: logger.child({ component: "nats" }),
+        })
+      : undefined;
     let webhookSecret: string | undefined;
     if (options.webhookSecretEnv) {
       webhookSecret = io.env[options.webhookSecretEnv];
@@ -328,12 +323,12 @@ export function hubCommand(io: CliIo, globals: () => GlobalOptions, _exit: (code
       listen: options.listen,
       syncIntervalMs: durationFlag("--sync-interval", options.syncInterval),
       statusFlags: options,
-      logger: pino({ level: io.env.STEWARD_LOG_LEVEL ?? "info" }),
+      logger,
       env: io.env,
       cwd: io.cwd,
       leaseMs: durationFlag("--lease", options.lease ?? "10m"),
+      transports: [ssh, ...(nats ? [nats] : [])],
       ...(webhookSecret ? { webhookSecret } : {}),
-      ...(options.nats ? { nats: natsBus(options, io.cwd) } : {}),
     });
     try {
       await runtime.start();

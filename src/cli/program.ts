@@ -19,6 +19,24 @@ export type CommandFactory = (
 /** Command name → loader of its factory. */
 export type CommandRegistry = Readonly<Record<string, () => Promise<CommandFactory>>>;
 
+/** Global options that take a value, so the word after them is not taken for the command's name. */
+const GLOBAL_OPTIONS_WITH_VALUE = new Set(["--state"]);
+
+/** The command `argv` runs (`steward [globals] NAME ...`, or `steward help NAME`), if any. */
+function requestedCommand(argv: readonly string[]): string | undefined {
+  for (let i = 0; i < argv.length; i++) {
+    const word = argv[i]!;
+    if (word === "--") return argv[i + 1];
+    if (GLOBAL_OPTIONS_WITH_VALUE.has(word)) {
+      i++;
+      continue;
+    }
+    if (word.startsWith("-")) continue;
+    return word === "help" ? argv[i + 1] : word;
+  }
+  return undefined;
+}
+
 /** Runs the program with `argv` (without `node` and the script) and returns the exit code. */
 export async function runProgram(
   argv: string[],
@@ -43,8 +61,8 @@ export async function runProgram(
     .exitOverride();
   const globals = () => program.opts<GlobalOptions>();
   // Only the command being run is loaded; help (or an unknown command) needs them all.
-  const named = argv.find((arg) => !arg.startsWith("-"));
-  const names = named !== undefined && named in registry ? [named] : Object.keys(registry);
+  const named = requestedCommand(argv);
+  const names = named !== undefined && Object.hasOwn(registry, named) ? [named] : Object.keys(registry);
   try {
     for (const name of names) {
       const command = (await registry[name]!())(io, globals, exit);
@@ -60,12 +78,10 @@ export async function runProgram(
     return exitCode;
   } catch (error) {
     if (error instanceof CommanderError) {
-      if (
-        error.code === "commander.helpDisplayed" ||
-        error.code === "commander.version" ||
-        error.code === "commander.help"
-      )
-        return EXIT.ok;
+      // Help asked for, or the version: fine. Help shown because the command line was incomplete
+      // (`steward` alone, a command group without its subcommand): a usage error.
+      if (error.code === "commander.helpDisplayed" || error.code === "commander.version") return EXIT.ok;
+      if (error.code === "commander.help" && error.exitCode === 0) return EXIT.ok;
       return EXIT.usage;
     }
     const debug = argv.includes("--debug");

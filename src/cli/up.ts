@@ -57,17 +57,25 @@ export interface UpOutcome {
 
 /** Statuses that will change by themselves (an attempt in flight, a canary soaking, not started yet). */
 const MOVING = new Set(["not-started", "pending", "dispatched", "verifying", "ambiguous"]);
+/** Statuses of an instance whose attempt failed: retried later at best, so not moving now. */
+const FAILED = new Set(["backoff", "stuck", "blocked"]);
 
 /** The outcome so far: done when nothing that this hub reaches is still moving. */
 export function upOutcome(reaches: (node: string) => boolean, instances: InstanceView[]): UpOutcome {
   const reachable = instances.filter((i) => reaches(i.node));
   const unreachable = instances.filter((i) => !reaches(i.node));
   const converged = reachable.every((i) => i.converged);
+  // A node held behind a canary or a batch moves on by itself unless what it waits for has failed:
+  // behind a failed canary (or a batch whose slot is taken by a failed node) it waits on nothing
+  // that will change. Behind a converged canary it is soaking, which ends by itself.
+  const failedAssignments = new Set(reachable.filter((i) => FAILED.has(i.status)).map((i) => i.assignment));
   const moving = reachable.some(
     (i) =>
       !i.converged &&
       (MOVING.has(i.status) ||
-        (i.status === "held" && (i.holdReason === "canary" || i.holdReason === "batch"))),
+        (i.status === "held" &&
+          (i.holdReason === "canary" || i.holdReason === "batch") &&
+          !failedAssignments.has(i.assignment))),
   );
   return { done: converged || !moving, converged, reachable, unreachable };
 }
@@ -100,6 +108,16 @@ export function progressLines(outcome: UpOutcome, unreachableTransports: Map<str
       `  ${node.padEnd(width)}  -      not dispatched: transport ${unreachableTransports.get(node) ?? "?"} is not enabled in this hub (${assignments.join(", ")})`,
     );
   return lines;
+}
+
+/** Why each failed instance failed: the node, the last attempt's message and its correlation id. */
+export function failureLines(outcome: UpOutcome): string[] {
+  return outcome.reachable
+    .filter((i) => !i.converged && FAILED.has(i.status))
+    .map(
+      (i) =>
+        `  ${i.instance} ${i.status}${i.lastAttemptId ? ` (attempt ${i.lastAttemptId})` : ""}: ${i.message ?? "no message"}`,
+    );
 }
 
 interface UpOptions extends StatusFlags {
@@ -169,7 +187,7 @@ export function upCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: 
       cwd: io.cwd,
       // The agents run as this very program (whatever file it was started from).
       ...(options.transport === "nats"
-        ? { nats: { kind: "local-fleet" as const, steward: [process.execPath, process.argv[1] ?? ""] } }
+        ? { localFleet: { steward: [process.execPath, process.argv[1] ?? ""] } }
         : {}),
     });
     const started = Date.now();
@@ -233,6 +251,7 @@ export function upCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: 
             ? `not converged: ${done}/${outcome.reachable.length} instances after ${seconds}s, and nothing else is moving\n`
             : `timed out after ${options.timeout}: ${done}/${outcome.reachable.length} instances converged\n`,
         );
+        for (const line of failureLines(outcome)) io.stdout(`${line}\n`);
         const conditions = runtime.store
           .conditions({ status: "open" })
           .filter((c) => c.type !== "NodeSilent");

@@ -1,10 +1,11 @@
 import { existsSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import { Command, Option } from "commander";
-import { formatGithub, formatText, summarize } from "../model/diagnostics.js";
+import { formatGithub, formatText, plural, summarize } from "../model/diagnostics.js";
 import { EnvironmentError } from "../model/errors.js";
 import { directorySource, type LoadResult, loadRepo } from "../model/load.js";
-import { type CliIo, EXIT, type GlobalOptions } from "./io.js";
+import { EXIT } from "./io.js";
+import type { CommandFactory } from "./program.js";
 
 export type ValidateFormat = "text" | "json" | "github";
 
@@ -39,20 +40,25 @@ export function renderValidation(result: LoadResult, format: ValidateFormat): st
   if (result.ok && result.desired) {
     const d = result.desired;
     lines.push(
-      `valid: ${d.nodes.size} nodes, ${d.assignments.size} assignments, ${d.instances.size} instances (${summary})`,
+      `valid: ${plural(d.nodes.size, "node")}, ${plural(d.assignments.size, "assignment")}, ${plural(d.instances.size, "instance")} (${summary})`,
     );
   } else lines.push(`invalid: ${summary}`);
   return `${lines.join("\n")}\n`;
 }
 
-export function validateCommand(
-  io: CliIo,
-  globals: () => GlobalOptions,
-  exit: (code: number) => void,
-): Command {
-  return new Command("validate")
+/**
+ * `steward validate [PATH] [--format text|json|github]`: loads the fleet repository at PATH as the
+ * syncer would and prints every diagnostic. Exit 0 when there is no error (warnings allowed), 1 when
+ * there is one, 2 when PATH is not a directory.
+ */
+export const validateCommand: CommandFactory = (io, globals, exit) =>
+  new Command("validate")
+    .summary("check a fleet repository: YAML, JSON Schema and cross-document rules, with file:line:column")
     .description(
-      "check a fleet repository: YAML, JSON Schema and cross-document rules, with file:line:column",
+      "Check a fleet repository as the syncer would: every YAML file is parsed, each document is checked " +
+        "against its JSON Schema, then across documents (nodes, names, dependsOn, paths and roots, sources), " +
+        "and every instance is rendered. Each problem is printed with file:line:column and its fix. " +
+        "Exit 0: valid (warnings allowed); 1: errors found; 2: PATH is not a directory.",
     )
     .argument("[path]", "fleet repository directory", ".")
     .addOption(
@@ -64,4 +70,3 @@ export function validateCommand(
       io.stdout(renderValidation(result, format));
       exit(result.ok ? EXIT.ok : EXIT.problems);
     });
-}

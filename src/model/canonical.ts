@@ -6,16 +6,28 @@ import { createHash } from "node:crypto";
  */
 export function canonicalJson(value: unknown): string {
   if (value === null || typeof value !== "object") return JSON.stringify(value) ?? "null";
-  if (Array.isArray(value))
-    return `[${value.map((item) => (item === undefined ? "null" : canonicalJson(item))).join(",")}]`;
-  const record = value as Record<string, unknown>;
-  const parts: string[] = [];
-  for (const key of Object.keys(record).sort()) {
-    const member = record[key];
-    if (member === undefined) continue;
-    parts.push(`${JSON.stringify(key)}:${canonicalJson(member)}`);
+  let text: string;
+  if (Array.isArray(value)) {
+    text = "[";
+    for (let i = 0; i < value.length; i++) {
+      const item: unknown = value[i];
+      if (i > 0) text += ",";
+      text += item === undefined ? "null" : canonicalJson(item);
+    }
+    text += "]";
+  } else {
+    const record = value as Record<string, unknown>;
+    text = "{";
+    let first = true;
+    for (const key of Object.keys(record).sort()) {
+      const member = record[key];
+      if (member === undefined) continue;
+      text += `${first ? "" : ","}${JSON.stringify(key)}:${canonicalJson(member)}`;
+      first = false;
+    }
+    text += "}";
   }
-  return `{${parts.join(",")}}`;
+  return text;
 }
 
 /** `sha256:` and the hex digest of the canonical JSON of `value`. */

@@ -87,10 +87,14 @@ export function formatGithub(list: readonly Diagnostic[], prefix = ""): string {
     .join("\n");
 }
 
+/** `1 node`, `2 nodes`. */
+export function plural(count: number, word: string): string {
+  return `${count} ${word}${count === 1 ? "" : "s"}`;
+}
+
 /** A one-line summary: `2 errors, 1 warning in 3 files`. */
 export function summarize(list: readonly Diagnostic[], filesRead: number): string {
   const errors = list.filter((d) => d.severity === "error").length;
   const warnings = list.length - errors;
-  const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`;
   return `${plural(errors, "error")}, ${plural(warnings, "warning")} in ${plural(filesRead, "file")}`;
 }

@@ -8,6 +8,8 @@ export interface Finding {
   key?: boolean;
   message: string;
   fix?: string;
+  /** The value YAML read as a number or boolean where a string is wanted; its fix quotes the raw text. */
+  unquoted?: unknown;
 }
 
 /** `spec.resources[2].mode` for `["spec", "resources", 2, "mode"]`. */

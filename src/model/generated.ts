@@ -8,6 +8,8 @@
  */
 export type Name = string;
 /**
+ * `observe`: compare only, dispatch nothing; `apply`: dispatch work.
+ *
  * This interface was referenced by `StewardSchemas`'s JSON-Schema
  * via the `definition` "Stage".
  */
@@ -27,6 +29,8 @@ export type Duration = string;
  */
 export type AbsolutePath = string;
 /**
+ * One thing on a host; `kind` says which: file, directory, symlink, command, service, systemd-unit, container or package.
+ *
  * This interface was referenced by `StewardSchemas`'s JSON-Schema
  * via the `definition` "Resource".
  */
@@ -60,6 +64,13 @@ export type ResourceDependsOn = ResourceName[];
  * via the `definition` "AtomicGroup".
  */
 export type AtomicGroup = string;
+/**
+ * An absolute path on the node, or one that starts with a `${node.vars.KEY}` holding an absolute path.
+ *
+ * This interface was referenced by `StewardSchemas`'s JSON-Schema
+ * via the `definition` "ResourcePath".
+ */
+export type ResourcePath = string;
 /**
  * Permissions as an octal string, e.g. "0644".
  *
@@ -151,6 +162,7 @@ export interface StewardSchemas {
   Env?: Env;
   Duration?: Duration;
   Stage?: Stage;
+  ResourcePath?: ResourcePath;
   InstanceSpec?: InstanceSpec;
   Bundle?: Bundle;
   FailureClass?: FailureClass;
@@ -176,6 +188,8 @@ export interface Fleet {
   spec: FleetSpec;
 }
 /**
+ * The document's name (a DNS label, unique per kind) and labels.
+ *
  * This interface was referenced by `StewardSchemas`'s JSON-Schema
  * via the `definition` "Metadata".
  */
@@ -187,6 +201,8 @@ export interface Metadata {
   };
 }
 /**
+ * Labels as `key: value` strings, matched by assignment selectors.
+ *
  * This interface was referenced by `StewardSchemas`'s JSON-Schema
  * via the `definition` "Labels".
  */
@@ -194,6 +210,8 @@ export interface Labels {
   [k: string]: string;
 }
 /**
+ * Fleet-wide settings; every field is optional.
+ *
  * This interface was referenced by `StewardSchemas`'s JSON-Schema
  * via the `definition` "FleetSpec".
  */
@@ -244,6 +262,8 @@ export interface StatusSettings {
   providers?: StatusProvider[];
 }
 /**
+ * One place commit statuses are written to: a forge (`github`, `gitlab`, `gitea`) or `gitnotes`.
+ *
  * This interface was referenced by `StewardSchemas`'s JSON-Schema
  * via the `definition` "StatusProvider".
  */
@@ -314,6 +334,8 @@ export interface Node {
   spec: NodeSpec;
 }
 /**
+ * How the hub reaches the node (`transport`, `ssh`), the directories resources may touch (`roots`) and per-node values (`vars`).
+ *
  * This interface was referenced by `StewardSchemas`'s JSON-Schema
  * via the `definition` "NodeSpec".
  */
@@ -383,6 +405,8 @@ export interface Assignment {
   spec: AssignmentSpec;
 }
 /**
+ * Where the assignment is placed (`nodes` and/or `selector`), its resources in order, probes, rollout and budget.
+ *
  * This interface was referenced by `StewardSchemas`'s JSON-Schema
  * via the `definition` "AssignmentSpec".
  */
@@ -430,7 +454,7 @@ export interface FileResource {
   name?: ResourceName;
   dependsOn?: ResourceDependsOn;
   atomic?: AtomicGroup;
-  path: AbsolutePath;
+  path: ResourcePath;
   /**
    * The file's content. Exclusive with `source`.
    */
@@ -459,7 +483,7 @@ export interface DirectoryResource {
   name?: ResourceName;
   dependsOn?: ResourceDependsOn;
   atomic?: AtomicGroup;
-  path: AbsolutePath;
+  path: ResourcePath;
   mode?: Mode;
   owner?: Owner;
   group?: OwnerGroup;
@@ -476,9 +500,9 @@ export interface SymlinkResource {
   name?: ResourceName;
   dependsOn?: ResourceDependsOn;
   atomic?: AtomicGroup;
-  path: AbsolutePath;
+  path: ResourcePath;
   /**
-   * Where the link points; an absolute target must stay inside the node's roots.
+   * Where the link points: absolute, or relative to the link's directory; either way it must resolve inside the node's roots.
    */
   target: string;
   ensure?: Ensure;
@@ -495,7 +519,7 @@ export interface CommandResource {
   dependsOn?: ResourceDependsOn;
   atomic?: AtomicGroup;
   run: Argv;
-  creates?: AbsolutePath;
+  creates?: ResourcePath;
   unless?: Argv;
   /**
    * When true, a failure stops every resource after this one (they are reported as blocked by it).
@@ -503,9 +527,11 @@ export interface CommandResource {
   gating?: boolean;
   timeout?: Duration;
   env?: Env;
-  cwd?: AbsolutePath;
+  cwd?: ResourcePath;
 }
 /**
+ * Environment variables as `NAME: value` strings.
+ *
  * This interface was referenced by `StewardSchemas`'s JSON-Schema
  * via the `definition` "Env".
  */
@@ -525,7 +551,7 @@ export interface ServiceResource {
   atomic?: AtomicGroup;
   exec: Argv;
   env?: Env;
-  cwd?: AbsolutePath;
+  cwd?: ResourcePath;
   /**
    * Default `always`.
    */
@@ -617,6 +643,8 @@ export interface PackageResource {
   ensure?: Ensure;
 }
 /**
+ * GET a URL; passes when the status (and body substring, if given) match.
+ *
  * This interface was referenced by `StewardSchemas`'s JSON-Schema
  * via the `definition` "HttpProbe".
  */
@@ -639,6 +667,8 @@ export interface HttpProbe {
   timeout?: Duration;
 }
 /**
+ * Connect to a TCP port; passes when the connection is accepted.
+ *
  * This interface was referenced by `StewardSchemas`'s JSON-Schema
  * via the `definition` "TcpProbe".
  */
@@ -657,6 +687,8 @@ export interface TcpProbe {
   timeout?: Duration;
 }
 /**
+ * Run a command; passes when it exits 0 (and its output contains `expectOutput`, if given).
+ *
  * This interface was referenced by `StewardSchemas`'s JSON-Schema
  * via the `definition` "CommandProbe".
  */

@@ -3,9 +3,17 @@
  * syncer (on git trees) and the hub. Per-file work (decode, parse, schema validation) depends only on
  * the file's bytes and is cached by content id, so a sync re-reads only files whose blob changed.
  */
-import { readdirSync, readFileSync } from "node:fs";
+import { type Dirent, readdirSync } from "node:fs";
+import { createRequire } from "node:module";
 import { join } from "node:path";
-import picomatch from "picomatch";
+import {
+  analyzeDirectoryFiles,
+  analyzeFile,
+  type FileAnalysis,
+  readBuffer,
+  readWhole,
+  unreadable,
+} from "./analyze.js";
 import { bytesHash } from "./canonical.js";
 import type { Diagnostic } from "./diagnostics.js";
 import { hasErrors, sortDiagnostics } from "./diagnostics.js";
@@ -16,13 +24,15 @@ import type {
   NodeDocument,
   SourcedDocument,
 } from "./documents.js";
+import { EnvironmentError } from "./errors.js";
 import type { Finding } from "./findings.js";
 import { fleetSettings } from "./fleet.js";
 import type { Assignment, Fleet } from "./generated.js";
+import { placeAll } from "./placement.js";
 import { type DesiredState, type MissingVariable, renderInstances, type SourceContent } from "./render.js";
-import { type DocumentKind, validateDocument } from "./schema.js";
+import { quoteFix } from "./schema.js";
 import { semanticFindings } from "./semantic.js";
-import { locate, type ParsedFile, parseYamlFile } from "./yaml.js";
+import { locate, yamlText } from "./yaml.js";
 
 /** A file of the repository: its path relative to the root (`/`-separated) and a content id if known. */
 export interface RepoFile {
@@ -35,13 +45,15 @@ export interface RepoFile {
 export interface RepoSource {
   files(): Promise<RepoFile[]> | RepoFile[];
   read(file: RepoFile): Promise<Uint8Array> | Uint8Array;
+  /**
+   * The directory the files are plain files of, when they are (not a git tree): the loader may then
+   * read and analyse them on a second thread as well.
+   */
+  directory?: string;
 }
 
-/** What one file's bytes say on their own, independent of its path and of other files. */
-export interface FileAnalysis {
-  parsed: ParsedFile;
-  documents: { index: number; value: unknown; kind?: DocumentKind; name?: string; findings: Finding[] }[];
-}
+export type { FileAnalysis } from "./analyze.js";
+export { analyzeFile } from "./analyze.js";
 
 /** Cache of file analyses by content id; keep one per tracked repository. */
 export type AnalysisCache = Map<string, FileAnalysis>;
@@ -73,20 +85,20 @@ function isYaml(path: string): boolean {
   return path.endsWith(".yaml") || path.endsWith(".yml");
 }
 
-function inDotDirectory(path: string): boolean {
-  const directory = path.slice(0, path.lastIndexOf("/") + 1);
-  return directory.startsWith(".") || directory.includes("/.");
+/** Dot-directories (`.github/`) and dot-files are not fleet documents. */
+function hidden(path: string): boolean {
+  return path.startsWith(".") || path.includes("/.");
 }
 
-/** Analyses a file's bytes: parse, then validate each document against its kind's schema. */
-export function analyzeFile(bytes: Uint8Array): FileAnalysis {
-  const parsed = parseYamlFile(bytes);
-  const documents = parsed.documents.map(({ index, value }) => {
-    const { kind, findings } = validateDocument(value);
-    const name = (value as { metadata?: { name?: unknown } })?.metadata?.name;
-    return { index, value, kind, name: typeof name === "string" ? name : undefined, findings };
-  });
-  return { parsed, documents } as FileAnalysis;
+/** `spec.ignore` of steward.yaml's Fleet document when it is a list of strings, even if the rest is invalid. */
+function ignorePatterns(analysis: FileAnalysis): string[] {
+  for (const doc of analysis.documents) {
+    if (doc.kind !== "Fleet") continue;
+    const ignore = (doc.value as { spec?: { ignore?: unknown } }).spec?.ignore;
+    if (Array.isArray(ignore) && ignore.every((p) => typeof p === "string" && p.length > 0))
+      return ignore as string[];
+  }
+  return [];
 }
 
 /** Loads, validates and renders a fleet repository. Never throws for bad content. */
@@ -95,70 +107,86 @@ export async function loadRepo(
   options: { cache?: AnalysisCache } = {},
 ): Promise<LoadResult> {
   const cache = options.cache;
-  const files = await source.files();
-  // Built on first use: a fleet without `source:` files never needs it.
-  let byPathIndex: Map<string, RepoFile> | undefined;
-  const byPath = () => {
-    if (!byPathIndex) {
-      byPathIndex = new Map();
-      for (const file of files) byPathIndex.set(file.path, file);
-    }
-    return byPathIndex;
-  };
-  const texts = new Map<string, string>();
+  // Sorted, so "first" and "second" (duplicate names, conflicts) do not depend on directory order.
+  const files = [...(await source.files())].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+  const byPath = new Map(files.map((f) => [f.path, f]));
+  const texts = new Map<string, string | undefined>();
   const diagnostics: Diagnostic[] = [];
   const used = new Set<string>();
 
-  const analyze = async (file: RepoFile): Promise<FileAnalysis> => {
-    const analysis = analyzeFile(await source.read(file));
-    if (file.id && cache) cache.set(file.id, analysis);
-    return analysis;
-  };
   // A cache hit stays synchronous: a warm sync of a large fleet is mostly hits.
   const cached = (file: RepoFile): FileAnalysis | undefined => {
     used.add(file.id ?? "");
     return file.id ? cache?.get(file.id) : undefined;
   };
+  const analyze = async (file: RepoFile): Promise<FileAnalysis> => {
+    let bytes: Uint8Array;
+    try {
+      bytes = await source.read(file);
+    } catch (error) {
+      return unreadable(error);
+    }
+    const analysis = analyzeFile(bytes);
+    if (file.id && cache) cache.set(file.id, analysis);
+    return analysis;
+  };
 
   // steward.yaml first: it says which files to ignore.
-  const fleetFile = files.find((f) => f.path === FLEET_FILE);
+  const fleetFile = byPath.get(FLEET_FILE);
   let ignore: string[] = [];
-  // A list (not a map) in file order: a lookup by path is needed only for a file with a diagnostic.
-  const analyses: { path: string; analysis: FileAnalysis }[] = [];
+  const analyses = new Map<string, FileAnalysis>();
   if (fleetFile) {
     const analysis = cached(fleetFile) ?? (await analyze(fleetFile));
-    analyses.push({ path: FLEET_FILE, analysis });
-    const fleetDoc = analysis.documents.find((d) => d.kind === "Fleet" && d.findings.length === 0);
-    ignore = (fleetDoc?.value as Fleet | undefined)?.spec?.ignore ?? [];
+    analyses.set(FLEET_FILE, analysis);
+    ignore = ignorePatterns(analysis);
   }
-  const ignored = ignore.length > 0 ? picomatch(ignore, { dot: true }) : () => false;
+  // picomatch is loaded only for a repository that ignores something.
+  const ignored =
+    ignore.length > 0
+      ? (createRequire(import.meta.url)("picomatch") as typeof import("picomatch"))(ignore, { dot: true })
+      : () => false;
   const candidates = files.filter(
-    (f) =>
-      f.path !== FLEET_FILE &&
-      isYaml(f.path) &&
-      !inDotDirectory(f.path) &&
-      !f.path.startsWith(".") &&
-      !ignored(f.path),
+    (f) => f.path !== FLEET_FILE && isYaml(f.path) && !hidden(f.path) && !ignored(f.path),
   );
-  for (const file of candidates)
-    analyses.push({ path: file.path, analysis: cached(file) ?? (await analyze(file)) });
+  // Plain files of a directory (nothing to serve from a cache) may be analysed on two threads.
+  const cacheable = cache !== undefined && candidates.some((f) => f.id !== undefined);
+  if (source.directory !== undefined && !cacheable) {
+    const paths = candidates.map((f) => f.path);
+    const analysed = await analyzeDirectoryFiles(source.directory, paths);
+    for (const [i, path] of paths.entries()) analyses.set(path, analysed[i]!);
+  } else for (const file of candidates) analyses.set(file.path, cached(file) ?? (await analyze(file)));
 
   // Files referenced by `source:` are content, not documents, even when they are YAML.
   const sourcePaths = new Set<string>();
-  for (const { analysis } of analyses)
+  for (const analysis of analyses.values())
     for (const doc of analysis.documents)
       if (doc.kind === "Assignment" && doc.findings.length === 0)
         for (const resource of (doc.value as Assignment).spec.resources)
           if ("source" in resource && resource.source) sourcePaths.add(resource.source);
 
+  // The text of a file with a diagnostic, for its position and source line. A file analysed on the
+  // other thread comes without its text, and is read again here.
+  const textOf = (path: string): string | undefined => {
+    if (texts.has(path)) return texts.get(path);
+    let text = analyses.get(path)?.parsed.text;
+    const file = byPath.get(path);
+    if (text === undefined && file) {
+      try {
+        const bytes = source.read(file);
+        if (bytes instanceof Promise) bytes.catch(() => {});
+        else text = yamlText(bytes);
+      } catch {
+        // Unreadable now: the diagnostic keeps its file and loses its position.
+      }
+    }
+    texts.set(path, text);
+    return text;
+  };
   const documents: AnyDocument[] = [];
-  let analysisByPath: Map<string, FileAnalysis> | undefined;
   const push = (document: SourcedDocument<unknown>, finding: Finding) => {
-    analysisByPath ??= new Map(analyses.map((a) => [a.path, a.analysis]));
-    const text = analysisByPath.get(document.file)?.parsed.text;
+    const text = textOf(document.file);
     const pos =
-      text !== undefined ? locate(text, document.index, finding.path, finding.key) : { line: 0, column: 0 };
-    if (text !== undefined) texts.set(document.file, text);
+      text !== undefined ? locate(text, document.index, finding.path, finding.key) : { line: 1, column: 1 };
     const diagnostic: Diagnostic = {
       severity: finding.severity,
       code: finding.code,
@@ -168,15 +196,16 @@ export async function loadRepo(
       message: finding.message,
     };
     if (finding.fix) diagnostic.fix = finding.fix;
+    if (finding.unquoted !== undefined && text !== undefined) {
+      const raw = rawScalar(text, pos.line, pos.column);
+      if (raw) diagnostic.fix = quoteFix(finding.path, finding.unquoted, raw);
+    }
     diagnostics.push(diagnostic);
   };
-  for (const { path, analysis } of analyses) {
+  for (const [path, analysis] of analyses) {
     if (sourcePaths.has(path) && path !== FLEET_FILE) continue;
-    for (const problem of analysis.parsed.problems) {
-      diagnostics.push({ ...problem, file: path });
-      if (analysis.parsed.text !== undefined) texts.set(path, analysis.parsed.text);
-    }
-    const fileDocuments = documentsOf(analysis, path);
+    for (const problem of analysis.parsed.problems) diagnostics.push({ ...problem, file: path });
+    const fileDocuments = documentsOf(analysis, path, cache !== undefined);
     for (let i = 0; i < fileDocuments.length; i++) {
       const document = fileDocuments[i]!;
       documents.push(document);
@@ -202,12 +231,17 @@ export async function loadRepo(
   }
   const sortedNodes = sortedByName(nodes);
   const sortedAssignments = sortedByName(assignments);
+  const placements = placeAll(
+    [...sortedAssignments.values()].map((doc) => doc.value),
+    sortedNodes,
+  );
   for (const { document, finding } of semanticFindings({
     documents,
     nodes: sortedNodes,
     assignments: sortedAssignments,
     invalidNames,
-    exists: (path) => byPath().has(path),
+    exists: (path) => byPath.has(path),
+    placements,
   }))
     push(document, finding);
 
@@ -215,45 +249,94 @@ export async function loadRepo(
   if (cache) for (const id of cache.keys()) if (!used.has(id)) cache.delete(id);
 
   const sorted = sortDiagnostics(diagnostics);
-  const lineOf = (file: string, line: number) => texts.get(file)?.split("\n")[line - 1];
+  const lines = new Map<string, string[]>();
+  const lineOf = (file: string, line: number) => {
+    let list = lines.get(file);
+    if (!list) {
+      const text = textOf(file);
+      if (text === undefined) return undefined;
+      list = text.split(/\r?\n/);
+      lines.set(file, list);
+    }
+    return list[line - 1];
+  };
   const result: LoadResult = {
     ok: !hasErrors(sorted),
     diagnostics: sorted,
-    filesRead: analyses.length,
+    filesRead: analyses.size,
     lineOf,
   };
   if (!result.ok) return result;
 
   const fleet = fleetSettings((fleetDocument?.value as Fleet | undefined)?.spec);
   const sources = new Map<string, SourceContent>();
+  let unreadableSources = false;
   for (const path of sourcePaths) {
-    const file = byPath().get(path);
+    const file = byPath.get(path);
     if (!file) continue;
-    const bytes = await source.read(file);
+    let bytes: Uint8Array;
+    try {
+      bytes = await source.read(file);
+    } catch (error) {
+      diagnostics.push({ ...unreadable(error).parsed.problems[0]!, file: path });
+      unreadableSources = true;
+      continue;
+    }
     sources.set(path, { id: file.id ?? bytesHash(bytes), bytes });
   }
+  if (unreadableSources) return { ...result, ok: false, diagnostics: sortDiagnostics(diagnostics) };
   const missing: MissingVariable[] = [];
-  const instances = renderInstances(fleet, sortedNodes, sortedAssignments, sources, missing);
+  const instances = renderInstances(fleet, sortedNodes, sortedAssignments, sources, missing, placements);
   if (missing.length > 0) {
     const reported = new Set<string>();
     for (const { assignment, node, path, variable } of missing) {
       const id = `${assignment.file}|${path.join("/")}|${variable}`;
       if (reported.has(id)) continue;
       reported.add(id);
-      push(assignment, {
-        severity: "error",
-        code: "template/undefined",
-        path,
-        message: `\${${variable}} has no value on node "${node}"`,
-        fix: variable.startsWith("node.vars.")
-          ? `add ${variable.slice("node.vars.".length)} under spec.vars of node "${node}", or write $\${...} for a literal`
-          : `use one of ${TEMPLATE_VARIABLES}`,
-      });
+      push(assignment, templateFinding(assignment.value.metadata.name, node, path, variable));
     }
     return { ...result, ok: false, diagnostics: sortDiagnostics(diagnostics) };
   }
   result.desired = { fleet, nodes: sortedNodes, assignments: sortedAssignments, instances };
   return result;
+}
+
+/** The plain scalar written at line:column of `text` (`1.10`, `0o644`), if there is one. */
+function rawScalar(text: string, line: number, column: number): string | undefined {
+  let start = 0;
+  for (let i = 1; i < line; i++) {
+    start = text.indexOf("\n", start) + 1;
+    if (start === 0) return undefined;
+  }
+  return /^[^\s,\]}#"']+/.exec(text.slice(start + column - 1, start + column + 99))?.[0];
+}
+
+/** Why a `${...}` reference has no value, and what to do about it. */
+function templateFinding(
+  assignment: string,
+  node: string,
+  path: (string | number)[],
+  variable: string,
+): Finding {
+  const finding = { severity: "error", code: "template/undefined", path } as const;
+  const key = /^node\.(vars|labels)\.(.+)$/.exec(variable);
+  if (key)
+    return {
+      ...finding,
+      message: `\${${variable}} has no value on node "${node}"`,
+      fix: `add ${key[2]} under ${key[1] === "vars" ? "spec.vars" : "metadata.labels"} of node "${node}", or write $\${...} for a literal \${`,
+    };
+  if (variable === "assignment.version")
+    return {
+      ...finding,
+      message: `\${assignment.version} has no value: assignment "${assignment}" sets no spec.version`,
+      fix: "set spec.version, or write $${...} for a literal ${",
+    };
+  return {
+    ...finding,
+    message: `\${${variable}} is not a template variable`,
+    fix: `use one of ${TEMPLATE_VARIABLES}, or write $\${...} for a literal \${`,
+  };
 }
 
 function sortedByName<T>(map: Map<string, T>): Map<string, T> {
@@ -271,11 +354,14 @@ function sortedByName<T>(map: Map<string, T>): Map<string, T> {
   return new Map([...map.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
 }
 
-/** The documents of a file at a path; kept with the analysis so their identity survives a sync. */
+/**
+ * The documents of a file at a path; with a cache (a long-lived loader) they are kept with the
+ * analysis, so their identity survives a sync.
+ */
 const fileDocuments = new WeakMap<FileAnalysis, { path: string; documents: AnyDocument[] }>();
 
-function documentsOf(analysis: FileAnalysis, path: string): AnyDocument[] {
-  const known = fileDocuments.get(analysis);
+function documentsOf(analysis: FileAnalysis, path: string, remember: boolean): AnyDocument[] {
+  const known = remember ? fileDocuments.get(analysis) : undefined;
   if (known?.path === path) return known.documents;
   // Every document gets the same shape (kind and name present, maybe undefined): the checks read
   // these fields on thousands of documents, and one shape keeps those reads fast.
@@ -289,17 +375,31 @@ function documentsOf(analysis: FileAnalysis, path: string): AnyDocument[] {
       name: doc.name || undefined,
     }),
   );
-  fileDocuments.set(analysis, { path, documents });
+  if (remember) fileDocuments.set(analysis, { path, documents });
   return documents;
 }
 
 /** A RepoSource over a directory: every file below it, skipping dot-directories like .git. */
 export function directorySource(root: string): RepoSource {
+  const scratch = readBuffer();
   return {
+    directory: root,
     files() {
       const out: RepoFile[] = [];
       const walk = (dir: string, prefix: string) => {
-        for (const entry of readdirSync(dir, { withFileTypes: true })) {
+        let entries: Dirent[];
+        try {
+          entries = readdirSync(dir, { withFileTypes: true });
+        } catch (error) {
+          const reason = (error as NodeJS.ErrnoException).code ?? String(error);
+          throw new EnvironmentError(
+            `cannot read directory ${dir} (${reason}): make it readable, or list it under ignore:`,
+            {
+              cause: error,
+            },
+          );
+        }
+        for (const entry of entries) {
           const rel = prefix === "" ? entry.name : `${prefix}/${entry.name}`;
           if (entry.isDirectory()) {
             if (!entry.name.startsWith(".") && entry.name !== "node_modules")
@@ -311,7 +411,7 @@ export function directorySource(root: string): RepoSource {
       return out;
     },
     read(file) {
-      return readFileSync(join(root, file.path));
+      return readWhole(join(root, file.path), scratch);
     },
   };
 }

@@ -4,12 +4,13 @@
  * applies, not where the YAML lives, so renaming a file changes nothing while any change of content
  * (including back to older content) changes the hash.
  */
-import { contentHash } from "./canonical.js";
+import { createHash } from "node:crypto";
+import { canonicalJson } from "./canonical.js";
 import type { AssignmentDocument, NodeDocument } from "./documents.js";
 import { type EffectiveBudget, effectiveBudget, type FleetSettings } from "./fleet.js";
-import type { Assignment, Bundle, InstanceSpec, Node, Resource, Rollout } from "./generated.js";
-import { PerNodeMemo } from "./memo.js";
-import { substitute } from "./template.js";
+import type { Assignment, Bundle, InstanceSpec, Node, Probe, Resource, Rollout } from "./generated.js";
+import { NodeIndex } from "./placement.js";
+import { hasReferences, substitute } from "./template.js";
 
 /** One assignment on one node: the unit of convergence. */
 export interface Instance {
@@ -18,7 +19,7 @@ export interface Instance {
   assignment: string;
   node: string;
   spec: InstanceSpec;
-  /** `sha256:...` of the canonical JSON of `spec`. */
+  /** `sha256:...` of the canonical JSON of `spec` (computed when first read, then kept). */
   hash: string;
   rollout: Rollout;
   budget: EffectiveBudget;
@@ -61,37 +62,149 @@ export function selects(assignment: Assignment, node: Node): boolean {
   return Object.entries(match).every(([key, value]) => labels[key] === value);
 }
 
+/** The resource as the agent receives it: named, with a `source:` file's bytes inlined as content. */
 function renderResource(resource: Resource, sources: ReadonlyMap<string, SourceContent>): Resource {
   const rendered = { ...resource, name: resourceName(resource) } as Resource & { source?: string };
-  if ((rendered.kind === "file" || rendered.kind === "systemd-unit") && rendered.source !== undefined) {
-    const content = sources.get(rendered.source);
-    const { source: _source, ...rest } = rendered;
-    const bytes = content?.bytes ?? new Uint8Array();
-    const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    const utf8 = text.toString("utf8");
-    if (Buffer.from(utf8, "utf8").equals(text)) return { ...rest, content: utf8 } as Resource;
-    return { ...rest, content: text.toString("base64"), encoding: "base64" } as Resource;
-  }
-  return rendered;
+  if ((rendered.kind !== "file" && rendered.kind !== "systemd-unit") || rendered.source === undefined)
+    return rendered;
+  const { source, ...rest } = rendered;
+  const bytes = sources.get(source)?.bytes ?? new Uint8Array();
+  const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const utf8 = buffer.toString("utf8");
+  if (Buffer.from(utf8, "utf8").equals(buffer)) return { ...rest, content: utf8 } as Resource;
+  return { ...rest, content: buffer.toString("base64"), encoding: "base64" } as Resource;
 }
-
-/** What a rendered instance depends on besides the assignment and node values it is keyed by. */
-interface RenderMemo {
-  sourceIds: string;
-  attempts: number;
-  withinMs: number;
-  mode: string;
-  file: string;
-  instance: Instance;
-}
-
-/** Rendered instances by assignment value, then node value: both keep their identity while their file is unchanged. */
-const renderCache = new PerNodeMemo<Assignment, RenderMemo>();
 
 /**
- * Renders one assignment for one node. Memoised on the identity of the assignment and node values
- * (unchanged files keep their parsed values between syncs), the content ids of `source:` files and
- * the fleet settings, so a sync re-renders only what changed.
+ * A resource or probe of an assignment, prepared once for all its nodes: when it has no `${`, its
+ * rendered form and canonical JSON are the same on every node.
+ */
+type Part<T> = { fixed: true; value: T; json?: string } | { fixed: false; raw: T };
+
+/** What every instance of one assignment shares, and the instances rendered last time. */
+interface AssignmentPlan {
+  /** Source contents, fleet defaults and file the plan was made with; another key is another plan. */
+  key: string;
+  resources: Part<Resource>[];
+  probes: Part<Probe>[];
+  rollout: Rollout;
+  budget: EffectiveBudget;
+  /** Instances of the last rendering by node value: an unchanged node gets the same instance back. */
+  instances: Map<Node, Instance>;
+}
+
+/** Plans by the assignment's parsed value: unchanged files keep their values between syncs. */
+const plans = new WeakMap<Assignment, AssignmentPlan>();
+
+function planFor(
+  assignment: AssignmentDocument,
+  fleet: FleetSettings,
+  sources: ReadonlyMap<string, SourceContent>,
+): AssignmentPlan {
+  const spec = assignment.value.spec;
+  let sourceIds = "";
+  for (const r of spec.resources)
+    if ("source" in r && r.source) sourceIds += `${sources.get(r.source)?.id ?? "missing"},`;
+  const key = `${sourceIds}\0${fleet.budget.attempts}/${fleet.budget.withinMs}/${fleet.mode}\0${assignment.file}`;
+  const known = plans.get(assignment.value);
+  if (known?.key === key) return known;
+  const plan: AssignmentPlan = {
+    key,
+    resources: spec.resources.map((raw) =>
+      hasReferences(raw) ? { fixed: false, raw } : { fixed: true, value: renderResource(raw, sources) },
+    ),
+    probes: (spec.probes ?? []).map((raw) =>
+      hasReferences(raw) ? { fixed: false, raw } : { fixed: true, value: raw },
+    ),
+    rollout: { stage: fleet.mode, ...spec.rollout },
+    budget: effectiveBudget(spec.budget, fleet.budget),
+    instances: new Map(),
+  };
+  plans.set(assignment.value, plan);
+  return plan;
+}
+
+/** Canonical JSON of a rendered part: once per plan for a part that is the same on every node. */
+function partJson<T>(part: Part<T>, rendered: T): string {
+  if (!part.fixed) return canonicalJson(rendered);
+  part.json ??= canonicalJson(part.value);
+  return part.json;
+}
+
+/**
+ * `sha256:` of `canonicalJson(spec)`, assembled from the plan's pieces rather than serialising the
+ * parts shared by every node again for each of them.
+ */
+function specHash(plan: AssignmentPlan, spec: InstanceSpec): string {
+  const resources = spec.resources.map((resource, i) => partJson(plan.resources[i]!, resource));
+  const probes = spec.probes.map((probe, i) => partJson(plan.probes[i]!, probe));
+  // The members of InstanceSpec in canonicalJson's (sorted) order.
+  const json =
+    `{"assignment":${JSON.stringify(spec.assignment)},"dependsOn":${canonicalJson(spec.dependsOn)}` +
+    `,"node":${JSON.stringify(spec.node)},"probes":[${probes.join(",")}],"resources":[${resources.join(",")}]` +
+    `,"roots":${canonicalJson(spec.roots)},"state":${JSON.stringify(spec.state)}` +
+    `${spec.version === undefined ? "" : `,"version":${JSON.stringify(spec.version)}`}}`;
+  return `sha256:${createHash("sha256").update(json).digest("hex")}`;
+}
+
+/**
+ * Renders the assignment of `plan` on `node`. The hash is computed when first read (then kept):
+ * `steward validate` renders every instance to check it but never needs a hash; the syncer reads all.
+ */
+function render(
+  assignment: AssignmentDocument,
+  plan: AssignmentPlan,
+  node: Node,
+  sources: ReadonlyMap<string, SourceContent>,
+  missing: MissingVariable[],
+): Instance {
+  const spec = assignment.value.spec;
+  const name = assignment.value.metadata.name;
+  const context = { node, assignment: assignment.value };
+  const onMissing = (path: (string | number)[], variable: string) =>
+    missing.push({ assignment, node: node.metadata.name, path: ["spec", ...path], variable });
+  const resources: Resource[] = [];
+  for (const [i, part] of plan.resources.entries())
+    resources.push(
+      part.fixed
+        ? part.value
+        : renderResource(substitute(part.raw, context, onMissing, ["resources", i]), sources),
+    );
+  const probes: Probe[] = [];
+  for (const [i, part] of plan.probes.entries())
+    probes.push(part.fixed ? part.value : substitute(part.raw, context, onMissing, ["probes", i]));
+  const instanceSpec: InstanceSpec = {
+    assignment: name,
+    node: node.metadata.name,
+    state: spec.state ?? "running",
+    dependsOn: spec.dependsOn ?? [],
+    roots: node.spec.roots,
+    resources,
+    probes,
+  };
+  if (spec.version !== undefined) instanceSpec.version = spec.version;
+  return {
+    key: instanceKey(name, node.metadata.name),
+    assignment: name,
+    node: node.metadata.name,
+    spec: instanceSpec,
+    // An own, enumerable property like the others (JSON, spreads and structuredClone see it), which
+    // replaces itself with its value when first read.
+    get hash(): string {
+      const value = specHash(plan, instanceSpec);
+      Object.defineProperty(this, "hash", { value, enumerable: true });
+      return value;
+    },
+    rollout: plan.rollout,
+    budget: plan.budget,
+    file: assignment.file,
+  };
+}
+
+/**
+ * Renders one assignment for one node. Memoised on the identity of the assignment's and the node's
+ * parsed values (unchanged files keep them between syncs), the content ids of `source:` files and
+ * the fleet defaults, so a sync re-renders only what changed. Instances are immutable.
  */
 export function renderInstance(
   assignment: AssignmentDocument,
@@ -100,56 +213,12 @@ export function renderInstance(
   sources: ReadonlyMap<string, SourceContent>,
   missing: MissingVariable[] = [],
 ): Instance {
-  const spec = assignment.value.spec;
-  let sourceIds = "";
-  for (const r of spec.resources)
-    if ("source" in r && r.source) sourceIds += `${sources.get(r.source)?.id ?? "missing"},`;
-  const cached = renderCache.get(assignment.value, node);
-  if (
-    cached &&
-    cached.sourceIds === sourceIds &&
-    cached.attempts === fleet.budget.attempts &&
-    cached.withinMs === fleet.budget.withinMs &&
-    cached.mode === fleet.mode &&
-    cached.file === assignment.file
-  )
-    return cached.instance;
-  const name = assignment.value.metadata.name;
-  const context = { node, assignment: assignment.value };
+  const plan = planFor(assignment, fleet, sources);
+  const known = plan.instances.get(node);
+  if (known) return known;
   const before = missing.length;
-  const onMissing = (path: (string | number)[], variable: string) =>
-    missing.push({ assignment, node: node.metadata.name, path: ["spec", ...path], variable });
-  const instanceSpec: InstanceSpec = {
-    assignment: name,
-    node: node.metadata.name,
-    state: spec.state ?? "running",
-    dependsOn: spec.dependsOn ?? [],
-    roots: node.spec.roots,
-    resources: substitute(spec.resources, context, onMissing, ["resources"]).map((r) =>
-      renderResource(r, sources),
-    ),
-    probes: substitute(spec.probes ?? [], context, onMissing, ["probes"]),
-  };
-  if (spec.version !== undefined) instanceSpec.version = spec.version;
-  const instance: Instance = {
-    key: instanceKey(name, node.metadata.name),
-    assignment: name,
-    node: node.metadata.name,
-    spec: instanceSpec,
-    hash: contentHash(instanceSpec),
-    rollout: { stage: fleet.mode, ...spec.rollout },
-    budget: effectiveBudget(spec.budget, fleet.budget),
-    file: assignment.file,
-  };
-  if (missing.length > before) return instance;
-  renderCache.set(assignment.value, node, {
-    sourceIds,
-    attempts: fleet.budget.attempts,
-    withinMs: fleet.budget.withinMs,
-    mode: fleet.mode,
-    file: assignment.file,
-    instance,
-  });
+  const instance = render(assignment, plan, node, sources, missing);
+  if (missing.length === before) plan.instances.set(node, instance);
   return instance;
 }
 
@@ -161,42 +230,49 @@ export interface MissingVariable {
   variable: string;
 }
 
-/** The nodes an assignment lands on, sorted by name. */
+/** The nodes an assignment lands on, sorted by name (see NodeIndex to place many assignments). */
 export function placement(assignment: Assignment, nodes: ReadonlyMap<string, NodeDocument>): Node[] {
-  const placed: Node[] = [];
-  if (assignment.spec.selector?.matchLabels) {
-    for (const node of nodes.values()) if (selects(assignment, node.value)) placed.push(node.value);
-  } else {
-    // Placed by name only: look the names up instead of scanning every node (a fleet has thousands
-    // of assignments, and this runs for each of them on every sync).
-    const names = assignment.spec.nodes ?? [];
-    const unique = names.length > 16 ? new Set(names) : names;
-    for (const name of unique) {
-      const node = nodes.get(name)?.value;
-      if (node && (unique !== names || !placed.includes(node))) placed.push(node);
-    }
-  }
-  if (placed.length > 1) placed.sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : 1));
-  return placed;
+  return new NodeIndex(nodes).place(assignment);
 }
 
-/** Every instance of the repository, keyed and sorted by instance key. */
+/**
+ * Every instance of the repository, keyed and sorted by instance key. `placements` (by assignment
+ * name, as computed by `placeAll`) saves placing the assignments again when the caller has them.
+ * Instances whose assignment, node, sources and fleet defaults are unchanged since the last call are
+ * returned as they were (same objects, no re-rendering).
+ */
 export function renderInstances(
   fleet: FleetSettings,
   nodes: ReadonlyMap<string, NodeDocument>,
   assignments: ReadonlyMap<string, AssignmentDocument>,
   sources: ReadonlyMap<string, SourceContent>,
   missing: MissingVariable[] = [],
+  placements?: ReadonlyMap<string, readonly Node[]>,
 ): Map<string, Instance> {
+  const index = placements ? undefined : new NodeIndex(nodes);
   const list: Instance[] = [];
   for (const assignment of assignments.values()) {
-    for (const node of placement(assignment.value, nodes))
-      list.push(renderInstance(assignment, node, fleet, sources, missing));
+    const plan = planFor(assignment, fleet, sources);
+    const placed = placements?.get(assignment.value.metadata.name) ?? index?.place(assignment.value) ?? [];
+    // Keep only this rendering's instances, so a removed node is not held by the plan.
+    const previous = plan.instances;
+    plan.instances = new Map();
+    for (const node of placed) {
+      let instance = previous.get(node);
+      if (!instance) {
+        const before = missing.length;
+        instance = render(assignment, plan, node, sources, missing);
+        if (missing.length > before) {
+          list.push(instance);
+          continue;
+        }
+      }
+      plan.instances.set(node, instance);
+      list.push(instance);
+    }
   }
   list.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-  const instances = new Map<string, Instance>();
-  for (const instance of list) instances.set(instance.key, instance);
-  return instances;
+  return new Map(list.map((instance) => [instance.key, instance]));
 }
 
 /** The message an attempt carries: the instance's whole desired spec at a generation. */

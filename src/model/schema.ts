@@ -2,11 +2,10 @@
  * JSON Schema validation of fleet documents (and agent messages) with ajv, turning ajv's errors into
  * findings that name the field, what was expected, what was found, and the fix.
  */
-import { Ajv2020, type ErrorObject, type ValidateFunction } from "ajv/dist/2020.js";
-import addFormatsModule from "ajv-formats";
+import type { ErrorObject } from "ajv/dist/2020.js";
 import { type Finding, formatPath } from "./findings.js";
-import { agentSchema, stewardSchema } from "./schemas.generated.js";
 import { didYouMean } from "./suggest.js";
+import { compiledValidators } from "./validators.generated.js";
 
 export const API_VERSION = "steward.dev/v1";
 export const DOCUMENT_KINDS = ["Fleet", "Node", "Assignment"] as const;
@@ -15,30 +14,23 @@ export type DocumentKind = (typeof DOCUMENT_KINDS)[number];
 export const STEWARD_SCHEMA_ID = "https://steward.dev/schemas/v1/steward.schema.json";
 export const AGENT_SCHEMA_ID = "https://steward.dev/schemas/v1/agent.schema.json";
 
-let ajvInstance: Ajv2020 | undefined;
-const validators = new Map<string, ValidateFunction>();
-
-function ajv(): Ajv2020 {
-  if (!ajvInstance) {
-    ajvInstance = new Ajv2020({ allErrors: true, strict: false, verbose: true });
-    const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => void;
-    addFormats(ajvInstance);
-    ajvInstance.addSchema(stewardSchema);
-    ajvInstance.addSchema(agentSchema);
-  }
-  return ajvInstance;
+/** A compiled validator: true when `data` is valid; otherwise `errors` lists every ajv error. */
+export interface Validator {
+  (data: unknown): boolean;
+  errors?: ErrorObject[] | null;
 }
 
-/** The compiled validator for one definition, e.g. `validatorFor(STEWARD_SCHEMA_ID, "Node")`. */
-export function validatorFor(schemaId: string, definition: string): ValidateFunction {
+const validators = compiledValidators as unknown as Record<string, Validator | undefined>;
+
+/**
+ * The validator for one definition, e.g. `validatorFor(STEWARD_SCHEMA_ID, "Node")`. Validators are
+ * compiled ahead of time by `npm run gen:types` (ajv standalone code, options `allErrors` and
+ * `verbose`), so no process pays for compiling schemas; an unknown definition is a programming error.
+ */
+export function validatorFor(schemaId: string, definition: string): Validator {
   const ref = `${schemaId}#/$defs/${definition}`;
-  let validate = validators.get(ref);
-  if (!validate) {
-    const found = ajv().getSchema(ref);
-    if (!found) throw new Error(`no schema definition ${ref}`);
-    validate = found;
-    validators.set(ref, validate);
-  }
+  const validate = validators[ref];
+  if (!validate) throw new Error(`no schema definition ${ref}`);
   return validate;
 }
 
@@ -53,11 +45,28 @@ function pointerToPath(pointer: string): (string | number)[] {
 
 function describe(value: unknown): string {
   if (value === null) return "null";
-  if (Array.isArray(value)) return "a list";
+  if (Array.isArray(value)) return value.length === 0 ? "an empty list" : "a list";
   if (typeof value === "object") return "a mapping";
   if (typeof value === "string")
     return JSON.stringify(value.length > 60 ? `${value.slice(0, 57)}...` : value);
   return `${typeof value} ${String(value)}`;
+}
+
+function typeName(type: string): string {
+  if (type === "object") return "a mapping";
+  if (type === "array") return "a list";
+  if (type === "integer") return "an integer";
+  return `a ${type}`;
+}
+
+/** One alternative of a `oneOf`, in words: `an integer`, `a string matching ^...$`. */
+function describeForm(schema: Record<string, unknown>): string {
+  const type = typeof schema.type === "string" ? typeName(schema.type) : "a value";
+  if (typeof schema.pattern === "string") return `${type} matching ${schema.pattern}`;
+  const bounds: string[] = [];
+  if (typeof schema.minimum === "number") bounds.push(`>= ${schema.minimum}`);
+  if (typeof schema.maximum === "number") bounds.push(`<= ${schema.maximum}`);
+  return bounds.length > 0 ? `${type} ${bounds.join(" and ")}` : type;
 }
 
 function schemaDescription(schema: unknown): string | undefined {
@@ -66,6 +75,44 @@ function schemaDescription(schema: unknown): string | undefined {
     return typeof text === "string" ? text : undefined;
   }
   return undefined;
+}
+
+/**
+ * The fix for a scalar YAML read as a number or boolean where a string is wanted: quote it. `raw` is
+ * the scalar as written in the file, when known (`1.10`, read as the number 1.1; `0o644`).
+ */
+export function quoteFix(path: readonly (string | number)[], value: unknown, raw?: string): string {
+  const written = raw ?? String(value);
+  if (path[path.length - 1] === "mode" && typeof value === "number") {
+    const octal = /^0o([0-7]{3})$/.exec(written)?.[1] ?? written.padStart(4, "0").slice(-3);
+    return `quote it: mode: "0${octal}" (YAML reads ${written} as the number ${value})`;
+  }
+  return `quote it: "${written}" (YAML reads ${written} as the ${typeof value} ${String(value)})`;
+}
+
+/** ajv's message for the remaining keywords, in the words of this file format. */
+function plainMessage(error: ErrorObject): string {
+  const limit = (error.params as { limit?: number }).limit;
+  switch (error.keyword) {
+    case "minItems":
+      return `must have at least ${plural(limit ?? 0, "item")}`;
+    case "maxItems":
+      return `must have at most ${plural(limit ?? 0, "item")}`;
+    case "minLength":
+      return limit === 1 ? "must not be empty" : `must have at least ${plural(limit ?? 0, "character")}`;
+    case "maxLength":
+      return `must have at most ${plural(limit ?? 0, "character")}`;
+    case "uniqueItems": {
+      const { i, j } = error.params as { i: number; j: number };
+      return `lists the same value twice (items ${j} and ${i})`;
+    }
+    default:
+      return error.message ?? "is not valid";
+  }
+}
+
+function plural(count: number, word: string): string {
+  return `${count} ${word}${count === 1 ? "" : "s"}`;
 }
 
 /** Turns one ajv error into a finding, or undefined for errors that only repeat a more precise one. */
@@ -97,8 +144,9 @@ function toFinding(error: ErrorObject, all: ErrorObject[]): Finding | undefined 
           severity: "error",
           code: "schema/required",
           path,
+          key: path.length > 0,
           message: `${where} needs ${names.map((n) => `\`${n}\``).join(" or ")}`,
-          fix: schemaDescription(error.parentSchema) ?? `add one of ${names.join(", ")}`,
+          fix: `add ${names.map((n) => `\`${n}\``).join(" or ")}`,
         };
       }
       // Alternatives of different types (e.g. a count or a percentage): one message for the field,
@@ -107,11 +155,12 @@ function toFinding(error: ErrorObject, all: ErrorObject[]): Finding | undefined 
         (other) => other !== error && other.instancePath.startsWith(`${error.instancePath}/`),
       );
       if (nested) return undefined;
+      const forms = (error.schema as Record<string, unknown>[] | undefined)?.map(describeForm) ?? [];
       return {
         severity: "error",
         code: "schema/invalid",
         path,
-        message: `${where} is not valid (got ${describe(error.data)})`,
+        message: `${where} must be ${forms.length > 0 ? forms.join(" or ") : "valid"} (got ${describe(error.data)})`,
         fix: schemaDescription(error.parentSchema),
       };
     }
@@ -136,6 +185,8 @@ function toFinding(error: ErrorObject, all: ErrorObject[]): Finding | undefined 
         severity: "error",
         code: "schema/required",
         path,
+        // Point at the key of the mapping that lacks the field (`spec:`), not at its first member.
+        key: path.length > 0,
         message: `${where} is missing required field \`${missing}\``,
         fix: hint ? `add \`${missing}\`: ${hint}` : `add \`${missing}\``,
       };
@@ -170,19 +221,16 @@ function toFinding(error: ErrorObject, all: ErrorObject[]): Finding | undefined 
     case "type": {
       const expected = String(params.type);
       const got = error.data;
-      const last = path[path.length - 1];
-      let fix = schemaDescription(error.parentSchema);
-      if (last === "mode" && typeof got === "number")
-        fix = `quote it: mode: "${String(got).padStart(4, "0")}" (YAML reads 0644 as the number 644)`;
-      else if (expected === "string" && (typeof got === "number" || typeof got === "boolean"))
-        fix = `quote it: "${String(got)}" (YAML read it as a ${typeof got})`;
-      return {
+      const unquoted = expected === "string" && (typeof got === "number" || typeof got === "boolean");
+      const finding: Finding = {
         severity: "error",
         code: "schema/type",
         path,
-        message: `${where} must be ${expected === "object" ? "a mapping" : expected === "array" ? "a list" : `a ${expected}`} (got ${describe(got)})`,
-        fix,
+        message: `${where} must be ${typeName(expected)} (got ${describe(got)})`,
+        fix: unquoted ? quoteFix(path, got) : schemaDescription(error.parentSchema),
       };
+      if (unquoted) finding.unquoted = got;
+      return finding;
     }
     case "pattern":
       return {
@@ -197,16 +245,32 @@ function toFinding(error: ErrorObject, all: ErrorObject[]): Finding | undefined 
         severity: "error",
         code: `schema/${error.keyword}`,
         path,
-        message: `${where} ${error.message ?? "is not valid"} (got ${describe(error.data)})`,
+        message: `${where} ${plainMessage(error)} (got ${describe(error.data)})`,
         fix: schemaDescription(error.parentSchema),
       };
   }
 }
 
 /** Findings for every ajv error of `validate` on `value`, most precise first, without repeats. */
-export function schemaFindings(validate: ValidateFunction, value: unknown): Finding[] {
+export function schemaFindings(validate: Validator, value: unknown): Finding[] {
   if (validate(value)) return [];
-  const errors = validate.errors ?? [];
+  const reported = validate.errors ?? [];
+  // A oneOf/anyOf over scalar forms is reported once, as a whole: drop its alternatives' own errors.
+  const summarised = reported.filter(
+    (e) =>
+      (e.keyword === "oneOf" || e.keyword === "anyOf") &&
+      !reported.some((other) => other.instancePath.startsWith(`${e.instancePath}/`)),
+  );
+  const errors = reported.filter(
+    (e) =>
+      !summarised.some(
+        (group) =>
+          group !== e &&
+          e.instancePath === group.instancePath &&
+          e.schemaPath.startsWith(`${group.schemaPath}/`) &&
+          !(e.keyword === "required"),
+      ),
+  );
   const findings: Finding[] = [];
   const seen = new Set<string>();
   for (const error of errors) {

@@ -6,9 +6,9 @@ import { posix } from "node:path";
 import type { AnyDocument, AssignmentDocument, NodeDocument, SourcedDocument } from "./documents.js";
 import type { Finding } from "./findings.js";
 import type { Assignment, Node, Resource } from "./generated.js";
-import { PerNodeMemo } from "./memo.js";
 import { containingRoot, hasDotSegments } from "./paths.js";
-import { placement, resourceName } from "./render.js";
+import { placeAll } from "./placement.js";
+import { resourceName } from "./render.js";
 import { didYouMean } from "./suggest.js";
 import { substituteString } from "./template.js";
 
@@ -25,16 +25,39 @@ export interface SemanticInput {
   invalidNames: ReadonlySet<string>;
   /** Whether a repo-relative path exists (for `source:`). */
   exists: (path: string) => boolean;
+  /** Placement of each valid assignment (see `placeAll`); computed here when absent. */
+  placements?: ReadonlyMap<string, readonly Node[]>;
 }
 
 type Push = (document: SourcedDocument<unknown>, finding: Finding) => void;
 
-/** Every path-like field of a resource that must be confined to the node's roots, with its field path. */
-function confinedPaths(resource: Resource): { field: (string | number)[]; path: string }[] {
-  const out: { field: (string | number)[]; path: string }[] = [];
+/** `node "a"`, or `nodes "a", "b" and 3 more`. */
+function nodeList(nodes: readonly Node[]): string {
+  const names = nodes.slice(0, 3).map((node) => `"${node.metadata.name}"`);
+  const more = nodes.length > 3 ? ` and ${nodes.length - 3} more` : "";
+  return `${nodes.length === 1 ? "node" : "nodes"} ${names.join(", ")}${more}`;
+}
+
+/** Missing template values are reported once, by rendering; the checks here only need the text. */
+const ignoreMissing = () => {};
+
+/** A path a resource touches: its field, the path, and for a relative symlink target the link it is relative to. */
+interface ConfinedPath {
+  field: (string | number)[];
+  path: string;
+  relativeTo?: string;
+}
+
+/** Every path-like field of a resource that must be confined to the node's roots. */
+function confinedPaths(resource: Resource): ConfinedPath[] {
+  const out: ConfinedPath[] = [];
   if ("path" in resource && resource.path) out.push({ field: ["path"], path: resource.path });
-  if (resource.kind === "symlink" && resource.target.startsWith("/"))
-    out.push({ field: ["target"], path: resource.target });
+  if (resource.kind === "symlink")
+    out.push(
+      resource.target.startsWith("/")
+        ? { field: ["target"], path: resource.target }
+        : { field: ["target"], path: resource.target, relativeTo: resource.path },
+    );
   if (resource.kind === "command" && resource.creates)
     out.push({ field: ["creates"], path: resource.creates });
   if ((resource.kind === "command" || resource.kind === "service") && resource.cwd)
@@ -174,42 +197,88 @@ function checkNodes(input: SemanticInput, push: Push): void {
   }
 }
 
-/** What the checks of one assignment document need from it, worked out once per parsed document. */
+/** Per node, what each assignment's resources own there, to find two managing the same thing. */
+type Owners = Map<string, Ownership>;
+
+/** A resource claiming a thing on some nodes. */
+interface Claim {
+  doc: AssignmentDocument;
+  index: number;
+}
+
+/**
+ * Who owns one thing (`path:/etc/x`), on which nodes. Most things have one claim, kept as it is; a
+ * thing claimed again gets a per-node map, so checking is linear in (claims × nodes) of shared things.
+ */
+interface Ownership {
+  first: Claim;
+  nodes: readonly Node[];
+  byNode?: Map<Node, Claim>;
+}
+
+/** Records `claim` of `thing` on `nodes`; returns, per earlier claim in its way, the nodes they share. */
+function claimThing(owners: Owners, thing: string, nodes: readonly Node[], claim: Claim): Map<Claim, Node[]> {
+  const clashes = new Map<Claim, Node[]>();
+  const known = owners.get(thing);
+  if (!known) {
+    owners.set(thing, { first: claim, nodes });
+    return clashes;
+  }
+  if (!known.byNode) {
+    known.byNode = new Map();
+    for (const node of known.nodes) known.byNode.set(node, known.first);
+  }
+  for (const node of nodes) {
+    const other = known.byNode.get(node);
+    if (!other) known.byNode.set(node, claim);
+    else if (other.doc !== claim.doc || other.index !== claim.index) {
+      const shared = clashes.get(other);
+      if (shared) shared.push(node);
+      else clashes.set(other, [node]);
+    }
+  }
+  return clashes;
+}
+
+/**
+ * What the checks of one assignment need from its own document alone, worked out once per parsed
+ * document: its value keeps its identity while its file is unchanged, so a sync of a large fleet
+ * re-checks only the documents that changed (the checks across documents still run, as lookups).
+ */
 interface AssignmentFacts {
   /** Findings that depend on this document alone. */
   findings: Finding[];
-  /** Canonical path fields that must be inside each placed node's roots. */
-  confined: { index: number; field: (string | number)[]; path: string }[];
+  /** Canonical paths that must be inside the roots of each node it is placed on. */
+  confined: (ConfinedPath & { index: number })[];
   /** What each resource owns on a host (before per-node substitution). */
   owned: { index: number; template: string }[];
   /** Well-formed `source:` paths, which must exist in the repository. */
   sources: { index: number; source: string }[];
+  /** Resources already reported as duplicates: not reported again as a conflict with themselves. */
+  duplicates: Set<number>;
 }
 
-/** What one assignment means on one node: confinement findings and the things it owns there. */
-interface PlacementFacts {
-  findings: Finding[];
-  owned: { index: number; thing: string }[];
-}
-
-// Both are memoised on the identity of the parsed values, which stay the same while their files do,
-// so a sync of a large fleet re-checks only the documents that changed (the cross-document checks
-// below still run over every document, but they are lookups).
 const assignmentFacts = new WeakMap<Assignment, AssignmentFacts>();
-const placementFacts = new PerNodeMemo<Assignment, PlacementFacts>();
 
 function factsOf(assignment: Assignment): AssignmentFacts {
   const cached = assignmentFacts.get(assignment);
   if (cached) return cached;
   const spec = assignment.spec;
   const name = assignment.metadata.name;
-  const facts: AssignmentFacts = { findings: [], confined: [], owned: [], sources: [] };
+  const facts: AssignmentFacts = {
+    findings: [],
+    confined: [],
+    owned: [],
+    sources: [],
+    duplicates: new Set(),
+  };
   const names = new Map<string, number>();
   const edges = new Map<string, string[]>();
   for (const [i, resource] of spec.resources.entries()) {
     const resName = resourceName(resource);
     const first = names.get(resName);
-    if (first !== undefined)
+    if (first !== undefined) {
+      facts.duplicates.add(i);
       facts.findings.push({
         severity: "error",
         code: "resource/duplicate",
@@ -217,10 +286,10 @@ function factsOf(assignment: Assignment): AssignmentFacts {
         message: `resource "${resName}" is declared twice in assignment "${name}" (first at spec.resources[${first}])`,
         fix: "remove the duplicate or give each resource its own name",
       });
-    else names.set(resName, i);
+    } else names.set(resName, i);
     edges.set(resName, resource.dependsOn ?? []);
     for (const field of confinedPaths(resource)) {
-      if (hasDotSegments(field.path) || field.path.includes("//"))
+      if (field.relativeTo === undefined && (hasDotSegments(field.path) || field.path.includes("//")))
         facts.findings.push({
           severity: "error",
           code: "path/dot-segments",
@@ -266,7 +335,21 @@ function factsOf(assignment: Assignment): AssignmentFacts {
             fix: "name a resource of the same assignment",
           });
   }
-  const cycle = findCycle(edges);
+  const probeNames = new Map<string, number>();
+  for (const [i, probe] of (spec.probes ?? []).entries()) {
+    const first = probeNames.get(probe.name);
+    if (first === undefined) probeNames.set(probe.name, i);
+    else
+      facts.findings.push({
+        severity: "error",
+        code: "probe/duplicate",
+        path: ["spec", "probes", i, "name"],
+        message: `probe "${probe.name}" is declared twice in assignment "${name}" (first at spec.probes[${first}])`,
+        fix: "give each probe its own name: reports and conditions name probes",
+      });
+  }
+  // Only resources with dependencies can be on a cycle; most have none.
+  const cycle = spec.resources.some((r) => r.dependsOn?.length) ? findCycle(edges) : undefined;
   if (cycle) {
     const index = names.get(cycle[0]!) ?? 0;
     facts.findings.push({
@@ -281,33 +364,119 @@ function factsOf(assignment: Assignment): AssignmentFacts {
   return facts;
 }
 
-function placementFactsOf(assignment: Assignment, node: Node): PlacementFacts {
-  const cached = placementFacts.get(assignment, node);
-  if (cached) return cached;
-  const facts: PlacementFacts = { findings: [], owned: [] };
-  const context = { node, assignment };
-  for (const { index, field, path } of factsOf(assignment).confined) {
-    const actual = substituteString(path, context, () => {});
-    if (containingRoot(actual, node.spec.roots)) continue;
-    facts.findings.push({
-      severity: "error",
-      code: "path/outside-roots",
-      path: ["spec", "resources", index, ...field],
-      message: `${JSON.stringify(actual)} is outside the roots of node "${node.metadata.name}" (${node.spec.roots.join(", ")})`,
-      fix: `move it under a declared root, or add a root to nodes/${node.metadata.name}`,
-    });
+/** Findings for the paths of an assignment on the nodes it is placed on: inside their roots, canonical. */
+function checkConfinement(
+  doc: AssignmentDocument,
+  confined: AssignmentFacts["confined"],
+  placed: readonly Node[],
+  push: Push,
+): void {
+  for (const { index, field, path, relativeTo } of confined) {
+    const where = ["spec", "resources", index, ...field];
+    if (relativeTo !== undefined) {
+      // A relative link target may use `..`; where it resolves to must still be inside the roots.
+      for (const node of placed) {
+        const context = { node, assignment: doc.value };
+        const link = substituteString(relativeTo, context, ignoreMissing);
+        const target = substituteString(path, context, ignoreMissing);
+        const resolved = posix.resolve(posix.dirname(link), target);
+        if (containingRoot(resolved, node.spec.roots)) continue;
+        push(doc, {
+          severity: "error",
+          code: "path/outside-roots",
+          path: where,
+          message: `${JSON.stringify(target)} resolves to ${JSON.stringify(resolved)}, outside the roots of node "${node.metadata.name}" (${node.spec.roots.join(", ")})`,
+          fix: "point the link inside a declared root",
+        });
+      }
+      continue;
+    }
+    const templated = path.includes("${");
+    for (const node of placed) {
+      const actual = templated
+        ? substituteString(path, { node, assignment: doc.value }, ignoreMissing)
+        : path;
+      if (templated && !actual.startsWith("/")) {
+        push(doc, {
+          severity: "error",
+          code: "path/not-absolute",
+          path: where,
+          message: `${JSON.stringify(actual)} on node "${node.metadata.name}" is not a canonical absolute path`,
+          fix: `make the node's value absolute (spec.vars of nodes/${node.metadata.name})`,
+        });
+        continue;
+      }
+      if (templated && (hasDotSegments(actual) || actual.includes("//"))) {
+        push(doc, {
+          severity: "error",
+          code: "path/dot-segments",
+          path: where,
+          message: `${JSON.stringify(path)} becomes ${JSON.stringify(actual)} on node "${node.metadata.name}", which is not a canonical path`,
+          fix: "fix the node's value so the path has no `.`, `..` or `//`",
+        });
+        continue;
+      }
+      if (containingRoot(actual, node.spec.roots)) continue;
+      push(doc, {
+        severity: "error",
+        code: "path/outside-roots",
+        path: where,
+        message: `${JSON.stringify(actual)} is outside the roots of node "${node.metadata.name}" (${node.spec.roots.join(", ")})`,
+        fix: `move it under a declared root, or add a root to nodes/${node.metadata.name}`,
+      });
+    }
   }
-  for (const { index, template } of factsOf(assignment).owned)
-    facts.owned.push({ index, thing: substituteString(template, context, () => {}) });
-  placementFacts.set(assignment, node, facts);
-  return facts;
+}
+
+/** Claims what each resource owns on the nodes it is placed on, reporting what someone else owns. */
+function checkOwnership(
+  doc: AssignmentDocument,
+  facts: AssignmentFacts,
+  placed: readonly Node[],
+  push: Push,
+  owners: Owners,
+): void {
+  const reported = new Set(facts.duplicates);
+  for (const { index, template } of facts.owned) {
+    const claim = { doc, index };
+    // A thing named with `${node...}` is a different thing on each node.
+    const claims: [string, readonly Node[]][] = template.includes("${")
+      ? placed.map((node) => [
+          substituteString(template, { node, assignment: doc.value }, ignoreMissing),
+          [node],
+        ])
+      : [[template, placed]];
+    for (const [owned, nodes] of claims)
+      for (const [other, shared] of claimThing(owners, owned, nodes, claim)) {
+        const what = owned.replace(":", " ");
+        if (other.doc !== doc)
+          push(doc, {
+            severity: "error",
+            code: "resource/conflict",
+            path: ["spec", "resources", index],
+            message: `${what} on ${nodeList(shared)} is also managed by assignment "${other.doc.value.metadata.name}" (${other.doc.file})`,
+            fix: "manage it from one assignment only; steward never picks a winner between two",
+          });
+        else if (!reported.has(index)) {
+          reported.add(index);
+          push(doc, {
+            severity: "error",
+            code: "resource/conflict",
+            path: ["spec", "resources", index],
+            message: `${what} is also managed by spec.resources[${other.index}] of this assignment`,
+            fix: "manage each path, service, container or package with one resource",
+          });
+        }
+      }
+  }
 }
 
 function checkAssignment(
   doc: AssignmentDocument,
   input: SemanticInput,
+  placements: ReadonlyMap<string, readonly Node[]>,
   push: Push,
-  owners: Map<string, Map<string, AssignmentDocument>>,
+  owners: Owners,
 ): void {
   const spec = doc.value.spec;
   const name = doc.value.metadata.name;
@@ -321,7 +490,7 @@ function checkAssignment(
       fix: `add a Node document named "${nodeName}" (e.g. nodes/${nodeName}.yaml) or fix spec.nodes`,
     });
   }
-  const placed = placement(doc.value, input.nodes);
+  const placed = placements.get(name) ?? [];
   if (spec.selector && !spec.nodes?.length && placed.length === 0)
     push(doc, {
       severity: "warning",
@@ -331,7 +500,21 @@ function checkAssignment(
       fix: "fix the labels, or label the nodes it is meant for",
     });
   for (const [i, dependency] of (spec.dependsOn ?? []).entries()) {
-    if (input.assignments.has(dependency) || input.invalidNames.has(`Assignment/${dependency}`)) continue;
+    if (input.assignments.has(dependency) || input.invalidNames.has(`Assignment/${dependency}`)) {
+      const theirs = placements.get(dependency);
+      if (!theirs || dependency === name) continue;
+      const there = new Set(theirs);
+      const without = placed.filter((node) => !there.has(node));
+      if (without.length > 0)
+        push(doc, {
+          severity: "warning",
+          code: "depends-on/not-placed",
+          path: ["spec", "dependsOn", i],
+          message: `assignment "${dependency}" is not placed on ${nodeList(without)}, so "${name}" would wait for it there for ever`,
+          fix: `place "${dependency}" on the same nodes, or drop it from spec.dependsOn`,
+        });
+      continue;
+    }
     push(doc, {
       severity: "error",
       code: "depends-on/unknown",
@@ -365,27 +548,8 @@ function checkAssignment(
         message: `source file ${JSON.stringify(source)} does not exist in the repository`,
         fix: "add the file, or fix the path (relative to the repository root)",
       });
-  for (const node of placed) {
-    const onNode = placementFactsOf(doc.value, node);
-    for (const finding of onNode.findings) push(doc, finding);
-    let perNode = owners.get(node.metadata.name);
-    if (!perNode) {
-      perNode = new Map();
-      owners.set(node.metadata.name, perNode);
-    }
-    for (const { index, thing } of onNode.owned) {
-      const other = perNode.get(thing);
-      if (other && other.value.metadata.name !== name)
-        push(doc, {
-          severity: "error",
-          code: "resource/conflict",
-          path: ["spec", "resources", index],
-          message: `${thing.replace(":", " ")} on node "${node.metadata.name}" is also managed by assignment "${other.value.metadata.name}" (${other.file})`,
-          fix: "manage it from one assignment only; steward never picks a winner between two",
-        });
-      else if (!other) perNode.set(thing, doc);
-    }
-  }
+  checkConfinement(doc, facts.confined, placed, push);
+  checkOwnership(doc, facts, placed, push, owners);
 }
 
 /** Runs every semantic check; findings are attached to the document they are about. */
@@ -394,9 +558,14 @@ export function semanticFindings(input: SemanticInput): LocatedFinding[] {
   const push: Push = (document, finding) => out.push({ document, finding });
   checkDuplicateNames(input, push);
   checkNodes(input, push);
-  // Per node: what each owned thing (`path:/etc/x`, `service:web`) is managed by, first come.
-  const owners = new Map<string, Map<string, AssignmentDocument>>();
-  for (const doc of input.assignments.values()) checkAssignment(doc, input, push, owners);
+  const placements =
+    input.placements ??
+    placeAll(
+      [...input.assignments.values()].map((doc) => doc.value),
+      input.nodes,
+    );
+  const owners: Owners = new Map();
+  for (const doc of input.assignments.values()) checkAssignment(doc, input, placements, push, owners);
   // Only assignments with dependencies can be on a cycle; most have none.
   const assignmentEdges = new Map<string, string[]>();
   for (const [name, doc] of input.assignments)

@@ -6,7 +6,8 @@
  */
 import type { Assignment, Node } from "./generated.js";
 
-const reference = /\$(\$?)\{((?:node|assignment)\.[A-Za-z0-9_./-]+)\}/g;
+// `$${` is the escape for a literal `${`; of the rest, only node and assignment references are replaced.
+const reference = /\$\$\{|\$\{((?:node|assignment)\.[A-Za-z0-9_./-]+)\}/g;
 
 export interface TemplateContext {
   node: Node;
@@ -14,18 +15,22 @@ export interface TemplateContext {
 }
 
 function lookup(variable: string, context: TemplateContext): string | undefined {
-  const [scope, field, ...rest] = variable.split(".");
-  const key = rest.join(".");
-  if (scope === "assignment") {
-    if (rest.length > 0) return undefined;
-    if (field === "name") return context.assignment.metadata.name;
-    if (field === "version") return context.assignment.spec.version;
-    return undefined;
+  switch (variable) {
+    case "node.name":
+      return context.node.metadata.name;
+    case "assignment.name":
+      return context.assignment.metadata.name;
+    case "assignment.version":
+      return context.assignment.spec.version;
   }
-  if (field === "name" && rest.length === 0) return context.node.metadata.name;
-  if (field === "vars" && key) return context.node.spec.vars?.[key];
-  if (field === "labels" && key) return context.node.metadata.labels?.[key];
+  if (variable.startsWith("node.vars.")) return own(context.node.spec.vars, variable.slice(10));
+  if (variable.startsWith("node.labels.")) return own(context.node.metadata.labels, variable.slice(12));
   return undefined;
+}
+
+/** `map[key]` when it is the map's own entry (`${node.vars.constructor}` is not a value). */
+function own(map: Readonly<Record<string, string>> | undefined, key: string): string | undefined {
+  return map && Object.hasOwn(map, key) ? map[key] : undefined;
 }
 
 /** Replaces references in one string; `missing` receives each variable that has no value. */
@@ -35,8 +40,8 @@ export function substituteString(
   missing: (variable: string) => void,
 ): string {
   if (!text.includes("${")) return text;
-  return text.replace(reference, (whole, escaped: string, variable: string) => {
-    if (escaped) return whole.slice(1);
+  return text.replace(reference, (whole, variable: string | undefined) => {
+    if (variable === undefined) return "${";
     const value = lookup(variable, context);
     if (value === undefined) {
       missing(variable);
@@ -46,35 +51,55 @@ export function substituteString(
   });
 }
 
+/** Whether `value` has a `${` in any of its strings. */
+export function hasReferences(value: unknown): boolean {
+  if (typeof value === "string") return value.includes("${");
+  if (value === null || typeof value !== "object") return false;
+  if (Array.isArray(value)) return value.some(hasReferences);
+  const record = value as Record<string, unknown>;
+  for (const key in record) if (hasReferences(record[key])) return true;
+  return false;
+}
+
 /**
- * A deep copy of `value` with every string substituted; `missing` receives the path and variable of
- * each reference that has no value on this node. Values without references are returned as they are.
+ * A copy of `value` with every string substituted; `missing` receives the path and variable of each
+ * reference that has no value on this node. Parts without `${` are returned as they are (the same
+ * objects), so instances of one assignment share what does not depend on the node.
  */
 export function substitute<T>(
   value: T,
   context: TemplateContext,
   missing: (path: (string | number)[], variable: string) => void,
-  path: (string | number)[] = [],
+  path: readonly (string | number)[] = [],
 ): T {
-  if (typeof value === "string") return substituteString(value, context, (v) => missing(path, v)) as T;
-  if (Array.isArray(value)) {
+  const stack = [...path];
+  const report = (variable: string) => missing([...stack], variable);
+  const walk = (member: unknown): unknown => {
+    if (typeof member === "string") return substituteString(member, context, report);
+    if (member === null || typeof member !== "object") return member;
     let changed = false;
-    const out = value.map((item, i) => {
-      const next = substitute(item, context, missing, [...path, i]);
-      if (next !== item) changed = true;
-      return next;
-    });
-    return (changed ? out : value) as T;
-  }
-  if (value !== null && typeof value === "object") {
-    let changed = false;
+    if (Array.isArray(member)) {
+      const out: unknown[] = [];
+      for (let i = 0; i < member.length; i++) {
+        stack.push(i);
+        const next = walk(member[i]);
+        stack.pop();
+        if (next !== member[i]) changed = true;
+        out.push(next);
+      }
+      return changed ? out : member;
+    }
+    const record = member as Record<string, unknown>;
     const out: Record<string, unknown> = {};
-    for (const [key, member] of Object.entries(value)) {
-      const next = substitute(member, context, missing, [...path, key]);
-      if (next !== member) changed = true;
+    // Parsed documents are plain objects: for-in sees exactly their own keys.
+    for (const key in record) {
+      stack.push(key);
+      const next = walk(record[key]);
+      stack.pop();
+      if (next !== record[key]) changed = true;
       out[key] = next;
     }
-    return (changed ? out : value) as T;
-  }
-  return value;
+    return changed ? out : member;
+  };
+  return walk(value) as T;
 }

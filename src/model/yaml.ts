@@ -7,8 +7,18 @@
  * again with `yaml`, which keeps every node's range. Both read YAML 1.2 with the core schema, so
  * both give the same values.
  */
+import { isUtf8 } from "node:buffer";
+import { createRequire } from "node:module";
 import jsyaml from "js-yaml";
-import { isMap, isScalar, isSeq, LineCounter, parseAllDocuments, type Node as YamlNode } from "yaml";
+import type { LineCounter, Node as YamlNode } from "yaml";
+
+type YamlLibrary = typeof import("yaml");
+let yamlLibrary: YamlLibrary | undefined;
+/** The `yaml` library, loaded on first use: most runs never need a position, and loading it is not free. */
+function yaml(): YamlLibrary {
+  yamlLibrary ??= createRequire(import.meta.url)("yaml") as YamlLibrary;
+  return yamlLibrary;
+}
 
 /** Files larger than this are refused: a fleet document is small; large content belongs in `source`. */
 export const MAX_YAML_BYTES = 1024 * 1024;
@@ -38,7 +48,10 @@ export interface ParsedFile {
 
 const anchorsOrAliases = /(^|[\s,[{:-])[&*][^\s,\]}]/m;
 
-/** Offset of the first byte that is not valid UTF-8, or -1. */
+/**
+ * Offset of the first byte that is not valid UTF-8, or -1: no overlong forms, no surrogates, nothing
+ * above U+10FFFF (the rules of `isUtf8`, which only says whether there is such a byte).
+ */
 function invalidUtf8Offset(bytes: Uint8Array): number {
   let i = 0;
   while (i < bytes.length) {
@@ -47,11 +60,14 @@ function invalidUtf8Offset(bytes: Uint8Array): number {
       i++;
       continue;
     }
-    const need = b >= 0xf0 && b <= 0xf4 ? 3 : b >= 0xe0 ? 2 : b >= 0xc2 && b <= 0xdf ? 1 : -1;
-    if (need < 0 || b > 0xf4) return i;
+    const need = b >= 0xc2 && b <= 0xdf ? 1 : b >= 0xe0 && b <= 0xef ? 2 : b >= 0xf0 && b <= 0xf4 ? 3 : -1;
+    if (need < 0) return i;
+    // The allowed range of the second byte depends on the first (RFC 3629, section 4).
+    const low = b === 0xe0 ? 0xa0 : b === 0xf0 ? 0x90 : 0x80;
+    const high = b === 0xed ? 0x9f : b === 0xf4 ? 0x8f : 0xbf;
     for (let k = 1; k <= need; k++) {
       const c = bytes[i + k];
-      if (c === undefined || (c & 0xc0) !== 0x80) return i;
+      if (c === undefined || c < (k === 1 ? low : 0x80) || c > (k === 1 ? high : 0xbf)) return i;
     }
     i += need + 1;
   }
@@ -70,6 +86,18 @@ function positionOfOffset(bytes: Uint8Array, offset: number): Position {
   return { line, column: offset - start + 1 };
 }
 
+/** The text of UTF-8 bytes, without a byte order mark: what parsing and positions work on. */
+function decodeText(bytes: Uint8Array): string {
+  const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8");
+  return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
+}
+
+/** The text `parseYamlFile` parses for these bytes, or undefined when it refuses them as text. */
+export function yamlText(bytes: Uint8Array): string | undefined {
+  const refused = bytes.length > MAX_YAML_BYTES || bytes.indexOf(0) >= 0 || !isUtf8(bytes);
+  return refused ? undefined : decodeText(bytes);
+}
+
 /**
  * Decodes and parses one YAML file. Never throws for bad input: every problem (not UTF-8, binary,
  * too large, empty, syntax, duplicate keys, alias bombs) is returned as a Problem with a position.
@@ -82,10 +110,28 @@ export function parseYamlFile(bytes: Uint8Array): ParsedFile {
         {
           severity: "error",
           code: "file/too-large",
-          line: 0,
-          column: 0,
+          line: 1,
+          column: 1,
           message: `file is ${bytes.length} bytes; fleet documents are limited to ${MAX_YAML_BYTES} bytes`,
           fix: "split it into several files, or move large content into a file referenced with `source:`",
+        },
+      ],
+    };
+  }
+  const utf16 =
+    bytes.length >= 2 &&
+    ((bytes[0] === 0xff && bytes[1] === 0xfe) || (bytes[0] === 0xfe && bytes[1] === 0xff));
+  if (utf16) {
+    return {
+      documents: [],
+      problems: [
+        {
+          severity: "error",
+          code: "file/encoding",
+          line: 1,
+          column: 1,
+          message: "file is UTF-16 (it starts with a UTF-16 byte order mark); fleet documents are UTF-8",
+          fix: "save the file as UTF-8 (e.g. `iconv -f utf-16 -t utf-8`)",
         },
       ],
     };
@@ -105,7 +151,8 @@ export function parseYamlFile(bytes: Uint8Array): ParsedFile {
       ],
     };
   }
-  const bad = invalidUtf8Offset(bytes);
+  // isUtf8 is native; the offset of the first bad byte is looked for only when there is one.
+  const bad = isUtf8(bytes) ? -1 : invalidUtf8Offset(bytes);
   if (bad >= 0) {
     return {
       documents: [],
@@ -120,15 +167,14 @@ export function parseYamlFile(bytes: Uint8Array): ParsedFile {
       ],
     };
   }
-  let text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8");
-  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+  const text = decodeText(bytes);
   const parsed = anchorsOrAliases.test(text) ? parseWithPositions(text) : parseFast(text);
   if (parsed.problems.length === 0 && parsed.documents.length === 0) {
     parsed.problems.push({
       severity: "error",
       code: "file/empty",
-      line: 0,
-      column: 0,
+      line: 1,
+      column: 1,
       message: "file has no YAML documents",
       fix: "add a steward document (apiVersion: steward.dev/v1) or delete the file; list non-steward YAML under `ignore:` in steward.yaml",
     });
@@ -136,11 +182,33 @@ export function parseYamlFile(bytes: Uint8Array): ParsedFile {
   return { text, ...parsed };
 }
 
+/** Nesting so deep that parsing it exhausts the stack: no fleet document comes close. */
+function tooDeep(): Omit<ParsedFile, "text"> {
+  return {
+    documents: [],
+    problems: [
+      {
+        severity: "error",
+        code: "yaml/too-deep",
+        line: 1,
+        column: 1,
+        message: "file nests lists or mappings too deeply to be parsed",
+        fix: "flatten the structure; steward documents are a few levels deep",
+      },
+    ],
+  };
+}
+
+function isStackOverflow(error: unknown): boolean {
+  return error instanceof RangeError && /call stack/i.test(error.message);
+}
+
 function parseFast(text: string): Omit<ParsedFile, "text"> {
   let values: unknown[];
   try {
     values = jsyaml.loadAll(text, undefined, { schema: jsyaml.CORE_SCHEMA });
-  } catch {
+  } catch (error) {
+    if (isStackOverflow(error)) return tooDeep();
     // js-yaml found a problem; the `yaml` parser describes it with an exact range.
     return parseWithPositions(text);
   }
@@ -153,13 +221,42 @@ function parseFast(text: string): Omit<ParsedFile, "text"> {
 }
 
 function parseWithPositions(text: string): Omit<ParsedFile, "text"> {
+  try {
+    return parseWithPositionsUnguarded(text);
+  } catch (error) {
+    if (isStackOverflow(error)) return tooDeep();
+    // The parser itself failed on this input: still a diagnostic, never a crash.
+    return {
+      documents: [],
+      problems: [
+        {
+          severity: "error",
+          code: "yaml/syntax",
+          line: 1,
+          column: 1,
+          message: `file cannot be parsed as YAML (${firstLine(error instanceof Error ? error.message : String(error))})`,
+          fix: "check the file with a YAML linter; simplify the construct the parser stops at",
+        },
+      ],
+    };
+  }
+}
+
+function parseWithPositionsUnguarded(text: string): Omit<ParsedFile, "text"> {
+  const { LineCounter, parseAllDocuments } = yaml();
   const lineCounter = new LineCounter();
-  const docs = parseAllDocuments(text, { lineCounter, prettyErrors: true, uniqueKeys: true });
+  const docs = parseAllDocuments(text, {
+    lineCounter,
+    prettyErrors: true,
+    uniqueKeys: true,
+    logLevel: "error",
+  });
   const problems: Problem[] = [];
   const documents: ParsedFile["documents"] = [];
   const list = Array.isArray(docs) ? docs : [];
   for (const [index, doc] of list.entries()) {
     for (const error of doc.errors) {
+      if (/call stack/i.test(error.message)) return tooDeep();
       const pos = lineCounter.linePos(error.pos[0]);
       const duplicate = error.code === "DUPLICATE_KEY";
       problems.push({
@@ -167,10 +264,21 @@ function parseWithPositions(text: string): Omit<ParsedFile, "text"> {
         code: duplicate ? "yaml/duplicate-key" : "yaml/syntax",
         line: pos.line,
         column: pos.col,
-        message: firstLine(error.message),
+        message: duplicate ? duplicateKeyMessage(text, error.pos[0]) : firstLine(error.message),
         fix: duplicate
           ? "remove one of the two keys; YAML keeps only one and the other would be lost"
           : "fix the YAML syntax at this position (indentation, quotes, a missing `:` or `-`)",
+      });
+    }
+    for (const warning of doc.warnings) {
+      const pos = lineCounter.linePos(warning.pos[0]);
+      problems.push({
+        severity: "warning",
+        code: "yaml/warning",
+        line: pos.line,
+        column: pos.col,
+        message: firstLine(warning.message),
+        fix: "remove the tag or construct: steward documents use plain YAML",
       });
     }
     if (doc.errors.length > 0) continue;
@@ -192,13 +300,25 @@ function parseWithPositions(text: string): Omit<ParsedFile, "text"> {
   return { documents, problems };
 }
 
+/** `duplicate key "path"`, the key read from the text at the error's offset. */
+function duplicateKeyMessage(text: string, offset: number): string {
+  const key = /^[^:\n]*/
+    .exec(text.slice(offset, offset + 200))?.[0]
+    .trim()
+    .replace(/^["']|["']$/g, "");
+  return key ? `duplicate key ${JSON.stringify(key)} in this mapping` : "duplicate key in this mapping";
+}
+
 function firstLine(message: string): string {
   const line = message.split("\n")[0] ?? message;
   return line.replace(/ at line \d+, column \d+:?$/, "");
 }
 
 /** A parsed file kept for locating paths; the last few are cached since diagnostics cluster. */
-const located = new Map<string, { docs: ReturnType<typeof parseAllDocuments>; lineCounter: LineCounter }>();
+const located = new Map<
+  string,
+  { docs: ReturnType<YamlLibrary["parseAllDocuments"]>; lineCounter: LineCounter }
+>();
 
 /**
  * The position of a value (or, with `key`, of its key) inside document `index` of `text`, given
@@ -211,10 +331,28 @@ export function locate(
   path: readonly (string | number)[],
   key = false,
 ): Position {
+  try {
+    return locateUnguarded(text, index, path, key);
+  } catch {
+    // Only a file the parser cannot walk gets here; its diagnostics then point at its start.
+    return { line: 1, column: 1 };
+  }
+}
+
+function locateUnguarded(
+  text: string,
+  index: number,
+  path: readonly (string | number)[],
+  key: boolean,
+): Position {
+  const { isMap, isScalar, isSeq, LineCounter, parseAllDocuments } = yaml();
   let entry = located.get(text);
   if (!entry) {
     const lineCounter = new LineCounter();
-    entry = { docs: parseAllDocuments(text, { lineCounter, uniqueKeys: false }), lineCounter };
+    entry = {
+      docs: parseAllDocuments(text, { lineCounter, uniqueKeys: false, logLevel: "silent" }),
+      lineCounter,
+    };
     located.set(text, entry);
     if (located.size > 16) located.delete(located.keys().next().value!);
   }

@@ -12,7 +12,8 @@
 import { join } from "node:path";
 import { type Clock, systemClock } from "../hub/clock.js";
 import { DispatchError, type Transport, type TransportEvents } from "../hub/transport.js";
-import type { AgentReply, AttemptResult, Bundle, Node, Report } from "../model/generated.js";
+import type { AgentReply, Bundle, Node, Report } from "../model/generated.js";
+import { refusedResult } from "./refused.js";
 
 /** What the local transport needs of an agent (src/agent's Agent has this shape). */
 export interface LocalAgent {
@@ -70,7 +71,17 @@ export class LocalTransport implements Transport {
       } catch (error) {
         if (isRefusal(error)) {
           // The agent refused the bundle before applying anything: a permanent failure, not a lost result.
-          await events.result(refusedResult(bundle, local.name, error, this.clock.now()));
+          await events.result(
+            refusedResult(
+              bundle,
+              local.name,
+              {
+                reason: error.name && error.name !== "Error" ? error.name : "BundleRefused",
+                message: error.message,
+              },
+              this.clock.now(),
+            ),
+          );
           await events.report(await local.agent.observe());
         } else
           await events.lost(
@@ -192,25 +203,4 @@ export class LocalTransport implements Transport {
 function isRefusal(error: unknown): error is Error & { code: string } {
   const code = (error as { code?: unknown } | undefined)?.code;
   return error instanceof Error && typeof code === "string" && code.startsWith("E_");
-}
-
-function refusedResult(
-  bundle: Bundle,
-  node: string,
-  error: Error & { code: string },
-  at: Date,
-): AttemptResult {
-  return {
-    attemptId: bundle.attemptId,
-    node,
-    assignment: bundle.spec.assignment,
-    generation: bundle.generation,
-    outcome: "failed",
-    failureClass: "permanent",
-    reason: error.name && error.name !== "Error" ? error.name : "BundleRefused",
-    message: error.message,
-    resources: [],
-    startedAt: at.toISOString(),
-    finishedAt: at.toISOString(),
-  };
 }

@@ -13,7 +13,6 @@ import { parse } from "yaml";
 import { type FileChanges, makeRepo, type TempRepo, tempDir } from "../helpers/git.js";
 
 /** The default action.yml gives github-token: a workflow expression the runner evaluates. */
-// biome-ignore lint/suspicious/noTemplateCurlyInString: a GitHub expression, not a template literal
 export const GITHUB_TOKEN_EXPRESSION = "${{ github.token }}";
 
 const root = fileURLToPath(new URL("../..", import.meta.url));

@@ -21,7 +21,6 @@ function need(tool: string, install: string): void {
 }
 
 function installedVersion(name: string): string | undefined {
-  // biome-ignore lint/suspicious/noTemplateCurlyInString: dpkg-query's own format, not a template.
   const run = spawnSync("dpkg-query", ["-W", "-f", "${db:Status-Abbrev}\t${Version}", name], {
     encoding: "utf8",
   });

@@ -1,6 +1,15 @@
-/** Runs the steward CLI in process with captured output, as the tests of every command do. */
+/**
+ * Runs the steward CLI in tests: in process through `main()` with captured output, as the tests of
+ * every command do, or as the real built `bin/steward.js` process.
+ */
+import { spawnSync } from "node:child_process";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import type { CliIo } from "../../src/cli/io.js";
 import { main } from "../../src/cli/main.js";
+
+export const repoRoot = join(dirname(fileURLToPath(import.meta.url)), "../..");
+export const binPath = join(repoRoot, "bin/steward.js");
 
 export interface CliRun {
   code: number;
@@ -8,8 +17,8 @@ export interface CliRun {
   stderr: string;
 }
 
-/** `steward ...args` with `cwd` and exactly `env` as its environment. */
-export async function runCli(args: string[], cwd: string, env: NodeJS.ProcessEnv = {}): Promise<CliRun> {
+/** `steward ...args` with `cwd` (default: the checkout) and exactly `env` as its environment. */
+export async function runCli(args: string[], cwd = repoRoot, env: NodeJS.ProcessEnv = {}): Promise<CliRun> {
   let stdout = "";
   let stderr = "";
   const io: CliIo = {
@@ -25,4 +34,10 @@ export async function runCli(args: string[], cwd: string, env: NodeJS.ProcessEnv
   };
   const code = await main(args, io);
   return { code, stdout, stderr };
+}
+
+/** `node bin/steward.js ...args` as a child process (dist/ is built by the global setup). */
+export function runBin(args: string[], cwd = repoRoot): CliRun {
+  const result = spawnSync(process.execPath, [binPath, ...args], { cwd, encoding: "utf8" });
+  return { code: result.status ?? -1, stdout: result.stdout, stderr: result.stderr };
 }

@@ -64,6 +64,31 @@ describe("hub - steward up", () => {
     // The commit shows the convergence in git notes.
     const repo = join(state, "repo");
     expect(git(repo, "notes", "--ref", "steward", "show", "HEAD")).toContain("steward/web: success");
+    // `steward status --revision` says the same from the hub's own records.
+    const firstSha = git(repo, "rev-parse", "HEAD").trim();
+    const statuses = await runSteward(
+      ["--state", state, "status", "--revision", firstSha.slice(0, 10), "--json"],
+      {
+        cwd: dir,
+      },
+    );
+    // The fleet context stays pending: the example's ssh and nats nodes are not reached by this hub.
+    expect(statuses.code).toBe(1);
+    const view = JSON.parse(statuses.stdout) as { fleet: string; statuses: Record<string, string>[] };
+    expect(view.fleet).toBe("pending");
+    expect(view.statuses).toContainEqual(
+      expect.objectContaining({ context: "steward/fleet", description: "6/11 instances converged" }),
+    );
+    expect(view.statuses).toContainEqual(
+      expect.objectContaining({
+        context: "steward/web",
+        state: "success",
+        delivery: expect.stringMatching(/^posted/),
+      }),
+    );
+    const unknown = await runSteward(["--state", state, "status", "--revision", "0000000"], { cwd: dir });
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain("no single revision of the tracked branch starts with it");
 
     // The second step of the quick start: edit, commit, run again.
     const base = join(repo, "assignments", "base.yaml");
@@ -86,7 +111,8 @@ describe("hub - steward up", () => {
     } finally {
       store.close();
     }
-  });
+    // Two whole `steward up` runs, each with the example's 5 s canary soak: give a loaded machine time.
+  }, 120_000);
 
   it("hub - up --once exits 1 as soon as an attempt failed and nothing else is moving, without waiting out the budget", async () => {
     const dir = mkdtempSync(join(tmpdir(), "steward-up-"));

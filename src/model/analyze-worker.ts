@@ -1,0 +1,23 @@
+/**
+ * The second thread of `analyzeDirectoryFiles`: claims chunks of files from the shared counter,
+ * analyses them and posts each chunk's analyses back, then says it is done.
+ */
+import { parentPort, workerData } from "node:worker_threads";
+import { analyzePath, CHUNK_FILES, readBuffer, type WorkerInput, type WorkerMessage } from "./analyze.js";
+
+const { directory, paths, claimed: buffer } = workerData as WorkerInput;
+const claimed = new Int32Array(buffer);
+const chunks = Math.ceil(paths.length / CHUNK_FILES);
+const scratch = readBuffer();
+for (let chunk = Atomics.add(claimed, 0, 1); chunk < chunks; chunk = Atomics.add(claimed, 0, 1)) {
+  const end = Math.min(paths.length, (chunk + 1) * CHUNK_FILES);
+  const analyses = [];
+  for (let i = chunk * CHUNK_FILES; i < end; i++) {
+    // The text is left out: copying it to the other thread costs more than reading the file again
+    // for the few files that turn out to need a position.
+    const { parsed, documents } = analyzePath(directory, paths[i]!, scratch);
+    analyses.push({ parsed: { documents: parsed.documents, problems: parsed.problems }, documents });
+  }
+  parentPort!.postMessage({ chunk, analyses } satisfies WorkerMessage);
+}
+parentPort!.postMessage({ done: true } satisfies WorkerMessage);

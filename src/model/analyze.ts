@@ -1,0 +1,152 @@
+/**
+ * What each file says on its own: bytes → YAML documents → schema findings. This depends only on a
+ * file's bytes, so it is cached by content id (git blob) and, for a large directory, shared between
+ * this thread and a second one (analyze-worker.ts): on a machine with two cores, parsing is most of
+ * the time `steward validate` takes.
+ */
+import { closeSync, existsSync, openSync, readFileSync, readSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { Worker } from "node:worker_threads";
+import type { Finding } from "./findings.js";
+import { type DocumentKind, validateDocument } from "./schema.js";
+import { MAX_YAML_BYTES, type ParsedFile, parseYamlFile } from "./yaml.js";
+
+/** What one file's bytes say on their own, independent of its path and of other files. */
+export interface FileAnalysis {
+  parsed: ParsedFile;
+  documents: { index: number; value: unknown; kind?: DocumentKind; name?: string; findings: Finding[] }[];
+}
+
+/** Analyses a file's bytes: parse, then validate each document against its kind's schema. */
+export function analyzeFile(bytes: Uint8Array): FileAnalysis {
+  const parsed = parseYamlFile(bytes);
+  const documents = parsed.documents.map(({ index, value }) => {
+    const { kind, findings } = validateDocument(value);
+    const name = (value as { metadata?: { name?: unknown } })?.metadata?.name;
+    return { index, value, kind, name: typeof name === "string" ? name : undefined, findings };
+  });
+  return { parsed, documents } as FileAnalysis;
+}
+
+/** The analysis of a file that could not be read: one diagnostic naming the reason. */
+export function unreadable(error: unknown): FileAnalysis {
+  const reason =
+    (error as NodeJS.ErrnoException)?.code ?? (error instanceof Error ? error.message : String(error));
+  return {
+    parsed: {
+      documents: [],
+      problems: [
+        {
+          severity: "error",
+          code: "file/unreadable",
+          line: 1,
+          column: 1,
+          message: `file cannot be read (${reason})`,
+          fix: "make the file readable by the user running steward, or remove it",
+        },
+      ],
+    },
+    documents: [],
+  };
+}
+
+/** A buffer for `readWhole`, one per thread: one byte more than the largest YAML file accepted. */
+export function readBuffer(): Buffer {
+  return Buffer.allocUnsafe(MAX_YAML_BYTES + 1);
+}
+
+/**
+ * Reads a whole file with open, read and close only: `readFileSync` also stats and reads twice, which
+ * costs more than the read itself for the many small files of a fleet repo.
+ */
+export function readWhole(path: string, scratch: Buffer): Uint8Array {
+  const fd = openSync(path, "r");
+  try {
+    const size = readSync(fd, scratch, 0, scratch.length, 0);
+    // A short read of a regular file is its end; a full buffer may not be.
+    if (size < scratch.length) return Buffer.from(scratch.subarray(0, size));
+  } finally {
+    closeSync(fd);
+  }
+  return readFileSync(path);
+}
+
+/** Reads and analyses `directory/path`; a read failure is an analysis with one diagnostic. */
+export function analyzePath(directory: string, path: string, scratch: Buffer): FileAnalysis {
+  let bytes: Uint8Array;
+  try {
+    bytes = readWhole(join(directory, path), scratch);
+  } catch (error) {
+    return unreadable(error);
+  }
+  return analyzeFile(bytes);
+}
+
+/** Below this many files a second thread costs more to start than it saves. */
+export const PARALLEL_MIN_FILES = 2000;
+/** Files claimed at a time by either thread: small enough to balance, large enough to be cheap. */
+export const CHUNK_FILES = 64;
+
+/** Messages from analyze-worker.ts. */
+export type WorkerMessage = { chunk: number; analyses: FileAnalysis[] } | { done: true };
+
+/** What analyze-worker.ts receives: the files, and a shared counter of chunks claimed so far. */
+export interface WorkerInput {
+  directory: string;
+  paths: string[];
+  claimed: SharedArrayBuffer;
+}
+
+const workerUrl = new URL("./analyze-worker.js", import.meta.url);
+
+/**
+ * Analyses files of `directory`, in order. Each thread claims the next chunk of files from a shared
+ * counter, so the work balances itself whatever the second thread's start-up costs; if the second
+ * thread cannot start or fails, this thread analyses what it had claimed. Small inputs, and code run
+ * from TypeScript sources (tests), use this thread only.
+ */
+export async function analyzeDirectoryFiles(
+  directory: string,
+  paths: readonly string[],
+): Promise<FileAnalysis[]> {
+  const scratch = readBuffer();
+  const results: (FileAnalysis | undefined)[] = new Array(paths.length);
+  const chunks = Math.ceil(paths.length / CHUNK_FILES);
+  const analyzeChunk = (chunk: number) => {
+    const end = Math.min(paths.length, (chunk + 1) * CHUNK_FILES);
+    for (let i = chunk * CHUNK_FILES; i < end; i++) results[i] = analyzePath(directory, paths[i]!, scratch);
+  };
+  // Every chunk nobody delivered: all of them when there is no second thread.
+  const analyzeRest = () => {
+    for (let chunk = 0; chunk < chunks; chunk++)
+      if (results[chunk * CHUNK_FILES] === undefined) analyzeChunk(chunk);
+    return results as FileAnalysis[];
+  };
+  if (paths.length < PARALLEL_MIN_FILES || !existsSync(fileURLToPath(workerUrl))) return analyzeRest();
+  const claimed = new Int32Array(new SharedArrayBuffer(4));
+  let worker: Worker;
+  try {
+    worker = new Worker(workerUrl, {
+      workerData: { directory, paths: [...paths], claimed: claimed.buffer } satisfies WorkerInput,
+    });
+  } catch {
+    // No second thread here (resource limits): this one does everything.
+    return analyzeRest();
+  }
+  const finished = new Promise<void>((resolve) => {
+    worker.on("message", (message: WorkerMessage) => {
+      if ("done" in message) return resolve();
+      const start = message.chunk * CHUNK_FILES;
+      for (const [i, analysis] of message.analyses.entries()) results[start + i] = analysis;
+    });
+    // A worker that fails leaves its claimed chunks undelivered; they are analysed here below.
+    worker.on("error", () => resolve());
+    worker.on("exit", () => resolve());
+  });
+  for (let chunk = Atomics.add(claimed, 0, 1); chunk < chunks; chunk = Atomics.add(claimed, 0, 1))
+    analyzeChunk(chunk);
+  await finished;
+  await worker.terminate();
+  return analyzeRest();
+}
