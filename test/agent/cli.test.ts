@@ -14,7 +14,8 @@ import type { AgentReply, Bundle, Report } from "../../src/model/generated.js";
 import { directorySource, loadRepo } from "../../src/model/load.js";
 import { bundleFor } from "../../src/model/render.js";
 import { AGENT_SCHEMA_ID, schemaFindings, validatorFor } from "../../src/model/schema.js";
-import { attemptId, freePort, killServices } from "./helpers.js";
+import { exampleRepoOnFreePorts } from "../helpers/example-repo.js";
+import { attemptId, killServices } from "./helpers.js";
 
 let repo: string;
 let bundles: Map<string, Bundle>;
@@ -23,14 +24,7 @@ let work: string;
 /** The example repo, copied so web nodes listen on free ports (other tests may use the declared ones). */
 beforeAll(async () => {
   repo = mkdtempSync(join(tmpdir(), "steward-example-repo-"));
-  cpSync(resolve("examples/repo"), repo, { recursive: true });
-  for (const node of ["web-1", "web-2"]) {
-    const file = join(repo, "nodes", `${node}.yaml`);
-    writeFileSync(
-      file,
-      readFileSync(file, "utf8").replace(/httpPort: "\d+"/, `httpPort: "${await freePort()}"`),
-    );
-  }
+  await exampleRepoOnFreePorts(repo);
   const loaded = await loadRepo(directorySource(repo));
   if (!loaded.ok || !loaded.desired)
     throw new Error(`example repo does not load: ${JSON.stringify(loaded.diagnostics)}`);
