@@ -36,6 +36,8 @@ export interface HubRuntimeOptions {
   leaseMs?: number;
   /** Transports besides the local one (SSH, NATS), built by the command from its flags. */
   transports?: import("../hub/transport.js").Transport[];
+  /** A bus for conditions and tasks (NATS: `hubBusOf` of the NATS transport). */
+  bus?: import("../hub/bus.js").HubBus;
   /** `steward up --transport nats`: the local nodes run as agent processes on a local nats-server. */
   localFleet?: import("../transport/nats/runtime.js").LocalFleetSetup;
 }
@@ -119,6 +121,7 @@ export class HubRuntime {
         rootOf: (node) => (root ? join(root, node) : undefined),
         stateDir: paths.dir,
         log: logger.child({ component: "nats" }),
+        onTaskEvent: (event) => this.recordTaskEvent(event),
       });
     }
     this.hub = new Hub({
@@ -127,6 +130,7 @@ export class HubRuntime {
       logger: logger.child({ component: "hub" }),
       ...(this.options.leaseMs ? { timing: { leaseMs: this.options.leaseMs } } : {}),
       ...(this.publisher ? { statusSink: this.publisher } : {}),
+      ...(this.options.bus || this.fleet ? { bus: this.options.bus ?? this.fleet?.bus } : {}),
     });
     await this.hub.start();
     if (declared) this.hub.declarationsChanged(declared);
@@ -182,6 +186,15 @@ export class HubRuntime {
       },
     });
     return first;
+  }
+
+  /**
+   * A task agent's claim or resolution from the bus, recorded by the hub. The bus delivers none
+   * before the hub starts its transports; one that comes anyway is not acknowledged and comes again.
+   */
+  recordTaskEvent(event: import("../hub/bus.js").TaskEvent): Promise<void> {
+    if (!this.hub) return Promise.reject(new Error("the hub has not started yet"));
+    return this.hub.recordTaskEvent(event);
   }
 
   /** Records the served revision's declarations (nodes, policies, fleet settings) when it changed. */
@@ -303,19 +316,24 @@ export function hubCommand(io: CliIo, globals: () => GlobalOptions, _exit: (code
       logger: logger.child({ component: "ssh" }),
     });
     const natsOptions = natsOptionsFromFlags(options, io.cwd);
-    const nats = natsOptions
-      ? (await import("../transport/nats/hub.js")).createNatsTransport({
-          ...natsOptions,
-          log: logger.child({ component: "nats" }),
-        })
-      : undefined;
+    const natsHub = natsOptions ? await import("../transport/nats/hub.js") : undefined;
+    let runtime: HubRuntime | undefined;
+    const nats =
+      natsHub && natsOptions
+        ? natsHub.createNatsTransport({
+            ...natsOptions,
+            log: logger.child({ component: "nats" }),
+            onTaskEvent: (event) =>
+              runtime ? runtime.recordTaskEvent(event) : Promise.reject(new Error("the hub is not running")),
+          })
+        : undefined;
     let webhookSecret: string | undefined;
     if (options.webhookSecretEnv) {
       webhookSecret = io.env[options.webhookSecretEnv];
       if (!webhookSecret)
         throw new UsageError(`--webhook-secret-env ${options.webhookSecretEnv}: that variable is not set`);
     }
-    const runtime = new HubRuntime({
+    runtime = new HubRuntime({
       paths,
       repo: options.repo,
       branch: options.branch,
@@ -328,6 +346,7 @@ export function hubCommand(io: CliIo, globals: () => GlobalOptions, _exit: (code
       cwd: io.cwd,
       leaseMs: durationFlag("--lease", options.lease ?? "10m"),
       transports: [ssh, ...(nats ? [nats] : [])],
+      ...(natsHub && nats ? { bus: natsHub.hubBusOf(nats) } : {}),
       ...(webhookSecret ? { webhookSecret } : {}),
     });
     try {

@@ -29,7 +29,23 @@ export type ConditionChange = "opened" | "updated" | "unchanged";
 /** How stale `lastObserved` may get before an unchanged observation is written anyway. */
 const OBSERVED_REFRESH_MS = 10_000;
 
-/** Raises the condition, or refreshes the open one of the same type and subject. */
+/**
+ * Types whose conditions are told apart by reason as well as subject: one node's agent may be
+ * disconnected while its attempts exhaust their deliveries, and each problem opens and resolves on
+ * its own. Every other type has one open condition per subject, whose reason may change. (The
+ * store's unique index `conditions_open` says the same.)
+ */
+const KEYED_BY_REASON: ReadonlySet<ConditionType> = new Set<ConditionType>(["TransportDegraded"]);
+
+/** The reason that is part of a condition's identity, if its type is keyed by reason. */
+function identityReason(type: ConditionType, reason: string): string | undefined {
+  return KEYED_BY_REASON.has(type) ? reason : undefined;
+}
+
+/**
+ * Raises the condition, or refreshes the open one of the same type and subject (and reason, for
+ * types keyed by reason).
+ */
 export function markOpen(
   store: Store,
   input: ConditionInput,
@@ -39,7 +55,12 @@ export function markOpen(
   const message = redact(input.message);
   const evidence = redactDeep(input.evidence ?? {});
   const addTried = [...(input.tried ?? []), ...(input.attemptId ? [input.attemptId] : [])];
-  const existing = store.openCondition(input.type, input.subjectKind, input.subject);
+  const existing = store.openCondition(
+    input.type,
+    input.subjectKind,
+    input.subject,
+    identityReason(input.type, input.reason),
+  );
   if (!existing) {
     const condition: ConditionRecord = {
       id: newId(),
@@ -118,7 +139,9 @@ function assignOptional(condition: ConditionRecord, input: ConditionInput): void
 
 /**
  * Resolves the open condition of this type and subject, if there is one, because observation shows
- * it no longer holds; `resolution` says what was observed. Returns the resolved condition.
+ * it no longer holds; `resolution` says what was observed. With `reason`, only a condition with that
+ * reason resolves (for a type keyed by reason: the one problem that was recovered); without it, every
+ * open condition of the type on the subject does. Returns the (last) resolved condition.
  */
 export function markResolved(
   store: Store,
@@ -127,12 +150,19 @@ export function markResolved(
   subject: string,
   now: string,
   resolution: string,
+  reason?: string,
 ): ConditionRecord | undefined {
-  const existing = store.openCondition(type, subjectKind, subject);
-  if (!existing) return undefined;
-  const condition = closeCondition(store, existing, now, redact(resolution));
-  closeTaskOf(store, condition, now);
-  return condition;
+  const open =
+    reason === undefined && KEYED_BY_REASON.has(type)
+      ? store.conditions({ status: "open", type, subjectKind, subject })
+      : [store.openCondition(type, subjectKind, subject, reason)];
+  let resolved: ConditionRecord | undefined;
+  for (const existing of open) {
+    if (!existing) continue;
+    resolved = closeCondition(store, existing, now, redact(resolution));
+    closeTaskOf(store, resolved, now);
+  }
+  return resolved;
 }
 
 /** Records `condition` as resolved with `resolution` (and who resolved it), with its history entry. */
@@ -182,7 +212,7 @@ export function resolveAll(
 
 /**
  * The invariants every condition keeps, as a list of violations (empty when all hold): at most one
- * open condition per type and subject; an open one has no resolution; a resolved one has both a
+ * open condition per type and subject (and reason, for types keyed by reason); an open one has no resolution; a resolved one has both a
  * resolution time and a history that ends in `resolved`; `since` never precedes `openedAt`; the
  * history starts with `opened`. Tests run it after every scenario.
  */
@@ -195,8 +225,9 @@ export function conditionViolations(store: Store): string[] {
     if (history[0]?.event !== "opened") violations.push(`${label}: history does not start with "opened"`);
     if (condition.since < condition.openedAt) violations.push(`${label}: since precedes openedAt`);
     if (condition.status === "open") {
-      const key = `${condition.type}|${condition.subjectKind}|${condition.subject}`;
-      if (open.has(key)) violations.push(`${label}: a second open condition for the same type and subject`);
+      const key = `${condition.type}|${condition.subjectKind}|${condition.subject}|${identityReason(condition.type, condition.reason) ?? ""}`;
+      if (open.has(key))
+        violations.push(`${label}: a second open condition for the same type and subject (and reason)`);
       open.set(key, condition.id);
       if (condition.resolvedAt || condition.resolution)
         violations.push(`${label}: open but has a resolution`);

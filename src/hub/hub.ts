@@ -3,7 +3,10 @@
  * nodes), durably. It owns the work queue and its timers, runs reconciles in batches (each batch one
  * transaction), relays outbox rows to the transports, and turns transport events into records:
  * results settle attempts, reports become observations, lost results make attempts ambiguous,
- * silence becomes `NodeSilent`, transport health becomes `TransportDegraded`.
+ * silence becomes `NodeSilent`, transport health becomes `TransportDegraded`. A transport's handler
+ * resolves only once what it delivered is committed, so a transport that acknowledges messages (NATS)
+ * never acknowledges one a crash could lose. On a bus (bus.ts) it mirrors its open conditions for
+ * anyone to watch, publishes its tasks, and records task agents' claims and resolutions.
  *
  * Work grows with the change, not the fleet: a sync queues only the instances whose generation
  * changed, a report only its node's instances, a timer only its own key. A restart queues the
@@ -11,7 +14,9 @@
  * ambiguous — never replaying an attempt blindly.
  */
 import pino, { type Logger } from "pino";
+import { StewardError } from "../model/errors.js";
 import type { AttemptResult, Bundle, Report } from "../model/generated.js";
+import { BusFeed, type HubBus, type TaskEvent } from "./bus.js";
 import { type Clock, systemClock } from "./clock.js";
 import { markOpen, markResolved } from "./conditions.js";
 import { DEFAULT_TIMING, type Timing } from "./decide.js";
@@ -26,6 +31,7 @@ import { redact } from "./redact.js";
 import type { StatusHealth, StatusSink } from "./status.js";
 import { StatusFeed } from "./status-feed.js";
 import type { Store } from "./store/store.js";
+import { claimTask, releaseTask, resolveTask, TaskError } from "./tasks.js";
 import { DispatchError, type Transport, type TransportEvents, type TransportHealth } from "./transport.js";
 
 export interface HubOptions {
@@ -45,6 +51,8 @@ export interface HubOptions {
   statusSink?: StatusSink;
   /** How often changed revisions' statuses are published, at most. Default 1 s. */
   statusIntervalMs?: number;
+  /** A bus to mirror open conditions to and publish tasks on (the NATS transport offers one). */
+  bus?: HubBus;
 }
 
 /** What `steward up` and tests see of a hub's progress. */
@@ -59,6 +67,29 @@ const SECOND = 1000;
 const REVISION_CURSOR = "revision_seq";
 /** Intents that a fresh report may settle even when no observation changed. */
 const REPORT_WAITERS: readonly IntentStatus[] = ["ambiguous", "verifying"];
+
+/** An event handed to a stopped hub: not recorded, so a transport must not acknowledge it. */
+export class HubStoppedError extends StewardError {
+  override readonly name = "HubStoppedError";
+  constructor(event: string) {
+    super(
+      "E_HUB_STOPPED",
+      `the hub has stopped: ${event} not recorded (not acknowledged, so it comes again)`,
+      {
+        data: { event },
+      },
+    );
+  }
+}
+
+/** A transport event waiting for the inbox's next transaction, with its handler's promise. */
+interface InboxEvent {
+  event: string;
+  transport: string;
+  run: () => void;
+  recorded: () => void;
+  failed: (error: unknown) => void;
+}
 
 export class Hub {
   readonly store: Store;
@@ -76,11 +107,13 @@ export class Hub {
   private scheduled = false;
   private processing = false;
   private started = false;
+  /** No new work once stopping; transport events are still recorded until `stopped`. */
+  private stopping = false;
   private stopped = false;
   private relaying = 0;
   private handling = 0;
   private readonly idleWaiters: (() => void)[] = [];
-  private readonly inbox: { event: string; transport: string; run: () => void }[] = [];
+  private readonly inbox: InboxEvent[] = [];
   private inboxScheduled = false;
   private readonly unreachable = new Set<string>();
   /** Nodes that reported since this hub started. */
@@ -89,6 +122,7 @@ export class Hub {
   private readonly listeners = new Set<(outcome: ReconcileOutcome) => void>();
   private readonly liveness: Liveness;
   private readonly statuses: StatusFeed;
+  private readonly bus: BusFeed | undefined;
 
   constructor(options: HubOptions) {
     this.store = options.store;
@@ -125,6 +159,8 @@ export class Hub {
       intervalMs: options.statusIntervalMs ?? SECOND,
       ...(options.statusSink ? { sink: options.statusSink } : {}),
     });
+    if (options.bus)
+      this.bus = new BusFeed({ store: this.store, bus: options.bus, clock: this.clock, log: this.log });
     this.context = {
       store: this.store,
       clock: this.clock,
@@ -160,6 +196,7 @@ export class Hub {
       outbox.length,
     );
     for (const [name, transport] of this.transports) await transport.start(this.eventsFor(name));
+    this.bus?.start();
     this.recoverOutbox(outbox.map((row) => row.attemptId));
     // Registration: every node this hub reaches reports once at start, so observe-only compares,
     // ambiguous attempts settle and silent nodes are noticed without waiting for a change.
@@ -198,15 +235,21 @@ export class Hub {
     this.relay(queued);
   }
 
-  /** Stops the transports and every timer; durable state stays as it is. */
+  /**
+   * Stops every timer and the transports; durable state stays as it is. What the transports deliver
+   * while they stop is still recorded (and so acknowledged); anything later is refused.
+   */
   async stop(): Promise<void> {
-    if (this.stopped) return;
-    this.stopped = true;
+    if (this.stopping) return;
+    this.stopping = true;
     this.queue.clear();
     this.cancelResync?.();
     this.statuses.stop();
     this.liveness.stop();
     for (const transport of this.transports.values()) await transport.stop();
+    this.flushInbox();
+    this.stopped = true;
+    await this.bus?.stop();
     this.wakeIdle();
   }
 
@@ -218,7 +261,7 @@ export class Hub {
 
   /** Queues instances for a reconcile now. */
   enqueue(keys: Iterable<string>): void {
-    if (!this.stopped) this.queue.addAll(keys);
+    if (!this.stopping) this.queue.addAll(keys);
   }
 
   /** Takes in what the syncer recorded since the last call: invalid revisions and changed instances. */
@@ -299,6 +342,7 @@ export class Hub {
           condition.subject,
           now,
           "the syncer reports it resolved",
+          condition.reason,
         );
       }
     });
@@ -334,11 +378,16 @@ export class Hub {
   /** Re-reads operator changes (drain, undrain, new revisions) after a CLI wrote them. */
   nudge(scope: { node?: string } = {}): void {
     this.takeInRevisions();
-    if (scope.node) {
-      this.enqueue(this.store.activeInstanceKeysOfNode(scope.node));
-      const node = this.store.node(scope.node);
-      if (node && !node.draining) this.nodeReturned(scope.node);
-    }
+    // The CLI may have closed a condition (a human procedure done): the bus shows what is open now.
+    this.bus?.resync();
+    if (scope.node) this.lookAgainAt(scope.node);
+  }
+
+  /** Reconciles a node's instances now, and sends its retries that wait on the transport. */
+  private lookAgainAt(name: string): void {
+    this.enqueue(this.store.activeInstanceKeysOfNode(name));
+    const node = this.store.node(name);
+    if (node && !node.draining) this.nodeReturned(name);
   }
 
   /** Declarations that changed without a new generation (nodes, policies): reconcile what they touch. */
@@ -372,6 +421,8 @@ export class Hub {
         node.removedAt
           ? `node ${node.name} is no longer declared`
           : `this hub runs transport ${node.transport}`,
+        // A removed node's transport problems all end; a reachable one has only this one solved.
+        node.removedAt ? undefined : "TransportNotEnabled",
       );
       return;
     }
@@ -431,7 +482,7 @@ export class Hub {
   }
 
   private schedule(): void {
-    if (this.scheduled || this.stopped) return;
+    if (this.scheduled || this.stopping) return;
     this.scheduled = true;
     setImmediate(() => {
       this.scheduled = false;
@@ -441,7 +492,7 @@ export class Hub {
 
   /** Reconciles one batch of ready keys in one transaction, then acts on the outcomes. */
   private process(): void {
-    if (this.stopped || this.processing) return;
+    if (this.stopping || this.processing) return;
     this.processing = true;
     try {
       const keys = this.queue.take(this.batchSize);
@@ -537,11 +588,12 @@ export class Hub {
       .then(
         () => {
           this.metrics.dispatchesTotal.inc({ transport: transport.name, result: "accepted" });
+          // Not recorded (a stopping hub): the outbox row stays, and the next start settles it.
           this.deliver("dispatched", transport.name, () => {
             this.store.deleteOutbox(attempt.id);
             // Look again: the lease runs, and its end needs a timer.
             this.queue.add(attempt.instanceKey);
-          });
+          }).catch(() => undefined);
           log.info(
             { node: node.name, transport: transport.name },
             "attempt handed to transport %s",
@@ -624,53 +676,124 @@ export class Hub {
     });
   }
 
-  /** The handlers a transport calls; `transport` names it in conditions. */
+  /**
+   * The handlers a transport calls; `transport` names it in conditions. Each resolves once what it
+   * delivered is committed. A report, result or loss that could not be recorded rejects, so a
+   * transport that acknowledges (NATS) lets it come again; a heartbeat or health event never rejects
+   * (the next one says the same).
+   */
   eventsFor(transport: string): TransportEvents {
+    const bestEffort = (event: string, promise: Promise<void>) =>
+      promise.catch((error: unknown) => {
+        if (!(error instanceof HubStoppedError))
+          this.log.warn({ err: error, transport, event }, "a %s event was not recorded", event);
+      });
     return {
       report: (report: Report) => this.deliver("report", transport, () => this.ingestReport(report)),
       result: (result: AttemptResult) => this.deliver("result", transport, () => this.ingestResult(result)),
       heartbeat: (node: string, at: Date) =>
-        this.deliver("heartbeat", transport, () => this.ingestHeartbeat(node, at)),
+        bestEffort(
+          "heartbeat",
+          this.deliver("heartbeat", transport, () => this.ingestHeartbeat(node, at)),
+        ),
       lost: (attemptId: string, node: string, reason: string) =>
         this.deliver("lost", transport, () => this.ingestLost(attemptId, node, reason)),
       health: (event: TransportHealth) =>
-        this.deliver("health", transport, () => this.ingestHealth(transport, event)),
+        bestEffort(
+          "health",
+          this.deliver("health", transport, () => this.ingestHealth(transport, event)),
+        ),
     };
   }
 
   /**
-   * Events from transports go through an inbox that is written in one transaction per turn of the
-   * event loop: a burst of results and reports costs one commit, not one each. An event lost in a
-   * crash before its flush is a lost result or a missed report: the ordinary ambiguity rules cover it.
+   * Records a task agent's claim, resolution or decline from the bus, exactly as `steward tasks
+   * claim|resolve` does: the claimant, the resolver and the action taken. Resolves once committed; an
+   * event that does not fit the task (already resolved, claimed by another) is logged and dropped.
    */
-  private deliver(event: string, transport: string, run: () => void): void {
-    if (this.stopped) return;
-    this.inbox.push({ event, transport, run });
-    if (this.inboxScheduled) return;
-    this.inboxScheduled = true;
-    setImmediate(() => this.flushInbox());
+  recordTaskEvent(event: TaskEvent): Promise<void> {
+    return this.deliver("task", "bus", () => this.ingestTaskEvent(event));
+  }
+
+  private ingestTaskEvent(event: TaskEvent): void {
+    const now = this.nowIso();
+    const log = this.log.child({ taskId: event.taskId, by: event.by, kind: event.kind });
+    try {
+      if (event.kind === "claimed") claimTask(this.store, event.taskId, event.by, now);
+      else if (event.kind === "declined")
+        releaseTask(this.store, event.taskId, event.by, event.note ?? "", now);
+      else {
+        const { condition } = resolveTask(this.store, event.taskId, event.by, event.action ?? "", now);
+        // An action on a blocked or stuck instance earns it one more attempt now.
+        if (condition.node) this.lookAgainAt(condition.node);
+      }
+      log.info(
+        { action: event.action, note: event.note },
+        "task %s %s by %s",
+        event.taskId,
+        event.kind,
+        event.by,
+      );
+    } catch (error) {
+      if (!(error instanceof TaskError)) throw error;
+      log.warn({ err: error }, "task event not recorded: %s", error.message);
+    }
+  }
+
+  /**
+   * Events from transports go through an inbox that is written in one transaction per turn of the
+   * event loop: a burst of results and reports costs one commit, not one each. Each event's promise
+   * settles after that commit: resolved when recorded, rejected when not.
+   */
+  private deliver(event: string, transport: string, run: () => void): Promise<void> {
+    if (this.stopped) return Promise.reject(new HubStoppedError(event));
+    return new Promise<void>((recorded, failed) => {
+      this.inbox.push({ event, transport, run, recorded, failed });
+      if (this.inboxScheduled) return;
+      this.inboxScheduled = true;
+      setImmediate(() => this.flushInbox());
+    });
   }
 
   private flushInbox(): void {
     this.inboxScheduled = false;
     const batch = this.inbox.splice(0);
-    if (batch.length === 0 || this.stopped) {
+    if (batch.length === 0) {
       this.wakeIdle();
       return;
     }
+    const failures = new Map<InboxEvent, unknown>();
     try {
       this.store.transaction(() => {
-        for (const { event, transport, run } of batch) {
+        for (const entry of batch) {
           try {
             // Each event in its own savepoint: one that fails rolls back alone.
-            this.store.transaction(run);
+            this.store.transaction(entry.run);
           } catch (error) {
-            this.log.error({ err: error, transport, event }, "handling a %s event failed", event);
+            failures.set(entry, error);
+            this.log.error(
+              { err: error, transport: entry.transport, event: entry.event },
+              "handling a %s event failed",
+              entry.event,
+            );
           }
         }
       });
+    } catch (error) {
+      // Nothing of the batch is committed.
+      this.log.error(
+        { err: error, events: batch.length },
+        "recording %d transport events failed",
+        batch.length,
+      );
+      for (const entry of batch) entry.failed(error);
+      return;
     } finally {
       this.wakeIdle();
+    }
+    for (const entry of batch) {
+      if (failures.has(entry)) entry.failed(failures.get(entry));
+      else entry.recorded();
     }
   }
 
@@ -811,6 +934,7 @@ export class Hub {
         subject,
         now,
         `${transport}: ${event.message}`,
+        event.reason,
       );
   }
 
@@ -853,7 +977,7 @@ export class Hub {
   }
 
   private scheduleResync(): void {
-    if (this.resyncIntervalMs <= 0 || this.stopped) return;
+    if (this.resyncIntervalMs <= 0 || this.stopping) return;
     this.cancelResync = this.clock.schedule(this.resyncIntervalMs, () => {
       this.takeInRevisions();
       this.enqueue(this.store.recoveryKeys());

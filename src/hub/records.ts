@@ -236,6 +236,8 @@ export interface TaskRecord {
   resolvedAt?: string;
   action?: string;
   closedReason?: string;
+  /** When the task was handed to the bus's task queue (absent: not published). */
+  publishedAt?: string;
 }
 
 /** A synced revision, as the syncer recorded it. */

@@ -132,6 +132,35 @@ export function claimTask(store: Store, id: string, agent: string, now: string):
 }
 
 /**
+ * Gives a claimed task back: `agent` declined it (with `note`, why), so it is open for another
+ * agent. The decline is recorded in the condition's history.
+ */
+export function releaseTask(store: Store, id: string, agent: string, note: string, now: string): TaskRecord {
+  return store.transaction(() => {
+    const task = findTask(store, id);
+    if (task.status === "open") return task;
+    if (task.status !== "claimed" || task.claimedBy !== agent)
+      throw new TaskError(
+        `task ${task.id} is ${task.status}${task.claimedBy ? ` by ${task.claimedBy}` : ""}: only its claimant can decline it`,
+        { id: task.id, status: task.status },
+      );
+    const released: TaskRecord = { ...task, status: "open" };
+    delete released.claimedBy;
+    delete released.claimedAt;
+    store.saveTask(released);
+    const condition = store.condition(task.conditionId)!;
+    store.appendConditionEvent({
+      conditionId: condition.id,
+      at: now,
+      event: "updated",
+      reason: condition.reason,
+      message: `task ${task.id} declined by ${agent}${note ? `: ${note}` : ""}`,
+    });
+    return released;
+  });
+}
+
+/**
  * Resolves a task with the action `agent` took. The condition stays open until observation shows it
  * resolved, except HumanProcedureRequired, which the resolving agent closes.
  */

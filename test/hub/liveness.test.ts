@@ -45,7 +45,7 @@ describe("hub - liveness", () => {
     expect(h.store.taskOfCondition(silent!.id)).toMatchObject({ status: "closed" });
   });
 
-  it("hub - transport health events open and resolve TransportDegraded", async () => {
+  it("hub - each transport problem is its own TransportDegraded condition, and a recovery resolves only what it recovers", async () => {
     const h = await startHarness({ files: { ...nodes("n1") } });
     const events = h.hub.eventsFor("nats");
     await events.health({
@@ -59,20 +59,58 @@ describe("hub - liveness", () => {
       reason: "MaxDeliveriesExceeded",
       message: "attempt redelivered 5 times",
     });
-    await h.settle();
-    expect(h.store.conditions({ type: "TransportDegraded", status: "open" })).toMatchObject([
-      {
-        subjectKind: "transport",
-        subject: "nats",
-        reason: "ServerDisconnected",
-        message: "nats: lost the NATS server",
-      },
-      { subjectKind: "node", subject: "n1", reason: "MaxDeliveriesExceeded" },
+    await events.health({
+      status: "degraded",
+      node: "n1",
+      reason: "AgentDisconnected",
+      message: "agent of n1 disconnected",
+    });
+    const open = () =>
+      h.store
+        .conditions({ type: "TransportDegraded", status: "open" })
+        .map((c) => [c.subjectKind, c.subject, c.reason]);
+    expect(open()).toEqual([
+      ["transport", "nats", "ServerDisconnected"],
+      ["node", "n1", "MaxDeliveriesExceeded"],
+      ["node", "n1", "AgentDisconnected"],
     ]);
-    await events.health({ status: "recovered", reason: "ServerReconnected", message: "connected again" });
+    expect(h.store.conditions({ type: "TransportDegraded" })[0]!.message).toBe("nats: lost the NATS server");
+
+    // The agent connects again: its attempts still exhausted their deliveries.
+    await events.health({
+      status: "recovered",
+      node: "n1",
+      reason: "AgentDisconnected",
+      message: "connected",
+    });
+    expect(open()).toEqual([
+      ["transport", "nats", "ServerDisconnected"],
+      ["node", "n1", "MaxDeliveriesExceeded"],
+    ]);
+    // A recovery of a problem that is not open resolves nothing.
+    await events.health({ status: "recovered", reason: "SlowConsumer", message: "quiet for a minute" });
+    expect(open()).toHaveLength(2);
+    // The node is declared again (reachable): only TransportNotEnabled would be solved by that.
+    h.write({ "nodes/n1.yaml": nodeYaml("n1", {}, { zone: "b" }) });
+    await h.commit();
     await h.settle();
-    expect(h.store.conditions({ type: "TransportDegraded", status: "open" }).map((c) => c.subject)).toEqual([
-      "n1",
+    expect(open()).toHaveLength(2);
+
+    await events.health({ status: "recovered", reason: "ServerDisconnected", message: "connected again" });
+    await events.health({
+      status: "recovered",
+      node: "n1",
+      reason: "MaxDeliveriesExceeded",
+      message: "done",
+    });
+    expect(open()).toEqual([]);
+    const resolutions = h.store
+      .conditions({ type: "TransportDegraded" })
+      .map((c) => [c.reason, c.resolution]);
+    expect(resolutions).toEqual([
+      ["ServerDisconnected", "nats: connected again"],
+      ["MaxDeliveriesExceeded", "nats: done"],
+      ["AgentDisconnected", "nats: connected"],
     ]);
   });
 

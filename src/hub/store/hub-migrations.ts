@@ -206,4 +206,21 @@ export const HUB_MIGRATIONS: readonly Migration[] = [
       CREATE INDEX tasks_by_status ON tasks (status);
     `,
   },
+  {
+    version: 204,
+    name: "hub: transport problems keyed by reason; tasks published on a bus",
+    sql: `
+      -- A subject may have several independent transport problems at once (its agent disconnected
+      -- while its attempts exhaust their deliveries): TransportDegraded is one condition per subject
+      -- and reason, so one recovery resolves only what it recovers (KEYED_BY_REASON in conditions.ts).
+      DROP INDEX conditions_open;
+      CREATE UNIQUE INDEX conditions_open ON conditions
+        (type, subject_kind, subject, (CASE WHEN type = 'TransportDegraded' THEN reason ELSE '' END))
+        WHERE status = 'open';
+
+      -- When the task was handed to the bus's task queue (NULL: not yet; the hub publishes it).
+      ALTER TABLE tasks ADD COLUMN published_at TEXT;
+      CREATE INDEX tasks_unpublished ON tasks (created_at) WHERE published_at IS NULL AND status = 'open';
+    `,
+  },
 ];

@@ -177,6 +177,7 @@ const TASKS = new RecordMap<TaskRecord>([
   "resolvedAt",
   "action",
   "closedReason",
+  "publishedAt",
 ]);
 
 const NODES = new RecordMap<NodeRecord>([
@@ -254,6 +255,7 @@ export class SqliteStore implements Store {
     { body: string; takenAt: string; observation: Observation }
   >();
   private readonly statements = new Map<string, Database.Statement<unknown[]>>();
+  private readonly conditionListeners = new Set<(id: string) => void>();
 
   constructor(database: Db | string) {
     this.db = typeof database === "string" ? openDatabase(database) : database;
@@ -812,13 +814,27 @@ export class SqliteStore implements Store {
     return observation;
   }
 
-  openCondition(type: ConditionType, subjectKind: SubjectKind, subject: string): ConditionRecord | undefined {
-    const row = this.get(
-      "SELECT * FROM conditions WHERE type = ? AND subject_kind = ? AND subject = ? AND status = 'open'",
-      type,
-      subjectKind,
-      subject,
-    );
+  openCondition(
+    type: ConditionType,
+    subjectKind: SubjectKind,
+    subject: string,
+    reason?: string,
+  ): ConditionRecord | undefined {
+    const row =
+      reason === undefined
+        ? this.get(
+            "SELECT * FROM conditions WHERE type = ? AND subject_kind = ? AND subject = ? AND status = 'open'",
+            type,
+            subjectKind,
+            subject,
+          )
+        : this.get(
+            "SELECT * FROM conditions WHERE type = ? AND subject_kind = ? AND subject = ? AND reason = ? AND status = 'open'",
+            type,
+            subjectKind,
+            subject,
+            reason,
+          );
     return row ? conditionFrom(row) : undefined;
   }
 
@@ -860,10 +876,21 @@ export class SqliteStore implements Store {
 
   insertCondition(condition: ConditionRecord): void {
     this.run(CONDITIONS.insertSql("conditions"), CONDITIONS.to(condition));
+    this.conditionWritten(condition.id);
   }
 
   saveCondition(condition: ConditionRecord): void {
     this.run(UPSERT_CONDITION, CONDITIONS.to(condition));
+    this.conditionWritten(condition.id);
+  }
+
+  onConditionWrite(listener: (id: string) => void): () => void {
+    this.conditionListeners.add(listener);
+    return () => this.conditionListeners.delete(listener);
+  }
+
+  private conditionWritten(id: string): void {
+    for (const listener of this.conditionListeners) listener(id);
   }
 
   appendConditionEvent(event: ConditionEvent): void {
@@ -922,6 +949,16 @@ export class SqliteStore implements Store {
 
   insertTask(task: TaskRecord): void {
     this.run(TASKS.insertSql("tasks"), TASKS.to(task));
+  }
+
+  unpublishedTasks(): TaskRecord[] {
+    return this.all(
+      "SELECT * FROM tasks WHERE published_at IS NULL AND status = 'open' ORDER BY created_at, id",
+    ).map(taskFrom);
+  }
+
+  markTaskPublished(id: string, at: string): void {
+    this.run("UPDATE tasks SET published_at = ? WHERE id = ? AND published_at IS NULL", at, id);
   }
 
   saveTask(task: TaskRecord): void {

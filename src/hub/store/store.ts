@@ -146,12 +146,24 @@ export interface Store {
   observation(instanceKey: string): Observation | undefined;
 
   // Conditions and tasks.
-  openCondition(type: ConditionType, subjectKind: SubjectKind, subject: string): ConditionRecord | undefined;
+  /** The open condition of this type on this subject (with this reason, when given). */
+  openCondition(
+    type: ConditionType,
+    subjectKind: SubjectKind,
+    subject: string,
+    reason?: string,
+  ): ConditionRecord | undefined;
   condition(id: string): ConditionRecord | undefined;
   openConditionsOf(subjectKind: SubjectKind, subject: string): ConditionRecord[];
   conditions(filter?: ConditionFilter): ConditionRecord[];
   insertCondition(condition: ConditionRecord): void;
   saveCondition(condition: ConditionRecord): void;
+  /**
+   * Calls `listener` with a condition's id whenever it is inserted or saved — inside the writer's
+   * transaction, which may still roll back: read the condition after it (the next turn of the event
+   * loop). Returns a function that removes the listener.
+   */
+  onConditionWrite(listener: (id: string) => void): () => void;
   appendConditionEvent(event: ConditionEvent): void;
   conditionHistory(conditionId: string): ConditionEvent[];
   openConditionCountsByType(): Record<string, number>;
@@ -159,6 +171,9 @@ export interface Store {
   taskOfCondition(conditionId: string): TaskRecord | undefined;
   tasks(filter?: { status?: TaskStatus }): TaskRecord[];
   insertTask(task: TaskRecord): void;
+  /** Open tasks not yet handed to the bus's task queue, oldest first. */
+  unpublishedTasks(): TaskRecord[];
+  markTaskPublished(id: string, at: string): void;
   saveTask(task: TaskRecord): void;
 
   close(): void;

@@ -33,6 +33,7 @@ import {
   type Subscription,
   TimeoutError,
 } from "@nats-io/transport-node";
+import type { HubBus } from "../../hub/bus.js";
 import {
   DispatchError,
   type Transport,
@@ -154,6 +155,22 @@ const QUIET_MS = 60_000;
 /** Creates the hub's NATS transport; nothing happens until `start`. */
 export function createNatsTransport(options: NatsTransportOptions): NatsTransport {
   return new NatsHubTransport(options);
+}
+
+/**
+ * The hub's bus (src/hub/bus.ts) on this transport: open conditions mirrored to KV
+ * `steward-conditions`, tasks published on `steward.tasks`. Usable once the transport has started
+ * (the hub starts its transports first); task events come back through `onTaskEvent`.
+ */
+export function hubBusOf(transport: NatsTransport): HubBus {
+  return {
+    conditions: {
+      put: (condition) => transport.conditions.put({ ...condition }),
+      resolve: (id) => transport.conditions.resolve(id),
+      replaceAll: (open) => transport.conditions.replaceAll(open.map((condition) => ({ ...condition }))),
+    },
+    tasks: { publish: (task) => transport.publishTask(task) },
+  };
 }
 
 const DEFAULT_INTERVAL_MS = 5_000;

@@ -4,9 +4,10 @@
  * calls this; `steward hub --nats` needs nothing of it (see flags.ts).
  */
 import { join } from "node:path";
+import type { HubBus, TaskEvent } from "../../hub/bus.js";
 import type { Transport } from "../../hub/transport.js";
 import { type LocalFleet, startLocalFleet } from "./fleet.js";
-import { createNatsTransport } from "./hub.js";
+import { createNatsTransport, hubBusOf } from "./hub.js";
 import type { NatsLog } from "./log.js";
 
 /** How the local fleet is run. */
@@ -24,11 +25,15 @@ export interface LocalFleetContext {
   /** The hub's state directory; the fleet lives in `<dir>/fleet`. */
   stateDir: string;
   log: NatsLog;
+  /** Records task agents' claims and resolutions (the hub's `recordTaskEvent`). */
+  onTaskEvent?: (event: TaskEvent) => Promise<void>;
 }
 
 export interface LocalFleetRuntime {
   /** Takes the place of the local transport (it routes as `local`). */
   transport: Transport;
+  /** Conditions and tasks on the same bus. */
+  bus: HubBus;
   /** Stops the agents and the server, after the hub stopped the transport. */
   stop(): Promise<void>;
 }
@@ -48,8 +53,10 @@ export async function startLocalFleetRuntime(
     onOutput: (node, line) => context.log.info({ node }, line),
     onExit: (node, code) => context.log.error({ node, code }, "agent process exited"),
   });
-  return {
-    transport: createNatsTransport({ ...fleet.hubOptions(), log: context.log }),
-    stop: () => fleet.stop(),
-  };
+  const transport = createNatsTransport({
+    ...fleet.hubOptions(),
+    log: context.log,
+    ...(context.onTaskEvent ? { onTaskEvent: context.onTaskEvent } : {}),
+  });
+  return { transport, bus: hubBusOf(transport), stop: () => fleet.stop() };
 }

@@ -8,6 +8,7 @@
  */
 import { jetstream } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
+import type { TaskEvent } from "../../hub/bus.js";
 import { subjects, TASK_AGENTS_CONSUMER, TASKS_STREAM, TASKS_SUBJECT } from "./subjects.js";
 
 /** A task as published; the hub decides its content beyond `id` (condition, evidence, procedure...). */
@@ -17,17 +18,8 @@ export interface TaskMessage {
   [field: string]: unknown;
 }
 
-/** A claim or resolution, as the hub receives it. */
-export interface TaskEvent {
-  kind: "claimed" | "resolved" | "declined";
-  taskId: string;
-  /** The task agent's name. */
-  by: string;
-  at: string;
-  /** What the agent did, in its words (resolved), or why it declined. */
-  action?: string;
-  note?: string;
-}
+/** A claim, resolution or decline, as the hub receives it (the hub's port, src/hub/bus.ts). */
+export type { TaskEvent } from "../../hub/bus.js";
 
 /** Publishes a task for the queue group; resolves once the stream has stored it. */
 export async function publishTask(nc: NatsConnection, task: TaskMessage): Promise<void> {

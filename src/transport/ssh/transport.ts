@@ -483,8 +483,17 @@ export class SshTransport implements Transport {
             "SshFailed",
             { cause: error },
           );
-    if (failure.reason !== "TransportStopped" && this.degraded.get(name) !== failure.reason) {
+    const was = this.degraded.get(name);
+    if (failure.reason !== "TransportStopped" && was !== failure.reason) {
       this.degraded.set(name, failure.reason);
+      // The hub keeps one condition per reason: the earlier failure no longer happens, this one does.
+      if (was)
+        await this.started().health({
+          status: "recovered",
+          node: name,
+          reason: was,
+          message: `node "${name}" now fails otherwise: ${failure.reason}`,
+        });
       await this.started().health({
         status: "degraded",
         node: name,
