@@ -162,7 +162,9 @@ export function releaseTask(store: Store, id: string, agent: string, note: strin
 
 /**
  * Resolves a task with the action `agent` took. The condition stays open until observation shows it
- * resolved, except HumanProcedureRequired, which the resolving agent closes.
+ * resolved, except HumanProcedureRequired, which the resolving agent closes. A task closed by
+ * observation while `agent` held it (its action is often what observation saw) still takes the
+ * claimant's resolution, so what was done is never lost.
  */
 export function resolveTask(
   store: Store,
@@ -175,7 +177,8 @@ export function resolveTask(
     throw new TaskError('say what you did: `steward tasks resolve ID --action "..."`', { id });
   return store.transaction(() => {
     const task = findTask(store, id);
-    if (task.status === "resolved" || task.status === "closed")
+    const closedWhileClaimed = task.status === "closed" && task.claimedBy === agent;
+    if (task.status === "resolved" || (task.status === "closed" && !closedWhileClaimed))
       throw new TaskError(`task ${task.id} is already ${task.status}`, { id: task.id, status: task.status });
     if (task.status === "claimed" && task.claimedBy !== agent)
       throw new TaskError(`task ${task.id} is claimed by ${task.claimedBy}: only they can resolve it`, {
@@ -190,15 +193,18 @@ export function resolveTask(
       resolvedAt: now,
       action,
     };
+    delete resolved.closedReason;
     store.saveTask(resolved);
     let condition = store.condition(task.conditionId)!;
-    store.appendConditionEvent({
-      conditionId: condition.id,
-      at: now,
-      event: "updated",
-      reason: condition.reason,
-      message: `task ${task.id} resolved by ${agent}: ${action}`,
-    });
+    // A resolved condition's history ends with its resolution; the task record keeps the action.
+    if (condition.status === "open")
+      store.appendConditionEvent({
+        conditionId: condition.id,
+        at: now,
+        event: "updated",
+        reason: condition.reason,
+        message: `task ${task.id} resolved by ${agent}: ${action}`,
+      });
     if (condition.type === "HumanProcedureRequired" && condition.status === "open")
       condition = closeCondition(store, condition, now, `procedure done by ${agent}: ${action}`, "operator");
     retryAfterAction(store, condition, `task ${task.id} resolved by ${agent}: ${action}`, now);

@@ -154,6 +154,36 @@ describe("hub - conditions", () => {
     expect(store.task(taskId)!.status).toBe("resolved");
   });
 
+  it("hub - a task closed by observation while claimed still takes its claimant's resolution; nobody else's", () => {
+    const { condition } = markOpen(
+      store,
+      { ...blocked("NodePaused", "paused"), type: "NodeSilent", subjectKind: "node", subject: "edge-7" },
+      "2026-01-01T00:00:00.000Z",
+      newId,
+    );
+    const task = store.taskOfCondition(condition.id)!;
+    claimTask(store, task.id, "triage", "2026-01-01T00:01:00.000Z");
+    // The claimant resumed the host; observation saw it first.
+    markResolved(store, "NodeSilent", "node", "edge-7", "2026-01-01T00:02:00.000Z", "heard from edge-7");
+    expect(store.task(task.id)).toMatchObject({ status: "closed", claimedBy: "triage" });
+    expect(() => resolveTask(store, task.id, "bob", "nothing", "2026-01-01T00:03:00.000Z")).toThrow(
+      /already closed/,
+    );
+    const done = resolveTask(store, task.id, "triage", "resumed the paused host", "2026-01-01T00:03:00.000Z");
+    expect(store.task(task.id)).toEqual({
+      ...done.task,
+      status: "resolved",
+      resolvedBy: "triage",
+      resolvedAt: "2026-01-01T00:03:00.000Z",
+      action: "resumed the paused host",
+    });
+    expect(done.task.closedReason).toBeUndefined();
+    expect(done.condition).toMatchObject({ status: "resolved", resolution: "heard from edge-7" });
+    expect(() => resolveTask(store, task.id, "triage", "again", "2026-01-01T00:04:00.000Z")).toThrow(
+      /already resolved/,
+    );
+  });
+
   it("hub - a condition resolved by observation closes its open task; HumanProcedureRequired is closed by the person who did it", () => {
     const { condition } = markOpen(
       store,

@@ -1,20 +1,39 @@
 /**
- * The flags of `steward hub` that configure the NATS transport, kept apart from the transport so the
- * CLI can declare them without loading the NATS client.
+ * The NATS flags of `steward hub` (the hub's transport) and `steward status` (a viewer watching the
+ * open conditions), kept apart from the transport so the CLI can declare them without loading the
+ * NATS client. Both take the same connection flags; only what they are for differs.
  */
 import { resolve } from "node:path";
+import type { NatsTls } from "./connect.js";
 import type { NatsTransportOptions } from "./hub.js";
 
-/** Commander option specs and help for `steward hub`. */
-export const NATS_HUB_FLAGS = [
-  ["--nats <url>", "also reach nodes declared `transport: nats` over this NATS server"],
-  ["--nats-creds <file>", "with --nats: the hub's credentials (from `steward nats config`)"],
+const TLS_FLAGS = [
   ["--nats-tls-ca <file>", "with --nats: CA that signed the server's certificate"],
   ["--nats-tls-cert <file>", "with --nats: client certificate, when the server verifies clients"],
   ["--nats-tls-key <file>", "with --nats: the client certificate's key"],
 ] as const;
 
-/** The values of NATS_HUB_FLAGS as commander hands them over. */
+/** Commander option specs and help for `steward hub`. */
+export const NATS_HUB_FLAGS = [
+  ["--nats <url>", "also reach nodes declared `transport: nats` over this NATS server"],
+  ["--nats-creds <file>", "with --nats: the hub's credentials (from `steward nats config`)"],
+  ...TLS_FLAGS,
+] as const;
+
+/** Commander option specs and help for `steward status`. */
+export const NATS_VIEWER_FLAGS = [
+  [
+    "--nats <url>",
+    "read the open conditions from this NATS server (KV steward-conditions), not the local hub",
+  ],
+  [
+    "--nats-creds <file>",
+    "with --nats: a viewer's credentials (credentials/viewer.nk from `steward nats config`)",
+  ],
+  ...TLS_FLAGS,
+] as const;
+
+/** The values of NATS_HUB_FLAGS (or NATS_VIEWER_FLAGS) as commander hands them over. */
 export interface NatsHubFlags {
   nats?: string;
   natsCreds?: string;
@@ -23,8 +42,11 @@ export interface NatsHubFlags {
   natsTlsKey?: string;
 }
 
-/** Options for `createNatsTransport` from the hub's flags (files resolved from `cwd`); undefined without --nats. */
-export function natsOptionsFromFlags(flags: NatsHubFlags, cwd: string): NatsTransportOptions | undefined {
+/** Where and how to connect, from the flags (files resolved from `cwd`); undefined without --nats. */
+export function natsConnectionFromFlags(
+  flags: NatsHubFlags,
+  cwd: string,
+): { servers: string; creds?: string; tls?: NatsTls } | undefined {
   if (!flags.nats) return undefined;
   const file = (path: string | undefined) => (path ? resolve(cwd, path) : undefined);
   const tls = { ca: file(flags.natsTlsCa), cert: file(flags.natsTlsCert), key: file(flags.natsTlsKey) };
@@ -33,4 +55,9 @@ export function natsOptionsFromFlags(flags: NatsHubFlags, cwd: string): NatsTran
     ...(flags.natsCreds ? { creds: resolve(cwd, flags.natsCreds) } : {}),
     ...(tls.ca || tls.cert || tls.key ? { tls } : {}),
   };
+}
+
+/** Options for `createNatsTransport` from the hub's flags; undefined without --nats. */
+export function natsOptionsFromFlags(flags: NatsHubFlags, cwd: string): NatsTransportOptions | undefined {
+  return natsConnectionFromFlags(flags, cwd);
 }

@@ -11,11 +11,17 @@ import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
-let built: Promise<string> | undefined;
+const built = new Map<string, Promise<string>>();
 
-/** The path of a runnable `steward` entry built from the current sources. */
-export function stewardEntry(): Promise<string> {
-  built ??= (async () => {
+/**
+ * The path of a runnable `steward` entry built from the current sources. `prelude` (TypeScript,
+ * imports relative to the checkout) runs before the CLI, in the same bundle: a test injects a fault
+ * into the very modules the CLI uses (a crash at a chosen point, say).
+ */
+export function stewardEntry(prelude = ""): Promise<string> {
+  let entry = built.get(prelude);
+  if (entry) return entry;
+  entry = (async () => {
     const pkg = mkdtempSync(join(tmpdir(), "steward-cli-"));
     for (const name of ["package.json", "node_modules", "examples", "schemas"])
       symlinkSync(join(REPO, name), join(pkg, name));
@@ -23,7 +29,7 @@ export function stewardEntry(): Promise<string> {
     mkdirSync(dirname(out), { recursive: true });
     await build({
       stdin: {
-        contents: `import { main } from "./src/cli/main.ts"; main(process.argv.slice(2)).then((code) => { process.exitCode = code; });`,
+        contents: `${prelude}\nimport { main } from "./src/cli/main.ts"; main(process.argv.slice(2)).then((code) => { process.exitCode = code; });`,
         resolveDir: REPO,
         loader: "ts",
       },
@@ -37,15 +43,16 @@ export function stewardEntry(): Promise<string> {
     });
     return out;
   })();
-  return built;
+  built.set(prelude, entry);
+  return entry;
 }
 
-/** Starts `steward ...args`; stdout and stderr go to `log`. */
+/** Starts `steward ...args` (built with `prelude`, see stewardEntry); stdout and stderr go to `log`. */
 export async function startSteward(
   args: string[],
-  options: { cwd: string; log: string; env?: NodeJS.ProcessEnv },
+  options: { cwd: string; log: string; env?: NodeJS.ProcessEnv; prelude?: string },
 ): Promise<ChildProcess> {
-  const entry = await stewardEntry();
+  const entry = await stewardEntry(options.prelude);
   const out = openSync(options.log, "a");
   return spawn(process.execPath, [entry, ...args], {
     cwd: options.cwd,

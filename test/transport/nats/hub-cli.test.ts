@@ -1,13 +1,15 @@
-import { type ChildProcess, execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import type { ChildProcess } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { main } from "../../../src/cli/main.js";
 import { stopChild } from "../../../src/transport/nats/server.js";
+import { makeRepo, removeTempDirs } from "../../helpers/git.js";
+import { startNatsAgent, startNatsHub } from "../../helpers/nats-processes.js";
 import { startNatsServer, type TestNatsServer } from "../../helpers/nats-server.js";
 import { assignmentYaml, file, nodeYaml } from "../../hub/helpers/fleet.js";
-import { eventually, runSteward, startSteward } from "../../hub/helpers/process.js";
+import { eventually, runSteward } from "../../hub/helpers/process.js";
 
 describe("nats hub cli - steward hub --nats dispatches to an agent process on the bus", () => {
   const dir = mkdtempSync(join(tmpdir(), "steward-hub-nats-"));
@@ -18,22 +20,19 @@ describe("nats hub cli - steward hub --nats dispatches to an agent process on th
     for (const child of children) await stopChild(child);
     await server?.dispose();
     rmSync(dir, { recursive: true, force: true });
+    removeTempDirs();
   });
 
   it("nats hub cli - a commit reaches a nats node through steward hub --nats and steward agent --nats", async () => {
-    const repo = join(dir, "repo");
-    mkdirSync(join(repo, "nodes"), { recursive: true });
-    mkdirSync(join(repo, "assignments"));
-    writeFileSync(join(repo, "nodes", "edge-9.yaml"), nodeYaml("edge-9", { transport: "nats" }));
-    writeFileSync(
-      join(repo, "assignments", "motd.yaml"),
-      assignmentYaml("motd", { nodes: ["edge-9"], resources: [file("motd", "managed over NATS\n")] }),
-    );
-    const git = (...args: string[]) =>
-      execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@example.com", ...args], { cwd: repo });
-    git("init", "-q", "-b", "main");
-    git("add", "-A");
-    git("commit", "-qm", "one node on the bus");
+    const repo = makeRepo({
+      files: {
+        "nodes/edge-9.yaml": nodeYaml("edge-9", { transport: "nats" }),
+        "assignments/motd.yaml": assignmentYaml("motd", {
+          nodes: ["edge-9"],
+          resources: [file("motd", "managed over NATS\n")],
+        }),
+      },
+    }).dir;
 
     const io = { stdout: () => {}, stderr: () => {}, env: {}, cwd: dir, isTty: false };
     expect(await main(["nats", "config", "--out", "bus", "--nodes-from", repo], io)).toBe(0);
@@ -41,42 +40,13 @@ describe("nats hub cli - steward hub --nats dispatches to an agent process on th
     const creds = (path: string) => join(dir, "bus", "credentials", path);
     const hubState = join(dir, "hub-state");
     children.push(
-      await startSteward(
-        [
-          "--state",
-          hubState,
-          "hub",
-          "--repo",
-          repo,
-          "--listen",
-          "127.0.0.1:0",
-          "--sync-interval",
-          "1s",
-          "--nats",
-          server.url,
-          "--nats-creds",
-          creds("hub.nk"),
-        ],
-        { cwd: dir, log: join(dir, "hub.log") },
-      ),
-      await startSteward(
-        [
-          "--state",
-          join(dir, "agent-state"),
-          "agent",
-          "--nats",
-          server.url,
-          "--creds",
-          creds("nodes/edge-9.nk"),
-          "--node",
-          "edge-9",
-          "--root",
-          join(dir, "edge-9"),
-          "--heartbeat",
-          "1s",
-        ],
-        { cwd: dir, log: join(dir, "agent.log") },
-      ),
+      await startNatsHub({ cwd: dir, state: hubState, repo, url: server.url, creds: creds("hub.nk") }),
+      await startNatsAgent({
+        cwd: dir,
+        url: server.url,
+        node: "edge-9",
+        creds: creds("nodes/edge-9.nk"),
+      }),
     );
     const motd = join(dir, "edge-9", "srv", "motd");
     await eventually(

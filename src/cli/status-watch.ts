@@ -1,0 +1,139 @@
+/**
+ * `steward status --watch`: the open conditions, then each change as it happens. On a bus
+ * (`--nats`), the KV bucket `steward-conditions` is watched — the server pushes every change, nothing
+ * polls; without one, the local hub's database is read again every second (a file has no push).
+ * `OpenConditions` turns what a source saw into changes a person cares about, whatever the source.
+ */
+import type { ConditionRecord } from "../hub/records.js";
+import type { Store } from "../hub/store/store.js";
+import { renderConditions } from "./status.js";
+
+/** One change to the open conditions. */
+export interface ConditionChangeSeen {
+  kind: "opened" | "updated" | "resolved";
+  /** The condition as last seen (for `resolved`: with its resolution, when the source knows it). */
+  condition: ConditionRecord;
+  /** How many conditions are open after it. */
+  open: number;
+}
+
+/** What is open, as seen so far; each sighting returns the change it makes, if any. */
+export class OpenConditions {
+  private readonly open = new Map<string, ConditionRecord>();
+
+  get size(): number {
+    return this.open.size;
+  }
+
+  list(): ConditionRecord[] {
+    return [...this.open.values()].sort((a, b) =>
+      a.openedAt === b.openedAt ? (a.id < b.id ? -1 : 1) : a.openedAt < b.openedAt ? -1 : 1,
+    );
+  }
+
+  /** A condition seen open: opened, or updated when more than its observation time changed. */
+  sawOpen(condition: ConditionRecord): ConditionChangeSeen | undefined {
+    const before = this.open.get(condition.id);
+    this.open.set(condition.id, condition);
+    if (!before) return { kind: "opened", condition, open: this.open.size };
+    if (sameButObserved(before, condition)) return undefined;
+    return { kind: "updated", condition, open: this.open.size };
+  }
+
+  /** A condition seen resolved (`resolved`: its record, if the source has it). */
+  sawResolved(id: string, resolved?: ConditionRecord): ConditionChangeSeen | undefined {
+    const before = this.open.get(id);
+    if (!before) return undefined;
+    this.open.delete(id);
+    return {
+      kind: "resolved",
+      condition: resolved ?? { ...before, status: "resolved" },
+      open: this.open.size,
+    };
+  }
+
+  /** Level-based: `current` is everything open now; the others resolved (read with `resolvedOf`). */
+  sawAll(
+    current: readonly ConditionRecord[],
+    resolvedOf: (id: string) => ConditionRecord | undefined,
+  ): ConditionChangeSeen[] {
+    const changes: ConditionChangeSeen[] = [];
+    const now = new Set(current.map((c) => c.id));
+    for (const id of [...this.open.keys()])
+      if (!now.has(id)) {
+        const change = this.sawResolved(id, resolvedOf(id));
+        if (change) changes.push(change);
+      }
+    for (const condition of current) {
+      const change = this.sawOpen(condition);
+      if (change) changes.push(change);
+    }
+    return changes;
+  }
+}
+
+function sameButObserved(a: ConditionRecord, b: ConditionRecord): boolean {
+  return JSON.stringify({ ...a, lastObserved: "" }) === JSON.stringify({ ...b, lastObserved: "" });
+}
+
+/** One line per change: when, what happened, the condition, and how many are open after it. */
+export function renderChange(change: ConditionChangeSeen, at: Date): string {
+  const c = change.condition;
+  const what =
+    change.kind === "resolved"
+      ? `${c.reason}${c.resolution ? `: ${c.resolution}` : ""}`
+      : `${c.reason}: ${c.message}${c.attemptId ? ` (attempt ${c.attemptId})` : ""}`;
+  return `${at.toISOString()} ${change.kind.padEnd(8)} ${c.type} ${c.subjectKind} ${c.subject} ${what} [${change.open} open]\n`;
+}
+
+/** The first screen of a watch: what is open now. */
+export function renderOpen(open: readonly ConditionRecord[], now: Date): string {
+  return open.length === 0
+    ? "no open conditions: the fleet is right\n"
+    : `${open.length} open condition${open.length === 1 ? "" : "s"}\n${renderConditions(open, now)}`;
+}
+
+/** A source of sightings; `stop` ends it. */
+export interface ConditionSource {
+  /** Resolves once what was open at the start has been seen. */
+  readonly initialized: Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** Reads the hub's open conditions every `intervalMs` (a database has no push). */
+export function watchDatabase(
+  store: Store,
+  view: OpenConditions,
+  onChanges: (changes: ConditionChangeSeen[]) => void,
+  intervalMs = 1_000,
+): ConditionSource {
+  const look = () => view.sawAll(store.conditions({ status: "open" }), (id) => store.condition(id));
+  look();
+  const timer = setInterval(() => {
+    const changes = look();
+    if (changes.length > 0) onChanges(changes);
+  }, intervalMs);
+  return {
+    initialized: Promise.resolve(),
+    stop: async () => clearInterval(timer),
+  };
+}
+
+/**
+ * Watches KV `steward-conditions` over `nc`: the server pushes each change (nothing polls). What
+ * was open when the watch began is seen before `initialized` resolves and is not reported as a change.
+ */
+export async function watchBus(
+  nc: import("@nats-io/transport-node").NatsConnection,
+  view: OpenConditions,
+  onChanges: (changes: ConditionChangeSeen[]) => void,
+): Promise<ConditionSource> {
+  const { watchConditions } = await import("../transport/nats/conditions.js");
+  return watchConditions(nc, (change) => {
+    const seen =
+      change.kind === "open"
+        ? view.sawOpen(change.condition as unknown as ConditionRecord)
+        : view.sawResolved(change.id);
+    if (seen && !change.initial) onChanges([seen]);
+  });
+}
