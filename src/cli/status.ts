@@ -10,6 +10,7 @@ import { UsageError } from "../model/errors.js";
 import type { StatusRecord } from "../status/records.js";
 import { NATS_VIEWER_FLAGS, type NatsHubFlags, natsConnectionFromFlags } from "../transport/nats/flags.js";
 import { type CliIo, EXIT, type GlobalOptions } from "./io.js";
+import type { ConditionChangeSeen, ConditionSource } from "./status-watch.js";
 import { ago, renderTable } from "./table.js";
 
 /** The text `steward status` prints for these conditions. */
@@ -129,8 +130,9 @@ export function statusCommand(
     const json = options.json || globals().json;
     if (options.revision !== undefined && (options.watch || options.nats))
       throw new UsageError("--revision shows one commit's statuses: leave out --watch and --nats");
-    if (options.watch || options.nats) {
-      exit(await watchStatus(io, globals(), options, Boolean(json)));
+    const connection = natsConnectionFromFlags(options, io.cwd);
+    if (options.watch || connection) {
+      exit(await watchStatus(io, globals(), connection, Boolean(options.watch), Boolean(json)));
       return;
     }
     const { statePaths, openHubStore } = await import("./hub-state.js");
@@ -169,7 +171,8 @@ export function statusCommand(
 async function watchStatus(
   io: CliIo,
   globals: GlobalOptions,
-  options: StatusOptions,
+  connection: ReturnType<typeof natsConnectionFromFlags>,
+  watch: boolean,
   json: boolean,
 ): Promise<number> {
   const { OpenConditions, renderChange, renderOpen, watchBus, watchDatabase } = await import(
@@ -177,8 +180,8 @@ async function watchStatus(
   );
   const view = new OpenConditions();
   // Changes that arrive before the first screen is printed wait for it.
-  let pending: import("./status-watch.js").ConditionChangeSeen[] | undefined = [];
-  const print = (changes: import("./status-watch.js").ConditionChangeSeen[]) => {
+  let pending: ConditionChangeSeen[] | undefined = [];
+  const print = (changes: ConditionChangeSeen[]) => {
     if (pending) {
       pending.push(...changes);
       return;
@@ -192,8 +195,7 @@ async function watchStatus(
   };
   const closers: (() => Promise<void> | void)[] = [];
   try {
-    const connection = natsConnectionFromFlags(options, io.cwd);
-    let source: import("./status-watch.js").ConditionSource;
+    let source: ConditionSource;
     let where: string;
     if (connection) {
       const { connectNats } = await import("../transport/nats/connect.js");
@@ -215,13 +217,13 @@ async function watchStatus(
     const open = view.list();
     io.stdout(
       json
-        ? `${JSON.stringify({ event: "open", open: open.length, conditions: open })}\n`
+        ? `${JSON.stringify({ event: "open", ok: open.length === 0, open: open.length, conditions: open })}\n`
         : renderOpen(open, new Date()),
     );
     const waiting = pending;
     pending = undefined;
     print(waiting);
-    if (options.watch) {
+    if (watch) {
       io.stderr(`watching ${where}; Ctrl-C to stop\n`);
       const { untilSignal } = await import("./hub.js");
       await untilSignal();

@@ -4,9 +4,11 @@
  * anyone with read access — `steward status --watch`, a dashboard, a task agent — can watch the
  * fleet's open conditions without asking the hub.
  */
-import { jetstream } from "@nats-io/jetstream";
+import { JetStreamApiCodes, JetStreamApiError, jetstream } from "@nats-io/jetstream";
 import { type KV, Kvm } from "@nats-io/kv";
-import type { NatsConnection } from "@nats-io/transport-node";
+import { type NatsConnection, PermissionViolationError, TimeoutError } from "@nats-io/transport-node";
+import { EnvironmentError } from "../../model/errors.js";
+import { causedBy } from "./connect.js";
 import { CONDITIONS_BUCKET } from "./subjects.js";
 
 /** A condition as the hub records it; only `id` and `type` are required by the mirror. */
@@ -86,14 +88,16 @@ export async function watchConditions(
   nc: NatsConnection,
   onChange: (change: ConditionChange) => void | Promise<void>,
 ): Promise<ConditionWatch> {
-  const kv = await new Kvm(jetstream(nc)).open(CONDITIONS_BUCKET);
+  // What was in the bucket when the watch began ends at the stream's last sequence; entries up to it
+  // are the initial snapshot (the client's own isUpdate flag marks the snapshot's last entry wrongly).
+  const { kv, state } = await (async () => {
+    const kv = await new Kvm(jetstream(nc)).open(CONDITIONS_BUCKET);
+    return { kv, state: (await kv.status()).streamInfo.state };
+  })().catch(unreadableBucket);
   let markInitialized: () => void = () => {};
   const initialized = new Promise<void>((resolve) => {
     markInitialized = resolve;
   });
-  // What was in the bucket when the watch began ends at the stream's last sequence; entries up to it
-  // are the initial snapshot (the client's own isUpdate flag marks the snapshot's last entry wrongly).
-  const { state } = (await kv.status()).streamInfo;
   const snapshotEnd = state.messages === 0 ? 0 : state.last_seq;
   if (snapshotEnd === 0) markInitialized();
   const watcher = await kv.watch();
@@ -119,4 +123,19 @@ export async function watchConditions(
       await done;
     },
   };
+}
+
+/** Why the bucket cannot be read, in words that say what to do. */
+function unreadableBucket(error: unknown): never {
+  if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamNotFound)
+    throw new EnvironmentError(
+      `the NATS server has no KV bucket ${CONDITIONS_BUCKET}: no hub has run on it yet (start \`steward hub --nats URL\` first)`,
+      { cause: error },
+    );
+  if (causedBy(error, PermissionViolationError) || causedBy(error, TimeoutError))
+    throw new EnvironmentError(
+      `cannot read KV bucket ${CONDITIONS_BUCKET} with these credentials (${(error as Error).message}): use a viewer's, credentials/viewer.nk from \`steward nats config\``,
+      { cause: error },
+    );
+  throw error;
 }

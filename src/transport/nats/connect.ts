@@ -106,3 +106,13 @@ export async function connectNats(options: NatsConnectOptions): Promise<NatsConn
     );
   }
 }
+
+/** True when `error` or an error in its `cause` chain is a `type`. */
+export function causedBy(error: unknown, type: abstract new (...args: never[]) => Error): boolean {
+  let current: unknown = error;
+  while (current instanceof Error) {
+    if (current instanceof type) return true;
+    current = (current as Error).cause;
+  }
+  return false;
+}

@@ -4,6 +4,7 @@
  * NATS client. Both take the same connection flags; only what they are for differs.
  */
 import { resolve } from "node:path";
+import { UsageError } from "../../model/errors.js";
 import type { NatsTls } from "./connect.js";
 import type { NatsTransportOptions } from "./hub.js";
 
@@ -42,12 +43,26 @@ export interface NatsHubFlags {
   natsTlsKey?: string;
 }
 
-/** Where and how to connect, from the flags (files resolved from `cwd`); undefined without --nats. */
+/**
+ * Where and how to connect, from the flags (files resolved from `cwd`); undefined without --nats.
+ * A credentials or TLS flag without --nats is a usage error: it would be silently ignored.
+ */
 export function natsConnectionFromFlags(
   flags: NatsHubFlags,
   cwd: string,
 ): { servers: string; creds?: string; tls?: NatsTls } | undefined {
-  if (!flags.nats) return undefined;
+  if (!flags.nats) {
+    const stray = (
+      [
+        ["--nats-creds", flags.natsCreds],
+        ["--nats-tls-ca", flags.natsTlsCa],
+        ["--nats-tls-cert", flags.natsTlsCert],
+        ["--nats-tls-key", flags.natsTlsKey],
+      ] as const
+    ).find(([, value]) => value !== undefined);
+    if (stray) throw new UsageError(`${stray[0]} only applies with --nats URL: add --nats, or leave it out`);
+    return undefined;
+  }
   const file = (path: string | undefined) => (path ? resolve(cwd, path) : undefined);
   const tls = { ca: file(flags.natsTlsCa), cert: file(flags.natsTlsCert), key: file(flags.natsTlsKey) };
   return {

@@ -45,7 +45,7 @@ import type { AttemptResult, Bundle, Node, Report } from "../../model/generated.
 import { ADVISORY_SUBJECTS, observeAdvisory } from "./advisories.js";
 import { PULL_EXPIRES_MS } from "./agent.js";
 import { ConditionMirror } from "./conditions.js";
-import { connectNats, type NatsTls } from "./connect.js";
+import { causedBy, connectNats, type NatsTls } from "./connect.js";
 import { type HeartbeatKey, parseHeartbeat, SilenceWatch } from "./heartbeats.js";
 import { type NatsLog, silentLog } from "./log.js";
 import { KeyedSerial } from "./serial.js";
@@ -740,14 +740,4 @@ function dispatchError(error: unknown, bundle: Bundle, node: string): DispatchEr
       cause: error,
     });
   return new DispatchError(`${detail}: ${message}`, "transient", "PublishFailed", { cause: error });
-}
-
-/** True when `error` or an error in its `cause` chain is a `type`. */
-function causedBy(error: unknown, type: abstract new (...args: never[]) => Error): boolean {
-  let current: unknown = error;
-  while (current instanceof Error) {
-    if (current instanceof type) return true;
-    current = (current as Error).cause;
-  }
-  return false;
 }

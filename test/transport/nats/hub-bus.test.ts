@@ -19,6 +19,7 @@ import { stopChild } from "../../../src/transport/nats/server.js";
 import { CONDITIONS_BUCKET, identities } from "../../../src/transport/nats/subjects.js";
 import { serveTasks, type TaskAgent, type TaskMessage } from "../../../src/transport/nats/tasks.js";
 import { ensureTopology } from "../../../src/transport/nats/topology.js";
+import { type CliRun, runCli } from "../../helpers/cli.js";
 import { makeRepo, removeTempDirs } from "../../helpers/git.js";
 import { startNatsAgent, startNatsHub } from "../../helpers/nats-processes.js";
 import { startNatsServer, type TestNatsServer } from "../../helpers/nats-server.js";
@@ -61,6 +62,7 @@ describe("nats hub bus - a real hub mirrors its conditions to KV and hands tasks
     finishTask = resolve;
   });
   const watchers: { bus?: ChildProcess; db?: ChildProcess } = {};
+  let beforeAnyHub: CliRun;
   const log = (name: string) => {
     const path = join(dir, name);
     return existsSync(path) ? readFileSync(path, "utf8") : "";
@@ -85,6 +87,12 @@ describe("nats hub bus - a real hub mirrors its conditions to KV and hands tasks
       await main(["nats", "config", "--out", "bus", "--nodes-from", repo, "--task-agent", "triage"], io),
     ).toBe(0);
     server = await startNatsServer({ configFile: join(dir, "bus", "nats-server.conf") });
+
+    // Before any hub ran, there is nothing to watch, and the viewer is told so.
+    beforeAnyHub = await runCli(
+      ["--state", hubState, "status", "--nats", server.url, "--nats-creds", creds("viewer.nk")],
+      dir,
+    );
 
     // A condition the bucket holds from some earlier life, which no hub has open: stale.
     const admin = await connectNats({ servers: server.url, creds: creds("hub.nk"), identity: "hub" });
@@ -156,6 +164,32 @@ describe("nats hub bus - a real hub mirrors its conditions to KV and hands tasks
     expect(keys).toEqual([]);
   });
 
+  it("nats hub bus - status --nats says in one line when there is no bucket yet or the credentials cannot read it", async () => {
+    expect(beforeAnyHub).toMatchObject({ code: 2, stdout: "" });
+    expect(beforeAnyHub.stderr).toBe(
+      "steward: the NATS server has no KV bucket steward-conditions: no hub has run on it yet (start `steward hub --nats URL` first)\n",
+    );
+    const asNode = await runCli(
+      ["--state", hubState, "status", "--nats", server.url, "--nats-creds", creds(`nodes/${NODE}.nk`)],
+      dir,
+    );
+    expect(asNode.code).toBe(2);
+    for (const [args, message] of [
+      [["--nats-creds", creds("viewer.nk")], "--nats-creds only applies with --nats URL"],
+      [
+        ["--watch", "--revision", "abc"],
+        "--revision shows one commit's statuses: leave out --watch and --nats",
+      ],
+    ] as const)
+      expect(await runCli(["--state", hubState, "status", ...args], dir)).toMatchObject({
+        code: 2,
+        stderr: expect.stringMatching(new RegExp(`^steward: ${message}[^\n]*\n$`)),
+      });
+    expect(asNode.stderr).toMatch(
+      /^steward: cannot read KV bucket steward-conditions with these credentials \(.+\): use a viewer's, credentials\/viewer.nk from `steward nats config`\n$/,
+    );
+  });
+
   it("nats hub bus - status --watch, over the bus and on the database, prints what is open when it starts", async () => {
     const base = ["--state", hubState, "status", "--watch"];
     watchers.bus = await startSteward([...base, "--nats", server.url, "--nats-creds", creds("viewer.nk")], {
@@ -168,6 +202,13 @@ describe("nats hub bus - a real hub mirrors its conditions to KV and hands tasks
     expect(log("watch-bus.log")).toMatch(/^no open conditions: the fleet is right$/m);
     expect(log("watch-bus.log")).toContain(`watching KV steward-conditions on ${server.url}`);
     expect(log("watch-db.log")).toMatch(/^no open conditions: the fleet is right$/m);
+    // Without --watch, once; --json is one object (a watch prints one per change after it).
+    const once = await runCli(
+      ["--state", hubState, "status", "--nats", server.url, "--nats-creds", creds("viewer.nk"), "--json"],
+      dir,
+    );
+    expect(once.code).toBe(0);
+    expect(JSON.parse(once.stdout)).toEqual({ event: "open", ok: true, open: 0, conditions: [] });
   });
 
   it("nats hub bus - a stopped agent process is NodeSilent after its window; KV, both watchers and a task agent see it", async () => {
