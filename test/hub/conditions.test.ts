@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { conditionViolations, markOpen, markResolved } from "../../src/hub/conditions.js";
 import { SqliteStore } from "../../src/hub/store/sqlite.js";
-import { claimTask, listTasks, resolveTask } from "../../src/hub/tasks.js";
+import { claimTask, listTasks, releaseTask, resolveTask } from "../../src/hub/tasks.js";
 
 let dir: string;
 let store: SqliteStore;
@@ -152,6 +152,33 @@ describe("hub - conditions", () => {
       "converged at generation 4",
     );
     expect(store.task(taskId)!.status).toBe("resolved");
+  });
+
+  it("hub - a claimant that declines gives the task back, open for another, with the decline in the history", () => {
+    const { condition } = markOpen(
+      store,
+      blocked("ImageNotFound", "no digest"),
+      "2026-01-01T00:00:00.000Z",
+      newId,
+    );
+    const task = store.taskOfCondition(condition.id)!;
+    claimTask(store, task.id, "alice", "2026-01-01T00:01:00.000Z");
+    expect(() => releaseTask(store, task.id, "bob", "not mine", "2026-01-01T00:02:00.000Z")).toThrow(
+      /only its claimant can decline it/,
+    );
+    const released = releaseTask(
+      store,
+      task.id,
+      "alice",
+      "needs registry access",
+      "2026-01-01T00:02:00.000Z",
+    );
+    expect(released).toEqual({ ...task, status: "open" });
+    expect(store.task(task.id)).toEqual(released);
+    expect(store.conditionHistory(condition.id).at(-1)!.message).toBe(
+      `task ${task.id} declined by alice: needs registry access`,
+    );
+    expect(claimTask(store, task.id, "bob", "2026-01-01T00:03:00.000Z")).toMatchObject({ claimedBy: "bob" });
   });
 
   it("hub - a task closed by observation while claimed still takes its claimant's resolution; nobody else's", () => {
