@@ -10,6 +10,7 @@ import type { AssignmentDocument, NodeDocument } from "./documents.js";
 import { type EffectiveBudget, effectiveBudget, type FleetSettings } from "./fleet.js";
 import type { Assignment, Bundle, InstanceSpec, Node, Probe, Resource, Rollout } from "./generated.js";
 import { NodeIndex } from "./placement.js";
+import { sortedWith } from "./sorted.js";
 import { hasReferences, substitute } from "./template.js";
 
 /** One assignment on one node: the unit of convergence. */
@@ -235,44 +236,136 @@ export function placement(assignment: Assignment, nodes: ReadonlyMap<string, Nod
   return new NodeIndex(nodes).place(assignment);
 }
 
-/**
- * Every instance of the repository, keyed and sorted by instance key. `placements` (by assignment
- * name, as computed by `placeAll`) saves placing the assignments again when the caller has them.
- * Instances whose assignment, node, sources and fleet defaults are unchanged since the last call are
- * returned as they were (same objects, no re-rendering).
- */
-export function renderInstances(
+/** The instances of one assignment, in the order of the nodes it is placed on, with what they lack. */
+function renderAssignment(
+  assignment: AssignmentDocument,
+  placed: readonly Node[],
   fleet: FleetSettings,
-  nodes: ReadonlyMap<string, NodeDocument>,
-  assignments: ReadonlyMap<string, AssignmentDocument>,
   sources: ReadonlyMap<string, SourceContent>,
-  missing: MissingVariable[] = [],
-  placements?: ReadonlyMap<string, readonly Node[]>,
-): Map<string, Instance> {
-  const index = placements ? undefined : new NodeIndex(nodes);
-  const list: Instance[] = [];
-  for (const assignment of assignments.values()) {
-    const plan = planFor(assignment, fleet, sources);
-    const placed = placements?.get(assignment.value.metadata.name) ?? index?.place(assignment.value) ?? [];
-    // Keep only this rendering's instances, so a removed node is not held by the plan.
-    const previous = plan.instances;
-    plan.instances = new Map();
-    for (const node of placed) {
-      let instance = previous.get(node);
-      if (!instance) {
-        const before = missing.length;
-        instance = render(assignment, plan, node, sources, missing);
-        if (missing.length > before) {
-          list.push(instance);
-          continue;
-        }
+  missing: MissingVariable[],
+): Instance[] {
+  const plan = planFor(assignment, fleet, sources);
+  // Keep only this rendering's instances, so a removed node is not held by the plan.
+  const previous = plan.instances;
+  plan.instances = new Map();
+  const out: Instance[] = [];
+  for (const node of placed) {
+    let instance = previous.get(node);
+    if (!instance) {
+      const before = missing.length;
+      instance = render(assignment, plan, node, sources, missing);
+      if (missing.length > before) {
+        out.push(instance);
+        continue;
       }
-      plan.instances.set(node, instance);
-      list.push(instance);
     }
+    plan.instances.set(node, instance);
+    out.push(instance);
   }
-  list.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-  return new Map(list.map((instance) => [instance.key, instance]));
+  return out;
+}
+
+function byInstanceKey(a: Instance, b: Instance): number {
+  return a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
+}
+
+/** Maps `Rendering.render` made by difference: the map each was made from, and the keys it changed. */
+const derivations = new WeakMap<
+  ReadonlyMap<string, Instance>,
+  { from: ReadonlyMap<string, Instance>; keys: ReadonlySet<string> }
+>();
+
+/**
+ * The keys whose instance may differ between two instance maps of the same repository's loads
+ * (added, removed or rendered again), when `next` was made from `previous` by difference or is the
+ * same map; undefined when that is not known, and every key must be compared.
+ */
+export function changedInstanceKeys(
+  previous: ReadonlyMap<string, Instance>,
+  next: ReadonlyMap<string, Instance>,
+): ReadonlySet<string> | undefined {
+  if (previous === next) return new Set();
+  const derivation = derivations.get(next);
+  return derivation?.from === previous ? derivation.keys : undefined;
+}
+
+/** What a rendering of a repository's instances gives. */
+export interface Rendered {
+  /** By instance key, sorted by key. */
+  instances: Map<string, Instance>;
+  /** Every `${...}` without a value, by assignment name, then node, then place in the assignment. */
+  missing: MissingVariable[];
+}
+
+/**
+ * Every instance of a repository, kept up to date by difference: `invalidate` says which
+ * assignments changed (a load calls it whether or not it renders), `render` renders those and keeps
+ * the rest. Instances whose assignment, node, sources and fleet defaults are unchanged since they
+ * were rendered are returned as they were (same objects). The map `render` returns is never changed
+ * afterwards.
+ */
+export class Rendering {
+  private instances = new Map<string, Instance>();
+  private readonly byAssignment = new Map<string, { instances: Instance[]; missing: MissingVariable[] }>();
+  /** Assignments with a `${...}` that has no value. */
+  private readonly lacking = new Set<string>();
+  private readonly pending = new Set<string>();
+  private everything = true;
+
+  /** Marks assignments (or all of them) to render again at the next `render`. */
+  invalidate(all: boolean, assignments: Iterable<string> = []): void {
+    if (all) this.everything = true;
+    else for (const name of assignments) this.pending.add(name);
+  }
+
+  /**
+   * Renders what changed since the last call. `placements` gives the nodes of each assignment (see
+   * NodeIndex); `sources` the content of each `source:` file.
+   */
+  render(
+    fleet: FleetSettings,
+    assignments: ReadonlyMap<string, AssignmentDocument>,
+    placements: ReadonlyMap<string, readonly Node[]>,
+    sources: ReadonlyMap<string, SourceContent>,
+  ): Rendered {
+    const renderOne = (name: string, assignment: AssignmentDocument) => {
+      const missing: MissingVariable[] = [];
+      const instances = renderAssignment(assignment, placements.get(name) ?? [], fleet, sources, missing);
+      this.byAssignment.set(name, { instances, missing });
+      if (missing.length > 0) this.lacking.add(name);
+      return instances;
+    };
+    if (this.everything) {
+      this.byAssignment.clear();
+      this.lacking.clear();
+      const list: Instance[] = [];
+      for (const [name, assignment] of assignments)
+        for (const instance of renderOne(name, assignment)) list.push(instance);
+      list.sort(byInstanceKey);
+      this.instances = new Map(list.map((instance) => [instance.key, instance]));
+    } else if (this.pending.size > 0) {
+      const changes = new Map<string, Instance | undefined>();
+      for (const name of this.pending) {
+        for (const instance of this.byAssignment.get(name)?.instances ?? [])
+          changes.set(instance.key, undefined);
+        this.byAssignment.delete(name);
+        this.lacking.delete(name);
+        const assignment = assignments.get(name);
+        if (assignment)
+          for (const instance of renderOne(name, assignment)) changes.set(instance.key, instance);
+      }
+      const previous = this.instances;
+      this.instances = sortedWith(previous, changes);
+      // One step back only: the previous map is kept alive by this link, and no older one.
+      derivations.delete(previous);
+      derivations.set(this.instances, { from: previous, keys: new Set(changes.keys()) });
+    }
+    this.everything = false;
+    this.pending.clear();
+    const missing: MissingVariable[] = [];
+    for (const name of [...this.lacking].sort()) missing.push(...this.byAssignment.get(name)!.missing);
+    return { instances: this.instances, missing };
+  }
 }
 
 /** The message an attempt carries: the instance's whole desired spec at a generation. */
