@@ -19,10 +19,8 @@ import type { Diagnostic } from "./diagnostics.js";
 import { hasErrors, sortDiagnostics } from "./diagnostics.js";
 import {
   type AnyDocument,
-  type AssignmentDocument,
   FLEET_FILE,
   type FleetDocument,
-  type NodeDocument,
   type SourcedDocument,
 } from "./documents.js";
 import { EnvironmentError } from "./errors.js";
@@ -340,8 +338,8 @@ class LoadState {
     const loaded = result(true);
     loaded.desired = {
       fleet,
-      nodes: this.checks.nodes as Map<string, NodeDocument>,
-      assignments: this.checks.assignments as Map<string, AssignmentDocument>,
+      nodes: this.checks.nodes,
+      assignments: this.checks.assignments,
       instances: rendered.instances,
     };
     return loaded;

@@ -10,7 +10,7 @@ import type { AssignmentDocument, NodeDocument } from "./documents.js";
 import { type EffectiveBudget, effectiveBudget, type FleetSettings } from "./fleet.js";
 import type { Assignment, Bundle, InstanceSpec, Node, Probe, Resource, Rollout } from "./generated.js";
 import { NodeIndex } from "./placement.js";
-import { sortedWith } from "./sorted.js";
+import { emptySorted, SortedMap } from "./sorted.js";
 import { hasReferences, substitute } from "./template.js";
 
 /** One assignment on one node: the unit of convergence. */
@@ -31,10 +31,12 @@ export interface Instance {
 /** What the repository says should be true: validated documents and every rendered instance. */
 export interface DesiredState {
   fleet: FleetSettings;
-  nodes: Map<string, NodeDocument>;
-  assignments: Map<string, AssignmentDocument>;
+  /** By name, sorted by name. */
+  nodes: ReadonlyMap<string, NodeDocument>;
+  /** By name, sorted by name. */
+  assignments: ReadonlyMap<string, AssignmentDocument>;
   /** By instance key, sorted by key. */
-  instances: Map<string, Instance>;
+  instances: ReadonlyMap<string, Instance>;
 }
 
 export function instanceKey(assignment: string, node: string): string {
@@ -292,7 +294,7 @@ export function changedInstanceKeys(
 /** What a rendering of a repository's instances gives. */
 export interface Rendered {
   /** By instance key, sorted by key. */
-  instances: Map<string, Instance>;
+  instances: SortedMap<Instance>;
   /** Every `${...}` without a value, by assignment name, then node, then place in the assignment. */
   missing: MissingVariable[];
 }
@@ -305,7 +307,7 @@ export interface Rendered {
  * afterwards.
  */
 export class Rendering {
-  private instances = new Map<string, Instance>();
+  private instances: SortedMap<Instance> = emptySorted();
   private readonly byAssignment = new Map<string, { instances: Instance[]; missing: MissingVariable[] }>();
   /** Assignments with a `${...}` that has no value. */
   private readonly lacking = new Set<string>();
@@ -342,7 +344,7 @@ export class Rendering {
       for (const [name, assignment] of assignments)
         for (const instance of renderOne(name, assignment)) list.push(instance);
       list.sort(byInstanceKey);
-      this.instances = new Map(list.map((instance) => [instance.key, instance]));
+      this.instances = SortedMap.fromSorted(list.map((instance) => [instance.key, instance] as const));
     } else if (this.pending.size > 0) {
       const changes = new Map<string, Instance | undefined>();
       for (const name of this.pending) {
@@ -355,7 +357,7 @@ export class Rendering {
           for (const instance of renderOne(name, assignment)) changes.set(instance.key, instance);
       }
       const previous = this.instances;
-      this.instances = sortedWith(previous, changes);
+      this.instances = previous.with(changes);
       // One step back only: the previous map is kept alive by this link, and no older one.
       derivations.delete(previous);
       derivations.set(this.instances, { from: previous, keys: new Set(changes.keys()) });

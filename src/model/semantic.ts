@@ -22,7 +22,7 @@ import type { Assignment, Node, Resource } from "./generated.js";
 import { containingRoot, hasDotSegments } from "./paths.js";
 import { NodeIndex } from "./placement.js";
 import { resourceName } from "./render.js";
-import { sortedWith } from "./sorted.js";
+import { emptySorted, type SortedMap } from "./sorted.js";
 import { didYouMean } from "./suggest.js";
 import { substituteString } from "./template.js";
 
@@ -677,9 +677,9 @@ export interface RenderChanges {
  */
 export class FleetChecks {
   /** Valid nodes by name, sorted: the first valid document of each name. */
-  nodes: ReadonlyMap<string, NodeDocument> = new Map();
+  nodes: SortedMap<NodeDocument> = emptySorted();
   /** Valid assignments by name, sorted: the first valid document of each name. */
-  assignments: ReadonlyMap<string, AssignmentDocument> = new Map();
+  assignments: SortedMap<AssignmentDocument> = emptySorted();
   /** The Fleet document of steward.yaml, when it is valid. */
   fleet?: FleetDocument;
   /** The nodes each valid assignment is placed on. */
@@ -768,7 +768,7 @@ export class FleetChecks {
     }
 
     if (nodeChanges.size > 0) {
-      this.nodes = sortedWith(this.nodes, nodeChanges);
+      this.nodes = this.nodes.with(nodeChanges);
       this.index = new NodeIndex(this.nodes);
       for (const [name, doc] of nodeChanges) {
         let held = this.nodeChecks.get(name);
@@ -786,7 +786,7 @@ export class FleetChecks {
       if (doc === undefined || !this.assignments.has(name)) renamed = true;
       if (this.withDependencies.has(name) || doc?.value.spec.dependsOn?.length) cycleChanged = true;
     }
-    if (assignmentChanges.size > 0) this.assignments = sortedWith(this.assignments, assignmentChanges);
+    this.assignments = this.assignments.with(assignmentChanges);
 
     // Which assignments to check again: after a change of nodes or of invalid names, all of them.
     const everything = nodeChanges.size > 0 || invalidChanged || this.states.size === 0;

@@ -55,7 +55,7 @@ describe("load - by difference", () => {
       const sources = new RevisionSources(random);
       const cache: AnalysisCache = new Map();
       let files = randomFleet(random);
-      let previous: Map<string, Instance> | undefined;
+      let previous: ReadonlyMap<string, Instance> | undefined;
       for (let revision = 0; revision < REVISIONS; revision++) {
         const warm = await loadRepo(sources.source(files), { cache });
         const cold = await loadRepo(plainSource(files));
