@@ -17,12 +17,7 @@ import {
 import { bytesHash } from "./canonical.js";
 import type { Diagnostic } from "./diagnostics.js";
 import { hasErrors, sortDiagnostics } from "./diagnostics.js";
-import {
-  type AnyDocument,
-  FLEET_FILE,
-  type FleetDocument,
-  type SourcedDocument,
-} from "./documents.js";
+import { type AnyDocument, FLEET_FILE, type FleetDocument, type SourcedDocument } from "./documents.js";
 import { EnvironmentError } from "./errors.js";
 import type { Finding } from "./findings.js";
 import { fleetSettings } from "./fleet.js";
@@ -48,6 +43,12 @@ export interface RepoSource {
    * read and analyse them on a second thread as well.
    */
   directory?: string;
+  /**
+   * The files that differ from those of `earlier` (a source an earlier load was given): by path,
+   * the file now, or undefined where there is none any more. Undefined when this source cannot
+   * tell; the loader then compares `files()` whole.
+   */
+  changesSince?(earlier: RepoSource): ReadonlyMap<string, RepoFile | undefined> | undefined;
 }
 
 export type { FileAnalysis } from "./analyze.js";
@@ -135,20 +136,6 @@ function sortedFiles(files: readonly RepoFile[]): readonly RepoFile[] {
   return files;
 }
 
-/** The file at `path` of a list sorted by path. */
-function fileAt(files: readonly RepoFile[], path: string): RepoFile | undefined {
-  let low = 0;
-  let high = files.length;
-  while (low < high) {
-    const mid = (low + high) >>> 1;
-    const at = files[mid]!.path;
-    if (at === path) return files[mid];
-    if (at < path) low = mid + 1;
-    else high = mid;
-  }
-  return undefined;
-}
-
 const notIgnored = () => false;
 
 /**
@@ -158,7 +145,12 @@ const notIgnored = () => false;
  * code with every file new.
  */
 class LoadState {
-  private files: readonly RepoFile[] = [];
+  /** The files of the last load, by path. */
+  private files = new Map<string, RepoFile>();
+  /** The source of the last load, for the next one's `changesSince`. */
+  private source?: RepoSource;
+  /** Counts loads, so a result knows whether the state still describes its revision. */
+  private version = 0;
   private readonly entries = new Map<string, FileEntry>();
   private ignore: string[] = [];
   private ignored: (path: string) => boolean = notIgnored;
@@ -180,32 +172,46 @@ class LoadState {
   busy = false;
 
   async load(source: RepoSource, cache: AnalysisCache | undefined): Promise<LoadResult> {
-    const files = sortedFiles(await source.files());
-    const before = this.files;
-
-    // What changed: files gone, and files new or with other content (no id: always read again).
+    // What changed: files gone, and files new or with other content (no id: always read again);
+    // `paths` are the files added or removed.
     const gone: string[] = [];
     const changed: RepoFile[] = [];
     const paths: string[] = [];
-    for (let i = 0, j = 0; i < before.length || j < files.length; ) {
-      const a = before[i];
-      const b = files[j];
-      if (a === b) {
-        i++;
-        j++;
-      } else if (b === undefined || (a !== undefined && a.path < b.path)) {
-        gone.push(a!.path);
-        paths.push(a!.path);
-        i++;
-      } else if (a === undefined || b.path < a.path) {
-        changed.push(b);
-        paths.push(b.path);
-        j++;
-      } else {
-        if (a.id === undefined || a.id !== b.id) changed.push(b);
-        i++;
-        j++;
+    const delta = this.source !== undefined ? source.changesSince?.(this.source) : undefined;
+    let files: Map<string, RepoFile>;
+    if (delta) {
+      // Told by the source: the file map is changed where it changed, in place (a load that fails
+      // from here on drops the whole state, see loadRepo).
+      files = this.files;
+      for (const [path, file] of delta) {
+        const was = files.get(path);
+        if (file === undefined) {
+          if (!was) continue;
+          files.delete(path);
+          gone.push(path);
+          paths.push(path);
+          continue;
+        }
+        if (!was) paths.push(path);
+        if (!was || was.id === undefined || was.id !== file.id) changed.push(file);
+        files.set(path, file);
       }
+      changed.sort(byPath);
+    } else {
+      const before = this.files;
+      files = new Map();
+      for (const file of sortedFiles(await source.files())) files.set(file.path, file);
+      for (const file of files.values()) {
+        const was = before.get(file.path);
+        if (!was) paths.push(file.path);
+        if (!was || (was !== file && (was.id === undefined || was.id !== file.id))) changed.push(file);
+      }
+      if (before.size > 0)
+        for (const path of before.keys())
+          if (!files.has(path)) {
+            gone.push(path);
+            paths.push(path);
+          }
     }
 
     const analyze = async (file: RepoFile): Promise<FileAnalysis> => {
@@ -244,7 +250,7 @@ class LoadState {
           : notIgnored;
       // Other ignore patterns: any file may come in or go out.
       const again = new Set(changed);
-      for (const file of files) {
+      for (const file of sortedFiles([...files.values()])) {
         if (file.path === FLEET_FILE) continue;
         if (analysable(file.path)) {
           if (again.has(file) || !this.entries.has(file.path)) toAnalyze.push(file);
@@ -265,15 +271,17 @@ class LoadState {
       for (const [i, file] of toAnalyze.entries()) analyses.set(file.path, { file, analysis: analysed[i]! });
     } else for (const file of toAnalyze) analyses.set(file.path, { file, analysis: await analyze(file) });
 
-    // Nothing above changed the state: from here on it is updated, without waiting for anything.
+    // From here on the state is updated, without waiting for anything.
     this.files = files;
+    this.source = source;
+    const version = ++this.version;
     this.ignore = ignore;
     this.ignored = ignored;
     const documents = this.updateFiles(analyses, source, files, cache);
     const { all, assignments } = this.checks.update({
       ...documents,
       paths,
-      exists: (path) => fileAt(files, path) !== undefined,
+      exists: (path) => files.has(path),
     });
     this.rendering.invalidate(all, assignments);
 
@@ -293,6 +301,8 @@ class LoadState {
       // Texts of the files with a diagnostic now: a later load may change what this one read.
       for (const diagnostic of sorted) textOf(diagnostic.file);
       const lines = new Map<string, string[]>();
+      // Files without a diagnostic are read from the files of this load while it is the last.
+      const current = () => this.version === version;
       return {
         ok: ok && !hasErrors(sorted),
         diagnostics: sorted,
@@ -300,7 +310,11 @@ class LoadState {
         lineOf(file, line) {
           let list = lines.get(file);
           if (!list) {
-            const text = texts.has(file) ? texts.get(file) : readText(source, files, file);
+            const text = texts.has(file)
+              ? texts.get(file)
+              : current()
+                ? readText(source, files, file)
+                : undefined;
             if (text === undefined) return undefined;
             list = text.split(/\r?\n/);
             lines.set(file, list);
@@ -352,7 +366,7 @@ class LoadState {
   private updateFiles(
     analyses: ReadonlyMap<string, Analysed | undefined>,
     source: RepoSource,
-    files: readonly RepoFile[],
+    files: ReadonlyMap<string, RepoFile>,
     cache: AnalysisCache | undefined,
   ): { removed: AnyDocument[]; added: AnyDocument[] } {
     const removed: AnyDocument[] = [];
@@ -485,14 +499,14 @@ class LoadState {
    */
   private async readSources(
     source: RepoSource,
-    files: readonly RepoFile[],
+    files: ReadonlyMap<string, RepoFile>,
     diagnostics: Diagnostic[],
   ): Promise<boolean> {
     const sources = new Map<string, SourceContent>();
     const changed: string[] = [];
     let readable = true;
     for (const path of this.sourceRefs.keys()) {
-      const file = fileAt(files, path);
+      const file = files.get(path);
       if (!file) continue;
       const known = this.sources.get(path);
       if (known && file.id !== undefined && known.id === file.id) {
@@ -525,8 +539,12 @@ interface Analysed {
 }
 
 /** The text of a file read again (one analysed on the other thread comes without it); undefined if it cannot be. */
-function readText(source: RepoSource, files: readonly RepoFile[], path: string): string | undefined {
-  const file = fileAt(files, path);
+function readText(
+  source: RepoSource,
+  files: ReadonlyMap<string, RepoFile>,
+  path: string,
+): string | undefined {
+  const file = files.get(path);
   if (!file) return undefined;
   try {
     const bytes = source.read(file);

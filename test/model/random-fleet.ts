@@ -210,10 +210,13 @@ const blobId = (text: string) => createHash("sha1").update(text).digest("hex");
 /**
  * RepoSources over successive revisions, like git trees: an unchanged file keeps its RepoFile
  * object (sometimes a new object with the same id, as another listing would give), ids are content
- * hashes, and `read` counts what it is asked for.
+ * hashes, a source tells what changed since an earlier one (mostly), and `read` counts what it is
+ * asked for.
  */
 export class RevisionSources {
   private known = new Map<string, RepoFile>();
+  /** The files of each source made, for `changesSince`. */
+  private readonly listings = new WeakMap<RepoSource, Map<string, RepoFile>>();
   reads = 0;
 
   constructor(private readonly random: Random) {}
@@ -233,7 +236,7 @@ export class RevisionSources {
     // Git lists a tree in its own order; the loader must not rely on it.
     listing.sort(() => (chance(this.random, 0.5) ? -1 : 1));
     const bytes = new Map([...files].map(([path, text]) => [path, new TextEncoder().encode(text)]));
-    return {
+    const source: RepoSource = {
       files: () => listing,
       read: (file) => {
         this.reads++;
@@ -241,7 +244,19 @@ export class RevisionSources {
         if (!content) throw new Error(`no file ${file.path}`);
         return content;
       },
+      // Like a git tree: the paths whose file differs from an earlier source's, and sometimes
+      // no answer (the loader then compares the listings).
+      changesSince: (earlier) => {
+        const before = this.listings.get(earlier);
+        if (!before || chance(this.random, 0.2)) return undefined;
+        const changes = new Map<string, RepoFile | undefined>();
+        for (const [path, file] of known) if (before.get(path) !== file) changes.set(path, file);
+        for (const path of before.keys()) if (!known.has(path)) changes.set(path, undefined);
+        return changes;
+      },
     };
+    this.listings.set(source, known);
+    return source;
   }
 }
 
