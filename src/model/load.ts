@@ -22,9 +22,10 @@ import { EnvironmentError } from "./errors.js";
 import type { Finding } from "./findings.js";
 import { fleetSettings } from "./fleet.js";
 import type { Assignment } from "./generated.js";
-import { type DesiredState, Rendering, type SourceContent } from "./render.js";
+import { type DesiredState, type Instance, Rendering, type SourceContent } from "./render.js";
 import { quoteFix } from "./schema.js";
 import { FleetChecks } from "./semantic.js";
+import type { SortedMap } from "./sorted.js";
 import { locate, yamlText } from "./yaml.js";
 
 /** A file of the repository: its path relative to the root (`/`-separated) and a content id if known. */
@@ -151,6 +152,8 @@ class LoadState {
   private source?: RepoSource;
   /** Counts loads, so a result knows whether the state still describes its revision. */
   private version = 0;
+  /** Renders the instances of the last load, if nobody asked for them yet. */
+  private unrendered?: () => unknown;
   private readonly entries = new Map<string, FileEntry>();
   private ignore: string[] = [];
   private ignored: (path: string) => boolean = notIgnored;
@@ -172,6 +175,7 @@ class LoadState {
   busy = false;
 
   async load(source: RepoSource, cache: AnalysisCache | undefined): Promise<LoadResult> {
+    this.unrendered?.();
     // What changed: files gone, and files new or with other content (no id: always read again);
     // `paths` are the files added or removed.
     const gone: string[] = [];
@@ -332,15 +336,11 @@ class LoadState {
     }
     const fleet = fleetSettings(fleetDocument?.value.spec);
     if (!(await this.readSources(source, files, diagnostics))) return result(false);
-    const rendered = this.rendering.render(
-      fleet,
-      this.checks.assignments,
-      this.checks.placements,
-      this.sources,
-    );
-    if (rendered.missing.length > 0) {
+    const declared = this.checks.assignments;
+    const missing = this.rendering.check(declared, this.checks.placements);
+    if (missing.length > 0) {
       const reported = new Set<string>();
-      for (const { assignment, node, path, variable } of rendered.missing) {
+      for (const { assignment, node, path, variable } of missing) {
         const id = `${assignment.file}|${path.join("/")}|${variable}`;
         if (reported.has(id)) continue;
         reported.add(id);
@@ -350,11 +350,23 @@ class LoadState {
       return result(false);
     }
     const loaded = result(true);
+    // Instances are rendered when first asked for (`steward validate` only counts them), and at
+    // the latest when the next load starts, while the state still is this load's.
+    const sources = this.sources;
+    let instances: SortedMap<Instance> | undefined;
+    const rendered = () => {
+      if (this.unrendered === rendered) this.unrendered = undefined;
+      instances ??= this.rendering.render(fleet, declared, this.checks.placements, sources);
+      return instances;
+    };
+    this.unrendered = rendered;
     loaded.desired = {
       fleet,
       nodes: this.checks.nodes,
-      assignments: this.checks.assignments,
-      instances: rendered.instances,
+      assignments: declared,
+      get instances() {
+        return rendered();
+      },
     };
     return loaded;
   }

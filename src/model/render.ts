@@ -11,7 +11,7 @@ import { type EffectiveBudget, effectiveBudget, type FleetSettings } from "./fle
 import type { Assignment, Bundle, InstanceSpec, Node, Probe, Resource, Rollout } from "./generated.js";
 import { NodeIndex } from "./placement.js";
 import { emptySorted, SortedMap } from "./sorted.js";
-import { hasReferences, substitute } from "./template.js";
+import { hasReferences, lookup, type Reference, references, substitute } from "./template.js";
 
 /** One assignment on one node: the unit of convergence. */
 export interface Instance {
@@ -291,67 +291,124 @@ export function changedInstanceKeys(
   return derivation?.from === previous ? derivation.keys : undefined;
 }
 
-/** What a rendering of a repository's instances gives. */
-export interface Rendered {
-  /** By instance key, sorted by key. */
-  instances: SortedMap<Instance>;
-  /** Every `${...}` without a value, by assignment name, then node, then place in the assignment. */
-  missing: MissingVariable[];
+/** Every `${...}` in the resources and probes of an assignment, by its parsed value. */
+const referencesOf = new WeakMap<Assignment, Reference[]>();
+
+/**
+ * The `${...}` references of `assignment` that have no value on the nodes it is placed on, in the
+ * order rendering meets them (node by node, then resource by resource): what rendering would
+ * report as missing, found without rendering.
+ */
+function missingVariables(assignment: AssignmentDocument, placed: readonly Node[]): MissingVariable[] {
+  const spec = assignment.value.spec;
+  let refs = referencesOf.get(assignment.value);
+  if (!refs) {
+    refs = [];
+    for (const [i, resource] of spec.resources.entries())
+      refs.push(...references(resource, ["resources", i]));
+    for (const [i, probe] of (spec.probes ?? []).entries()) refs.push(...references(probe, ["probes", i]));
+    referencesOf.set(assignment.value, refs);
+  }
+  const missing: MissingVariable[] = [];
+  if (refs.length === 0) return missing;
+  for (const node of placed) {
+    const context = { node, assignment: assignment.value };
+    for (const { path, variable } of refs)
+      if (lookup(variable, context) === undefined)
+        missing.push({ assignment, node: node.metadata.name, path: ["spec", ...path], variable });
+  }
+  return missing;
+}
+
+/** Assignments to work on again: every one, or those named. */
+class Pending {
+  all = true;
+  readonly names = new Set<string>();
+
+  add(all: boolean, names: Iterable<string>): void {
+    if (all) this.all = true;
+    else for (const name of names) this.names.add(name);
+  }
+
+  clear(): void {
+    this.all = false;
+    this.names.clear();
+  }
 }
 
 /**
  * Every instance of a repository, kept up to date by difference: `invalidate` says which
- * assignments changed (a load calls it whether or not it renders), `render` renders those and keeps
- * the rest. Instances whose assignment, node, sources and fleet defaults are unchanged since they
- * were rendered are returned as they were (same objects). The map `render` returns is never changed
+ * assignments changed (a load calls it whether or not it renders). `check` finds the `${...}`
+ * without a value in what changed, without rendering; `render` renders what changed and keeps the
+ * rest. Instances whose assignment, node, sources and fleet defaults are unchanged since they were
+ * rendered are returned as they were (same objects). The map `render` returns is never changed
  * afterwards.
  */
 export class Rendering {
   private instances: SortedMap<Instance> = emptySorted();
-  private readonly byAssignment = new Map<string, { instances: Instance[]; missing: MissingVariable[] }>();
-  /** Assignments with a `${...}` that has no value. */
-  private readonly lacking = new Set<string>();
-  private readonly pending = new Set<string>();
-  private everything = true;
+  private readonly byAssignment = new Map<string, Instance[]>();
+  /** Missing variables of each assignment that has any. */
+  private readonly lacking = new Map<string, MissingVariable[]>();
+  private readonly toCheck = new Pending();
+  private readonly toRender = new Pending();
 
-  /** Marks assignments (or all of them) to render again at the next `render`. */
+  /** Marks assignments (or all of them) to check and render again. */
   invalidate(all: boolean, assignments: Iterable<string> = []): void {
-    if (all) this.everything = true;
-    else for (const name of assignments) this.pending.add(name);
+    const names = [...assignments];
+    this.toCheck.add(all, names);
+    this.toRender.add(all, names);
   }
 
   /**
-   * Renders what changed since the last call. `placements` gives the nodes of each assignment (see
-   * NodeIndex); `sources` the content of each `source:` file.
+   * Every `${...}` without a value, by assignment name, then node, then place in the assignment.
+   * `placements` gives the nodes of each assignment (see NodeIndex).
+   */
+  check(
+    assignments: ReadonlyMap<string, AssignmentDocument>,
+    placements: ReadonlyMap<string, readonly Node[]>,
+  ): MissingVariable[] {
+    const checkOne = (name: string, assignment: AssignmentDocument | undefined) => {
+      const missing = assignment ? missingVariables(assignment, placements.get(name) ?? []) : [];
+      if (missing.length > 0) this.lacking.set(name, missing);
+      else this.lacking.delete(name);
+    };
+    if (this.toCheck.all) {
+      this.lacking.clear();
+      for (const [name, assignment] of assignments) checkOne(name, assignment);
+    } else for (const name of this.toCheck.names) checkOne(name, assignments.get(name));
+    this.toCheck.clear();
+    const missing: MissingVariable[] = [];
+    for (const name of [...this.lacking.keys()].sort()) missing.push(...this.lacking.get(name)!);
+    return missing;
+  }
+
+  /**
+   * Renders what changed since the last call (call it after a `check` that found nothing
+   * missing). `sources` gives the content of each `source:` file.
    */
   render(
     fleet: FleetSettings,
     assignments: ReadonlyMap<string, AssignmentDocument>,
     placements: ReadonlyMap<string, readonly Node[]>,
     sources: ReadonlyMap<string, SourceContent>,
-  ): Rendered {
+  ): SortedMap<Instance> {
     const renderOne = (name: string, assignment: AssignmentDocument) => {
-      const missing: MissingVariable[] = [];
-      const instances = renderAssignment(assignment, placements.get(name) ?? [], fleet, sources, missing);
-      this.byAssignment.set(name, { instances, missing });
-      if (missing.length > 0) this.lacking.add(name);
+      const instances = renderAssignment(assignment, placements.get(name) ?? [], fleet, sources, []);
+      this.byAssignment.set(name, instances);
       return instances;
     };
-    if (this.everything) {
+    if (this.toRender.all) {
       this.byAssignment.clear();
-      this.lacking.clear();
       const list: Instance[] = [];
       for (const [name, assignment] of assignments)
         for (const instance of renderOne(name, assignment)) list.push(instance);
       list.sort(byInstanceKey);
       this.instances = SortedMap.fromSorted(list.map((instance) => [instance.key, instance] as const));
-    } else if (this.pending.size > 0) {
+    } else if (this.toRender.names.size > 0) {
       const changes = new Map<string, Instance | undefined>();
-      for (const name of this.pending) {
-        for (const instance of this.byAssignment.get(name)?.instances ?? [])
-          changes.set(instance.key, undefined);
+      for (const name of this.toRender.names) {
+        for (const instance of this.byAssignment.get(name) ?? []) changes.set(instance.key, undefined);
         this.byAssignment.delete(name);
-        this.lacking.delete(name);
         const assignment = assignments.get(name);
         if (assignment)
           for (const instance of renderOne(name, assignment)) changes.set(instance.key, instance);
@@ -362,11 +419,8 @@ export class Rendering {
       derivations.delete(previous);
       derivations.set(this.instances, { from: previous, keys: new Set(changes.keys()) });
     }
-    this.everything = false;
-    this.pending.clear();
-    const missing: MissingVariable[] = [];
-    for (const name of [...this.lacking].sort()) missing.push(...this.byAssignment.get(name)!.missing);
-    return { instances: this.instances, missing };
+    this.toRender.clear();
+    return this.instances;
   }
 }
 

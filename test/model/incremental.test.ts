@@ -56,13 +56,23 @@ describe("load - by difference", () => {
       const cache: AnalysisCache = new Map();
       let files = randomFleet(random);
       let previous: ReadonlyMap<string, Instance> | undefined;
+      // A result looked at only after the next load (instances are rendered when first asked for).
+      let deferred: { warm: LoadResult; expected: ReturnType<typeof observed>; where: string } | undefined;
       for (let revision = 0; revision < REVISIONS; revision++) {
         const warm = await loadRepo(sources.source(files), { cache });
+        if (deferred)
+          expect(observed(deferred.warm), `${deferred.where}, after the next load`).toEqual(
+            deferred.expected,
+          );
+        deferred = undefined;
         const cold = await loadRepo(plainSource(files));
         const where = `seed ${seed}, revision ${revision}`;
-        expect(observed(warm), where).toEqual(observed(cold));
         for (const d of cold.diagnostics) codes.add(d.code);
-        if (warm.desired) {
+        if (random() < 0.3) {
+          deferred = { warm, expected: observed(cold), where };
+          previous = undefined;
+        } else expect(observed(warm), where).toEqual(observed(cold));
+        if (warm.desired && !deferred) {
           warmOk++;
           const next = warm.desired.instances;
           // Keys said to be unchanged hold the very same instance as the map they were derived from.
@@ -93,7 +103,7 @@ describe("load - by difference", () => {
         "template/undefined",
       ]),
     );
-    expect(warmOk).toBeGreaterThan(20);
+    expect(warmOk).toBeGreaterThan(10);
   });
 
   it("load - a one-file change reads one file, not the repository", async () => {
