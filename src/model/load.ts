@@ -22,10 +22,9 @@ import { EnvironmentError } from "./errors.js";
 import type { Finding } from "./findings.js";
 import { fleetSettings } from "./fleet.js";
 import type { Assignment } from "./generated.js";
-import { type DesiredState, type Instance, Rendering, type SourceContent } from "./render.js";
+import { DeferredInstances, type DesiredState, Rendering, type SourceContent } from "./render.js";
 import { quoteFix } from "./schema.js";
 import { FleetChecks } from "./semantic.js";
-import type { SortedMap } from "./sorted.js";
 import { locate, yamlText } from "./yaml.js";
 
 /** A file of the repository: its path relative to the root (`/`-separated) and a content id if known. */
@@ -152,8 +151,8 @@ class LoadState {
   private source?: RepoSource;
   /** Counts loads, so a result knows whether the state still describes its revision. */
   private version = 0;
-  /** Renders the instances of the last load, if nobody asked for them yet. */
-  private unrendered?: () => unknown;
+  /** The instances of the last load, if nobody asked for them yet. */
+  private unrendered?: DeferredInstances;
   private readonly entries = new Map<string, FileEntry>();
   private ignore: string[] = [];
   private ignored: (path: string) => boolean = notIgnored;
@@ -175,7 +174,7 @@ class LoadState {
   busy = false;
 
   async load(source: RepoSource, cache: AnalysisCache | undefined): Promise<LoadResult> {
-    this.unrendered?.();
+    this.unrendered?.render();
     // What changed: files gone, and files new or with other content (no id: always read again);
     // `paths` are the files added or removed.
     const gone: string[] = [];
@@ -353,21 +352,12 @@ class LoadState {
     // Instances are rendered when first asked for (`steward validate` only counts them), and at
     // the latest when the next load starts, while the state still is this load's.
     const sources = this.sources;
-    let instances: SortedMap<Instance> | undefined;
-    const rendered = () => {
-      if (this.unrendered === rendered) this.unrendered = undefined;
-      instances ??= this.rendering.render(fleet, declared, this.checks.placements, sources);
-      return instances;
-    };
-    this.unrendered = rendered;
-    loaded.desired = {
-      fleet,
-      nodes: this.checks.nodes,
-      assignments: declared,
-      get instances() {
-        return rendered();
-      },
-    };
+    const instances = new DeferredInstances(this.rendering.size, () => {
+      if (this.unrendered === instances) this.unrendered = undefined;
+      return this.rendering.render(fleet, declared, this.checks.placements, sources);
+    });
+    this.unrendered = instances;
+    loaded.desired = { fleet, nodes: this.checks.nodes, assignments: declared, instances };
     return loaded;
   }
 

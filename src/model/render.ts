@@ -286,9 +286,62 @@ export function changedInstanceKeys(
   previous: ReadonlyMap<string, Instance>,
   next: ReadonlyMap<string, Instance>,
 ): ReadonlySet<string> | undefined {
+  if (previous instanceof DeferredInstances) previous = previous.render();
+  if (next instanceof DeferredInstances) next = next.render();
   if (previous === next) return new Set();
   const derivation = derivations.get(next);
   return derivation?.from === previous ? derivation.keys : undefined;
+}
+
+/**
+ * A load's instances before they are rendered: the count is known from the placements, and
+ * anything else renders them (once).
+ */
+export class DeferredInstances implements ReadonlyMap<string, Instance> {
+  private rendered?: SortedMap<Instance>;
+
+  constructor(
+    readonly size: number,
+    private readonly make: () => SortedMap<Instance>,
+  ) {}
+
+  /** The rendered instances (rendered now if they were not yet). */
+  render(): SortedMap<Instance> {
+    this.rendered ??= this.make();
+    return this.rendered;
+  }
+
+  get(key: string): Instance | undefined {
+    return this.render().get(key);
+  }
+
+  has(key: string): boolean {
+    return this.render().has(key);
+  }
+
+  forEach(callback: (value: Instance, key: string, map: ReadonlyMap<string, Instance>) => void): void {
+    this.render().forEach((value, key) => callback(value, key, this));
+  }
+
+  entries(): MapIterator<[string, Instance]> {
+    return this.render().entries();
+  }
+
+  keys(): MapIterator<string> {
+    return this.render().keys();
+  }
+
+  values(): MapIterator<Instance> {
+    return this.render().values();
+  }
+
+  [Symbol.iterator](): MapIterator<[string, Instance]> {
+    return this.render().entries();
+  }
+
+  get [Symbol.toStringTag](): string {
+    return "DeferredInstances";
+  }
 }
 
 /** Every `${...}` in the resources and probes of an assignment, by its parsed value. */
@@ -349,6 +402,9 @@ export class Rendering {
   private readonly byAssignment = new Map<string, Instance[]>();
   /** Missing variables of each assignment that has any. */
   private readonly lacking = new Map<string, MissingVariable[]>();
+  /** Instances of each assignment as of the last check, and of all of them. */
+  private readonly counts = new Map<string, number>();
+  private total = 0;
   private readonly toCheck = new Pending();
   private readonly toRender = new Pending();
 
@@ -368,18 +424,29 @@ export class Rendering {
     placements: ReadonlyMap<string, readonly Node[]>,
   ): MissingVariable[] {
     const checkOne = (name: string, assignment: AssignmentDocument | undefined) => {
-      const missing = assignment ? missingVariables(assignment, placements.get(name) ?? []) : [];
+      const placed = placements.get(name) ?? [];
+      const missing = assignment ? missingVariables(assignment, placed) : [];
       if (missing.length > 0) this.lacking.set(name, missing);
       else this.lacking.delete(name);
+      this.total += (assignment ? placed.length : 0) - (this.counts.get(name) ?? 0);
+      if (assignment) this.counts.set(name, placed.length);
+      else this.counts.delete(name);
     };
     if (this.toCheck.all) {
       this.lacking.clear();
+      this.counts.clear();
+      this.total = 0;
       for (const [name, assignment] of assignments) checkOne(name, assignment);
     } else for (const name of this.toCheck.names) checkOne(name, assignments.get(name));
     this.toCheck.clear();
     const missing: MissingVariable[] = [];
     for (const name of [...this.lacking.keys()].sort()) missing.push(...this.lacking.get(name)!);
     return missing;
+  }
+
+  /** How many instances the assignments of the last `check` have. */
+  get size(): number {
+    return this.total;
   }
 
   /**

@@ -16,6 +16,13 @@ import {
   setMess,
 } from "./random-fleet.js";
 
+/** How many instances there are: known before they are rendered, and it must be how many are rendered. */
+function countOf(instances: ReadonlyMap<string, Instance>): number {
+  const size = instances.size;
+  expect([...instances.keys()].length).toBe(size);
+  return size;
+}
+
 /** Everything a caller can observe of a load. */
 function observed(result: LoadResult) {
   const desired = result.desired;
@@ -28,6 +35,7 @@ function observed(result: LoadResult) {
     assignments: desired
       ? [...desired.assignments].map(([name, doc]) => [name, doc.file, doc.index])
       : undefined,
+    count: desired ? countOf(desired.instances) : undefined,
     instances: desired
       ? [...desired.instances.values()].map((i) => ({
           key: i.key,
