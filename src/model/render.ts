@@ -7,11 +7,12 @@
 import { createHash } from "node:crypto";
 import { canonicalJson } from "./canonical.js";
 import type { AssignmentDocument, NodeDocument } from "./documents.js";
+import { factsOf, resourceName } from "./facts.js";
 import { type EffectiveBudget, effectiveBudget, type FleetSettings } from "./fleet.js";
 import type { Assignment, Bundle, InstanceSpec, Node, Probe, Resource, Rollout } from "./generated.js";
 import { NodeIndex } from "./placement.js";
 import { emptySorted, SortedMap } from "./sorted.js";
-import { hasReferences, lookup, type Reference, references, substitute } from "./template.js";
+import { hasReferences, lookup, substitute } from "./template.js";
 
 /** One assignment on one node: the unit of convergence. */
 export interface Instance {
@@ -49,12 +50,7 @@ export interface SourceContent {
   bytes: Uint8Array;
 }
 
-/** The name a resource is known by: its `name`, or its path for files, directories and symlinks. */
-export function resourceName(resource: Resource): string {
-  if (resource.name) return resource.name;
-  if ("path" in resource) return resource.path;
-  return resource.kind;
-}
+export { resourceName } from "./facts.js";
 
 /** Whether the assignment selects this node, by name or by labels. */
 export function selects(assignment: Assignment, node: Node): boolean {
@@ -320,7 +316,9 @@ export class DeferredInstances implements ReadonlyMap<string, Instance> {
   }
 
   forEach(callback: (value: Instance, key: string, map: ReadonlyMap<string, Instance>) => void): void {
-    this.render().forEach((value, key) => callback(value, key, this));
+    this.render().forEach((value, key) => {
+      callback(value, key, this);
+    });
   }
 
   entries(): MapIterator<[string, Instance]> {
@@ -344,24 +342,13 @@ export class DeferredInstances implements ReadonlyMap<string, Instance> {
   }
 }
 
-/** Every `${...}` in the resources and probes of an assignment, by its parsed value. */
-const referencesOf = new WeakMap<Assignment, Reference[]>();
-
 /**
  * The `${...}` references of `assignment` that have no value on the nodes it is placed on, in the
  * order rendering meets them (node by node, then resource by resource): what rendering would
  * report as missing, found without rendering.
  */
 function missingVariables(assignment: AssignmentDocument, placed: readonly Node[]): MissingVariable[] {
-  const spec = assignment.value.spec;
-  let refs = referencesOf.get(assignment.value);
-  if (!refs) {
-    refs = [];
-    for (const [i, resource] of spec.resources.entries())
-      refs.push(...references(resource, ["resources", i]));
-    for (const [i, probe] of (spec.probes ?? []).entries()) refs.push(...references(probe, ["probes", i]));
-    referencesOf.set(assignment.value, refs);
-  }
+  const refs = factsOf(assignment.value).references;
   const missing: MissingVariable[] = [];
   if (refs.length === 0) return missing;
   for (const node of placed) {

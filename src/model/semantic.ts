@@ -17,11 +17,11 @@ import {
   type NodeDocument,
   type SourcedDocument,
 } from "./documents.js";
+import { type AssignmentFacts, factsOf, findCycle } from "./facts.js";
 import type { Finding } from "./findings.js";
-import type { Assignment, Node, Resource } from "./generated.js";
+import type { Node } from "./generated.js";
 import { containingRoot, hasDotSegments } from "./paths.js";
 import { NodeIndex } from "./placement.js";
-import { resourceName } from "./render.js";
 import { emptySorted, type SortedMap } from "./sorted.js";
 import { didYouMean } from "./suggest.js";
 import { substituteString } from "./template.js";
@@ -41,203 +41,6 @@ function nodeList(nodes: readonly Node[]): string {
 
 /** Missing template values are reported once, by rendering; the checks here only need the text. */
 const ignoreMissing = () => {};
-
-/** A path a resource touches: its field, the path, and for a relative symlink target the link it is relative to. */
-interface ConfinedPath {
-  field: (string | number)[];
-  path: string;
-  relativeTo?: string;
-}
-
-/** Every path-like field of a resource that must be confined to the node's roots. */
-function confinedPaths(resource: Resource): ConfinedPath[] {
-  const out: ConfinedPath[] = [];
-  if ("path" in resource && resource.path) out.push({ field: ["path"], path: resource.path });
-  if (resource.kind === "symlink")
-    out.push(
-      resource.target.startsWith("/")
-        ? { field: ["target"], path: resource.target }
-        : { field: ["target"], path: resource.target, relativeTo: resource.path },
-    );
-  if (resource.kind === "command" && resource.creates)
-    out.push({ field: ["creates"], path: resource.creates });
-  if ((resource.kind === "command" || resource.kind === "service") && resource.cwd)
-    out.push({ field: ["cwd"], path: resource.cwd });
-  if (resource.kind === "container")
-    for (const [i, volume] of (resource.volumes ?? []).entries()) {
-      const host = volume.split(":")[0] ?? "";
-      if (host.startsWith("/")) out.push({ field: ["volumes", i], path: host });
-    }
-  return out;
-}
-
-/** What a resource owns on a host, for conflicts between assignments: `path:/etc/x`, `service:web`... */
-function ownedThing(resource: Resource): string | undefined {
-  switch (resource.kind) {
-    case "file":
-    case "directory":
-    case "symlink":
-      return `path:${posix.normalize(resource.path)}`;
-    case "service":
-    case "container":
-    case "package":
-    case "systemd-unit":
-      return `${resource.kind}:${resource.name}`;
-    default:
-      return undefined;
-  }
-}
-
-function findCycle(edges: ReadonlyMap<string, readonly string[]>): string[] | undefined {
-  const state = new Map<string, 1 | 2>();
-  const stack: string[] = [];
-  const visit = (name: string): string[] | undefined => {
-    state.set(name, 1);
-    stack.push(name);
-    for (const next of edges.get(name) ?? []) {
-      if (!edges.has(next)) continue;
-      const seen = state.get(next);
-      if (seen === 1) return [...stack.slice(stack.indexOf(next)), next];
-      if (seen === undefined) {
-        const cycle = visit(next);
-        if (cycle) return cycle;
-      }
-    }
-    stack.pop();
-    state.set(name, 2);
-    return undefined;
-  };
-  for (const name of edges.keys()) {
-    if (state.has(name)) continue;
-    const cycle = visit(name);
-    if (cycle) return cycle;
-  }
-  return undefined;
-}
-
-/**
- * What the checks of one assignment need from its own document alone, worked out once per parsed
- * document: its value keeps its identity while its file is unchanged, so a sync of a large fleet
- * re-checks only the documents that changed (the checks across documents still run, as lookups).
- */
-interface AssignmentFacts {
-  /** Findings that depend on this document alone. */
-  findings: Finding[];
-  /** Canonical paths that must be inside the roots of each node it is placed on. */
-  confined: (ConfinedPath & { index: number })[];
-  /** What each resource owns on a host (before per-node substitution). */
-  owned: { index: number; template: string }[];
-  /** Well-formed `source:` paths, which must exist in the repository. */
-  sources: { index: number; source: string }[];
-  /** Resources already reported as duplicates: not reported again as a conflict with themselves. */
-  duplicates: Set<number>;
-}
-
-const assignmentFacts = new WeakMap<Assignment, AssignmentFacts>();
-
-function factsOf(assignment: Assignment): AssignmentFacts {
-  const cached = assignmentFacts.get(assignment);
-  if (cached) return cached;
-  const spec = assignment.spec;
-  const name = assignment.metadata.name;
-  const facts: AssignmentFacts = {
-    findings: [],
-    confined: [],
-    owned: [],
-    sources: [],
-    duplicates: new Set(),
-  };
-  const names = new Map<string, number>();
-  const edges = new Map<string, string[]>();
-  for (const [i, resource] of spec.resources.entries()) {
-    const resName = resourceName(resource);
-    const first = names.get(resName);
-    if (first !== undefined) {
-      facts.duplicates.add(i);
-      facts.findings.push({
-        severity: "error",
-        code: "resource/duplicate",
-        path: ["spec", "resources", i, resource.name ? "name" : "path"],
-        message: `resource "${resName}" is declared twice in assignment "${name}" (first at spec.resources[${first}])`,
-        fix: "remove the duplicate or give each resource its own name",
-      });
-    } else names.set(resName, i);
-    edges.set(resName, resource.dependsOn ?? []);
-    for (const field of confinedPaths(resource)) {
-      if (field.relativeTo === undefined && (hasDotSegments(field.path) || field.path.includes("//")))
-        facts.findings.push({
-          severity: "error",
-          code: "path/dot-segments",
-          path: ["spec", "resources", i, ...field.field],
-          message: `${JSON.stringify(field.path)} is not a canonical path (it has \`.\`, \`..\` or \`//\`)`,
-          fix: "write the absolute path without `.` or `..` segments",
-        });
-      else facts.confined.push({ index: i, ...field });
-    }
-    if ((resource.kind === "file" || resource.kind === "systemd-unit") && resource.source !== undefined) {
-      const source = resource.source;
-      if (source.startsWith("/") || hasDotSegments(source) || source.startsWith("./"))
-        facts.findings.push({
-          severity: "error",
-          code: "source/path",
-          path: ["spec", "resources", i, "source"],
-          message: `source ${JSON.stringify(source)} must be a path relative to the repository root, without \`.\` or \`..\``,
-          fix: 'write it like "files/nginx.conf"',
-        });
-      else facts.sources.push({ index: i, source });
-    }
-    const template = ownedThing(resource);
-    if (template) facts.owned.push({ index: i, template });
-  }
-  for (const [i, resource] of spec.resources.entries()) {
-    for (const [j, dependency] of (resource.dependsOn ?? []).entries())
-      if (!names.has(dependency))
-        facts.findings.push({
-          severity: "error",
-          code: "depends-on/unknown",
-          path: ["spec", "resources", i, "dependsOn", j],
-          message: `resource "${dependency}" does not exist in assignment "${name}"${didYouMean(dependency, names.keys())}`,
-          fix: "name a resource of the same assignment (its name, or its path for files)",
-        });
-    if (resource.kind === "service")
-      for (const [j, dependency] of (resource.restartOn ?? []).entries())
-        if (!names.has(dependency))
-          facts.findings.push({
-            severity: "error",
-            code: "restart-on/unknown",
-            path: ["spec", "resources", i, "restartOn", j],
-            message: `resource "${dependency}" does not exist in assignment "${name}"${didYouMean(dependency, names.keys())}`,
-            fix: "name a resource of the same assignment",
-          });
-  }
-  const probeNames = new Map<string, number>();
-  for (const [i, probe] of (spec.probes ?? []).entries()) {
-    const first = probeNames.get(probe.name);
-    if (first === undefined) probeNames.set(probe.name, i);
-    else
-      facts.findings.push({
-        severity: "error",
-        code: "probe/duplicate",
-        path: ["spec", "probes", i, "name"],
-        message: `probe "${probe.name}" is declared twice in assignment "${name}" (first at spec.probes[${first}])`,
-        fix: "give each probe its own name: reports and conditions name probes",
-      });
-  }
-  // Only resources with dependencies can be on a cycle; most have none.
-  const cycle = spec.resources.some((r) => r.dependsOn?.length) ? findCycle(edges) : undefined;
-  if (cycle) {
-    const index = names.get(cycle[0]!) ?? 0;
-    facts.findings.push({
-      severity: "error",
-      code: "depends-on/cycle",
-      path: ["spec", "resources", index, "dependsOn"],
-      message: `resources depend on each other in a cycle: ${cycle.join(" → ")}`,
-      fix: "remove one dependsOn so the order is well defined",
-    });
-  }
-  assignmentFacts.set(assignment, facts);
-  return facts;
-}
 
 /** Findings for the paths of an assignment on the nodes it is placed on: inside their roots, canonical. */
 function checkConfinement(
@@ -791,23 +594,20 @@ export class FleetChecks {
     // Which assignments to check again: after a change of nodes or of invalid names, all of them.
     const everything = nodeChanges.size > 0 || invalidChanged || this.states.size === 0;
     const dirty = new Set<string>();
+    // Placements first: an assignment's checks read the placement of those it depends on.
     if (everything) {
-      for (const name of this.assignments.keys()) dirty.add(name);
-      for (const name of this.states.keys()) dirty.add(name);
+      this.placements.clear();
+      for (const [name, doc] of this.assignments) this.placements.set(name, this.index.place(doc.value));
     } else {
       for (const name of assignmentChanges.keys()) {
         dirty.add(name);
         for (const dependent of this.dependents.get(name) ?? []) dirty.add(dependent);
+        const doc = this.assignments.get(name);
+        if (doc) this.placements.set(name, this.index.place(doc.value));
+        else this.placements.delete(name);
       }
       if (renamed) for (const name of this.suggesting) dirty.add(name);
       for (const path of changes.paths) for (const user of this.sourceUsers.get(path) ?? []) dirty.add(user);
-    }
-    // Placements first: an assignment's checks read the placement of those it depends on.
-    for (const name of dirty) {
-      if (!everything && !assignmentChanges.has(name)) continue;
-      const doc = this.assignments.get(name);
-      if (doc) this.placements.set(name, this.index.place(doc.value));
-      else this.placements.delete(name);
     }
     const context: CheckContext = {
       nodes: this.nodes,
@@ -818,12 +618,11 @@ export class FleetChecks {
     };
     const touchedThings = new Set<Thing>();
     const checked: AssignmentState[] = [];
-    // In name order, so a first load appends every claim to the end of its thing's list.
-    const order = everything ? [...this.assignments.keys(), ...this.removedStates()] : dirty;
-    for (const name of order) {
-      if (!dirty.has(name)) continue;
-      dirty.delete(name);
-      const previous = this.states.get(name);
+    // Everything: forget every assignment at once and check them in name order, so each claim goes
+    // to the end of its thing's list and every claimant is checked for conflicts anyway.
+    if (everything) this.forgetAll();
+    for (const name of everything ? this.assignments.keys() : dirty) {
+      const previous = everything ? undefined : this.states.get(name);
       if (previous) this.forget(previous, touchedThings);
       const doc = this.assignments.get(name);
       if (!doc) continue;
@@ -857,7 +656,7 @@ export class FleetChecks {
         while (i > 0 && settledBefore(claim, thing.claims[i - 1]!)) i--;
         thing.claims.splice(i, 0, claim);
         thing.byNode = undefined;
-        touchedThings.add(thing);
+        if (!everything) touchedThings.add(thing);
       }
       checked.push(state);
     }
@@ -894,8 +693,18 @@ export class FleetChecks {
     return this.sourceUsers.get(path) ?? [];
   }
 
-  private *removedStates(): Iterable<string> {
-    for (const name of this.states.keys()) if (!this.assignments.has(name)) yield name;
+  /** Forgets every assignment's last check and what it indexed. */
+  private forgetAll(): void {
+    for (const state of this.states.values()) {
+      this.hold(state.local, []);
+      this.hold(state.owned, []);
+    }
+    this.states.clear();
+    this.things.clear();
+    this.dependents.clear();
+    this.sourceUsers.clear();
+    this.suggesting.clear();
+    this.withDependencies.clear();
   }
 
   /** Removes what an assignment's last check indexed; its claims' things are touched. */
