@@ -1,11 +1,11 @@
 /**
  * The second thread of `analyzeDirectoryFiles`: claims chunks of files from the shared counter,
- * analyses them and posts each chunk's analyses back, then says it is done.
+ * analyses them and posts each chunk's analyses back on the port it was given, then says it is done.
  */
-import { parentPort, workerData } from "node:worker_threads";
+import { workerData } from "node:worker_threads";
 import { analyzePath, CHUNK_FILES, readBuffer, type WorkerInput, type WorkerMessage } from "./analyze.js";
 
-const { directory, paths, claimed: buffer } = workerData as WorkerInput;
+const { directory, paths, claimed: buffer, results } = workerData as WorkerInput;
 const claimed = new Int32Array(buffer);
 const chunks = Math.ceil(paths.length / CHUNK_FILES);
 const scratch = readBuffer();
@@ -18,6 +18,6 @@ for (let chunk = Atomics.add(claimed, 0, 1); chunk < chunks; chunk = Atomics.add
     const { parsed, documents } = analyzePath(directory, paths[i]!, scratch);
     analyses.push({ parsed: { documents: parsed.documents, problems: parsed.problems }, documents });
   }
-  parentPort!.postMessage({ chunk, analyses } satisfies WorkerMessage);
+  results.postMessage({ chunk, analyses } satisfies WorkerMessage);
 }
-parentPort!.postMessage({ done: true } satisfies WorkerMessage);
+results.postMessage({ done: true } satisfies WorkerMessage);

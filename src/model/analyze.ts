@@ -7,7 +7,7 @@
 import { closeSync, existsSync, openSync, readFileSync, readSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { Worker } from "node:worker_threads";
+import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from "node:worker_threads";
 import type { Finding } from "./findings.js";
 import { type DocumentKind, validateDocument } from "./schema.js";
 import { MAX_YAML_BYTES, type ParsedFile, parseYamlFile } from "./yaml.js";
@@ -91,20 +91,22 @@ export const CHUNK_FILES = 64;
 /** Messages from analyze-worker.ts. */
 export type WorkerMessage = { chunk: number; analyses: FileAnalysis[] } | { done: true };
 
-/** What analyze-worker.ts receives: the files, and a shared counter of chunks claimed so far. */
+/** What analyze-worker.ts receives: the files, a shared counter of chunks claimed so far, and where to post. */
 export interface WorkerInput {
   directory: string;
   paths: string[];
   claimed: SharedArrayBuffer;
+  results: MessagePort;
 }
 
 const workerUrl = new URL("./analyze-worker.js", import.meta.url);
 
 /**
  * Analyses files of `directory`, in order. Each thread claims the next chunk of files from a shared
- * counter, so the work balances itself whatever the second thread's start-up costs; if the second
- * thread cannot start or fails, this thread analyses what it had claimed. Small inputs, and code run
- * from TypeScript sources (tests), use this thread only.
+ * counter, so the work balances itself whatever the second thread's start-up costs; between its own
+ * chunks this thread takes in what the other delivered, so that is not left to do at the end. If
+ * the second thread cannot start or fails, this thread analyses what it had claimed. Small inputs,
+ * and code run from TypeScript sources (tests), use this thread only.
  */
 export async function analyzeDirectoryFiles(
   directory: string,
@@ -125,28 +127,54 @@ export async function analyzeDirectoryFiles(
   };
   if (paths.length < PARALLEL_MIN_FILES || !existsSync(fileURLToPath(workerUrl))) return analyzeRest();
   const claimed = new Int32Array(new SharedArrayBuffer(4));
+  const { port1: inbox, port2: outbox } = new MessageChannel();
   let worker: Worker;
   try {
     worker = new Worker(workerUrl, {
-      workerData: { directory, paths: [...paths], claimed: claimed.buffer } satisfies WorkerInput,
+      workerData: {
+        directory,
+        paths: [...paths],
+        claimed: claimed.buffer,
+        results: outbox,
+      } satisfies WorkerInput,
+      transferList: [outbox],
     });
   } catch {
     // No second thread here (resource limits): this one does everything.
+    inbox.close();
     return analyzeRest();
   }
-  const finished = new Promise<void>((resolve) => {
-    worker.on("message", (message: WorkerMessage) => {
-      if ("done" in message) return resolve();
-      const start = message.chunk * CHUNK_FILES;
-      for (const [i, analysis] of message.analyses.entries()) results[start + i] = analysis;
-    });
-    // A worker that fails leaves its claimed chunks undelivered; they are analysed here below.
-    worker.on("error", () => resolve());
-    worker.on("exit", () => resolve());
-  });
-  for (let chunk = Atomics.add(claimed, 0, 1); chunk < chunks; chunk = Atomics.add(claimed, 0, 1))
+  let done = false;
+  const take = (message: WorkerMessage) => {
+    if ("done" in message) {
+      done = true;
+      return;
+    }
+    const start = message.chunk * CHUNK_FILES;
+    for (const [i, analysis] of message.analyses.entries()) results[start + i] = analysis;
+  };
+  const drain = () => {
+    for (let received = receiveMessageOnPort(inbox); received; received = receiveMessageOnPort(inbox))
+      take(received.message as WorkerMessage);
+  };
+  for (let chunk = Atomics.add(claimed, 0, 1); chunk < chunks; chunk = Atomics.add(claimed, 0, 1)) {
     analyzeChunk(chunk);
-  await finished;
+    drain();
+  }
+  if (!done)
+    await new Promise<void>((resolve) => {
+      inbox.on("message", (message: WorkerMessage) => {
+        take(message);
+        if (done) resolve();
+      });
+      // A worker that fails leaves its claimed chunks undelivered; they are analysed here below.
+      worker.on("error", () => resolve());
+      worker.on("exit", () => resolve());
+      // Delivered between the last drain and listening.
+      drain();
+      if (done) resolve();
+    });
+  inbox.close();
   await worker.terminate();
   return analyzeRest();
 }

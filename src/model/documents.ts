@@ -1,6 +1,9 @@
 import type { Assignment, Fleet, Node } from "./generated.js";
 import type { DocumentKind } from "./schema.js";
 
+/** The one file whose Fleet document counts, at the root of the repository. */
+export const FLEET_FILE = "steward.yaml";
+
 /** A schema-valid document and where it came from. */
 export interface SourcedDocument<T> {
   file: string;

@@ -17,21 +17,14 @@ import {
 import { bytesHash } from "./canonical.js";
 import type { Diagnostic } from "./diagnostics.js";
 import { hasErrors, sortDiagnostics } from "./diagnostics.js";
-import type {
-  AnyDocument,
-  AssignmentDocument,
-  FleetDocument,
-  NodeDocument,
-  SourcedDocument,
-} from "./documents.js";
+import { type AnyDocument, FLEET_FILE, type FleetDocument, type SourcedDocument } from "./documents.js";
 import { EnvironmentError } from "./errors.js";
 import type { Finding } from "./findings.js";
 import { fleetSettings } from "./fleet.js";
-import type { Assignment, Fleet } from "./generated.js";
-import { placeAll } from "./placement.js";
-import { type DesiredState, type MissingVariable, renderInstances, type SourceContent } from "./render.js";
+import type { Assignment } from "./generated.js";
+import { DeferredInstances, type DesiredState, Rendering, type SourceContent } from "./render.js";
 import { quoteFix } from "./schema.js";
-import { semanticFindings } from "./semantic.js";
+import { FleetChecks } from "./semantic.js";
 import { locate, yamlText } from "./yaml.js";
 
 /** A file of the repository: its path relative to the root (`/`-separated) and a content id if known. */
@@ -50,6 +43,12 @@ export interface RepoSource {
    * read and analyse them on a second thread as well.
    */
   directory?: string;
+  /**
+   * The files that differ from those of `earlier` (a source an earlier load was given): by path,
+   * the file now, or undefined where there is none any more. Undefined when this source cannot
+   * tell; the loader then compares `files()` whole.
+   */
+  changesSince?(earlier: RepoSource): ReadonlyMap<string, RepoFile | undefined> | undefined;
 }
 
 export type { FileAnalysis } from "./analyze.js";
@@ -69,7 +68,7 @@ export interface LoadResult {
   lineOf(file: string, line: number): string | undefined;
 }
 
-export const FLEET_FILE = "steward.yaml";
+export { FLEET_FILE } from "./documents.js";
 
 const TEMPLATE_VARIABLES = [
   "node.name",
@@ -101,89 +100,381 @@ function ignorePatterns(analysis: FileAnalysis): string[] {
   return [];
 }
 
-/** Loads, validates and renders a fleet repository. Never throws for bad content. */
-export async function loadRepo(
-  source: RepoSource,
-  options: { cache?: AnalysisCache } = {},
-): Promise<LoadResult> {
-  const cache = options.cache;
-  // Sorted, so "first" and "second" (duplicate names, conflicts) do not depend on directory order.
-  const files = [...(await source.files())].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
-  const byPath = new Map(files.map((f) => [f.path, f]));
-  const texts = new Map<string, string | undefined>();
-  const diagnostics: Diagnostic[] = [];
-  const used = new Set<string>();
+/** A file the loader analysed (steward.yaml, and YAML files neither hidden nor ignored), as last loaded. */
+interface FileEntry {
+  path: string;
+  id: string | undefined;
+  analysis: FileAnalysis;
+  /** `source:` paths named by its valid assignments: files read as content, not as documents. */
+  sources: readonly string[];
+  /** Whether its documents are fleet documents (it is not read by a `source:`). */
+  member: boolean;
+  /** Its documents, when a member. */
+  documents: AnyDocument[];
+  /** Its own diagnostics (parsing, schemas), when a member. */
+  diagnostics: Diagnostic[];
+}
 
-  // A cache hit stays synchronous: a warm sync of a large fleet is mostly hits.
-  const cached = (file: RepoFile): FileAnalysis | undefined => {
-    used.add(file.id ?? "");
-    return file.id ? cache?.get(file.id) : undefined;
-  };
-  const analyze = async (file: RepoFile): Promise<FileAnalysis> => {
-    let bytes: Uint8Array;
-    try {
-      bytes = await source.read(file);
-    } catch (error) {
-      return unreadable(error);
-    }
-    const analysis = analyzeFile(bytes);
-    if (file.id && cache) cache.set(file.id, analysis);
-    return analysis;
-  };
+/** `source:` paths of an analysis' valid assignments. */
+function sourcesOf(analysis: FileAnalysis): string[] {
+  const out: string[] = [];
+  for (const doc of analysis.documents)
+    if (doc.kind === "Assignment" && doc.findings.length === 0)
+      for (const resource of (doc.value as Assignment).spec.resources)
+        if ("source" in resource && resource.source) out.push(resource.source);
+  return out;
+}
 
-  // steward.yaml first: it says which files to ignore.
-  const fleetFile = byPath.get(FLEET_FILE);
-  let ignore: string[] = [];
-  const analyses = new Map<string, FileAnalysis>();
-  if (fleetFile) {
-    const analysis = cached(fleetFile) ?? (await analyze(fleetFile));
-    analyses.set(FLEET_FILE, analysis);
-    ignore = ignorePatterns(analysis);
-  }
-  // picomatch is loaded only for a repository that ignores something.
-  const ignored =
-    ignore.length > 0
-      ? (createRequire(import.meta.url)("picomatch") as typeof import("picomatch"))(ignore, { dot: true })
-      : () => false;
-  const candidates = files.filter(
-    (f) => f.path !== FLEET_FILE && isYaml(f.path) && !hidden(f.path) && !ignored(f.path),
-  );
-  // Plain files of a directory (nothing to serve from a cache) may be analysed on two threads.
-  const cacheable = cache !== undefined && candidates.some((f) => f.id !== undefined);
-  if (source.directory !== undefined && !cacheable) {
-    const paths = candidates.map((f) => f.path);
-    const analysed = await analyzeDirectoryFiles(source.directory, paths);
-    for (const [i, path] of paths.entries()) analyses.set(path, analysed[i]!);
-  } else for (const file of candidates) analyses.set(file.path, cached(file) ?? (await analyze(file)));
+function byPath(a: RepoFile, b: RepoFile): number {
+  return a.path < b.path ? -1 : a.path > b.path ? 1 : 0;
+}
 
-  // Files referenced by `source:` are content, not documents, even when they are YAML.
-  const sourcePaths = new Set<string>();
-  for (const analysis of analyses.values())
-    for (const doc of analysis.documents)
-      if (doc.kind === "Assignment" && doc.findings.length === 0)
-        for (const resource of (doc.value as Assignment).spec.resources)
-          if ("source" in resource && resource.source) sourcePaths.add(resource.source);
+/** The files sorted by path ("first" and "second" must not depend on listing order); the list itself when it is. */
+function sortedFiles(files: readonly RepoFile[]): readonly RepoFile[] {
+  for (let i = 1; i < files.length; i++)
+    if (files[i - 1]!.path >= files[i]!.path) return [...files].sort(byPath);
+  return files;
+}
 
-  // The text of a file with a diagnostic, for its position and source line. A file analysed on the
-  // other thread comes without its text, and is read again here.
-  const textOf = (path: string): string | undefined => {
-    if (texts.has(path)) return texts.get(path);
-    let text = analyses.get(path)?.parsed.text;
-    const file = byPath.get(path);
-    if (text === undefined && file) {
-      try {
-        const bytes = source.read(file);
-        if (bytes instanceof Promise) bytes.catch(() => {});
-        else text = yamlText(bytes);
-      } catch {
-        // Unreadable now: the diagnostic keeps its file and loses its position.
+const notIgnored = () => false;
+
+/**
+ * What the last load of a repository found, so the next load works by difference: it compares the
+ * two file lists (git trees give the same RepoFile for an unchanged file), analyses the files that
+ * changed, and hands their documents' changes to FleetChecks and Rendering. A first load is the same
+ * code with every file new.
+ */
+class LoadState {
+  /** The files of the last load, by path. */
+  private files = new Map<string, RepoFile>();
+  /** The source of the last load, for the next one's `changesSince`. */
+  private source?: RepoSource;
+  /** Counts loads, so a result knows whether the state still describes its revision. */
+  private version = 0;
+  /** The instances of the last load, if nobody asked for them yet. */
+  private unrendered?: DeferredInstances;
+  private readonly entries = new Map<string, FileEntry>();
+  private ignore: string[] = [];
+  private ignored: (path: string) => boolean = notIgnored;
+  /** How many analysed files name each `source:` path. */
+  private readonly sourceRefs = new Map<string, number>();
+  /** Entries with diagnostics of their own. */
+  private readonly flagged = new Set<FileEntry>();
+  /** How many entries have each content id: the cache keeps the analyses of the repository's files only. */
+  private readonly idRefs = new Map<string, number>();
+  private readonly checks = new FleetChecks();
+  private readonly rendering = new Rendering();
+  private sources = new Map<string, SourceContent>();
+  private fleetDocument?: FleetDocument;
+  /** Located diagnostics of findings, for findings that survive a load unchanged. */
+  private readonly located = new WeakMap<
+    Finding,
+    { document: SourcedDocument<unknown>; diagnostic: Diagnostic }
+  >();
+  busy = false;
+
+  async load(source: RepoSource, cache: AnalysisCache | undefined): Promise<LoadResult> {
+    this.unrendered?.render();
+    // What changed: files gone, and files new or with other content (no id: always read again);
+    // `paths` are the files added or removed.
+    const gone: string[] = [];
+    const changed: RepoFile[] = [];
+    const paths: string[] = [];
+    const delta = this.source !== undefined ? source.changesSince?.(this.source) : undefined;
+    let files: Map<string, RepoFile>;
+    if (delta) {
+      // Told by the source: the file map is changed where it changed, in place (a load that fails
+      // from here on drops the whole state, see loadRepo).
+      files = this.files;
+      for (const [path, file] of delta) {
+        const was = files.get(path);
+        if (file === undefined) {
+          if (!was) continue;
+          files.delete(path);
+          gone.push(path);
+          paths.push(path);
+          continue;
+        }
+        if (!was) paths.push(path);
+        if (!was || was.id === undefined || was.id !== file.id) changed.push(file);
+        files.set(path, file);
       }
+      changed.sort(byPath);
+    } else {
+      const before = this.files;
+      files = new Map();
+      for (const file of sortedFiles(await source.files())) files.set(file.path, file);
+      for (const file of files.values()) {
+        const was = before.get(file.path);
+        if (!was) paths.push(file.path);
+        if (!was || (was !== file && (was.id === undefined || was.id !== file.id))) changed.push(file);
+      }
+      if (before.size > 0)
+        for (const path of before.keys())
+          if (!files.has(path)) {
+            gone.push(path);
+            paths.push(path);
+          }
     }
-    texts.set(path, text);
-    return text;
-  };
-  const documents: AnyDocument[] = [];
-  const push = (document: SourcedDocument<unknown>, finding: Finding) => {
+
+    const analyze = async (file: RepoFile): Promise<FileAnalysis> => {
+      const hit = file.id ? cache?.get(file.id) : undefined;
+      if (hit) return hit;
+      let bytes: Uint8Array;
+      try {
+        bytes = await source.read(file);
+      } catch (error) {
+        return unreadable(error);
+      }
+      const analysis = analyzeFile(bytes);
+      if (file.id && cache) cache.set(file.id, analysis);
+      return analysis;
+    };
+
+    // steward.yaml first: it says which files to ignore.
+    // Per path: its new analysis, or undefined when it is analysed no more.
+    const analyses = new Map<string, Analysed | undefined>();
+    for (const path of gone) if (this.entries.has(path)) analyses.set(path, undefined);
+    const fleetFile = changed.find((file) => file.path === FLEET_FILE);
+    let ignore = this.ignore;
+    let ignored = this.ignored;
+    if (fleetFile) {
+      const analysis = await analyze(fleetFile);
+      analyses.set(FLEET_FILE, { file: fleetFile, analysis });
+      ignore = ignorePatterns(analysis);
+    } else if (gone.includes(FLEET_FILE)) ignore = [];
+    const toAnalyze: RepoFile[] = [];
+    const analysable = (path: string) => isYaml(path) && !hidden(path) && !ignored(path);
+    if (ignore.join("\0") !== this.ignore.join("\0")) {
+      // picomatch is loaded only for a repository that ignores something.
+      ignored =
+        ignore.length > 0
+          ? (createRequire(import.meta.url)("picomatch") as typeof import("picomatch"))(ignore, { dot: true })
+          : notIgnored;
+      // Other ignore patterns: any file may come in or go out.
+      const again = new Set(changed);
+      for (const file of sortedFiles([...files.values()])) {
+        if (file.path === FLEET_FILE) continue;
+        if (analysable(file.path)) {
+          if (again.has(file) || !this.entries.has(file.path)) toAnalyze.push(file);
+        } else if (this.entries.has(file.path)) analyses.set(file.path, undefined);
+      }
+    } else
+      for (const file of changed) {
+        if (file.path === FLEET_FILE) continue;
+        if (analysable(file.path)) toAnalyze.push(file);
+        else if (this.entries.has(file.path)) analyses.set(file.path, undefined);
+      }
+
+    // Plain files of a directory (nothing to serve from a cache) may be analysed on two threads.
+    const cacheable = cache !== undefined && toAnalyze.some((f) => f.id !== undefined);
+    if (source.directory !== undefined && !cacheable && toAnalyze.length > 0) {
+      const list = toAnalyze.map((f) => f.path);
+      const analysed = await analyzeDirectoryFiles(source.directory, list);
+      for (const [i, file] of toAnalyze.entries()) analyses.set(file.path, { file, analysis: analysed[i]! });
+    } else for (const file of toAnalyze) analyses.set(file.path, { file, analysis: await analyze(file) });
+
+    // From here on the state is updated, without waiting for anything.
+    this.files = files;
+    this.source = source;
+    const version = ++this.version;
+    this.ignore = ignore;
+    this.ignored = ignored;
+    const documents = this.updateFiles(analyses, source, files, cache);
+    const { all, assignments } = this.checks.update({
+      ...documents,
+      paths,
+      exists: (path) => files.has(path),
+    });
+    this.rendering.invalidate(all, assignments);
+
+    const texts = new Map<string, string | undefined>();
+    const textOf = (path: string) => {
+      if (!texts.has(path))
+        texts.set(path, this.entries.get(path)?.analysis.parsed.text ?? readText(source, files, path));
+      return texts.get(path);
+    };
+    const diagnostics: Diagnostic[] = [];
+    for (const entry of this.flagged)
+      for (const diagnostic of entry.diagnostics) diagnostics.push(diagnostic);
+    for (const { document, finding } of this.checks.findings())
+      diagnostics.push(this.locate(document, finding, textOf));
+    const result = (ok: boolean): LoadResult => {
+      const sorted = sortDiagnostics(diagnostics);
+      // Texts of the files with a diagnostic now: a later load may change what this one read.
+      for (const diagnostic of sorted) textOf(diagnostic.file);
+      const lines = new Map<string, string[]>();
+      // Files without a diagnostic are read from the files of this load while it is the last.
+      const current = () => this.version === version;
+      return {
+        ok: ok && !hasErrors(sorted),
+        diagnostics: sorted,
+        filesRead: this.entries.size,
+        lineOf(file, line) {
+          let list = lines.get(file);
+          if (!list) {
+            const text = texts.has(file)
+              ? texts.get(file)
+              : current()
+                ? readText(source, files, file)
+                : undefined;
+            if (text === undefined) return undefined;
+            list = text.split(/\r?\n/);
+            lines.set(file, list);
+          }
+          return list[line - 1];
+        },
+      };
+    };
+    if (hasErrors(diagnostics)) return result(false);
+
+    const fleetDocument = this.checks.fleet;
+    if (fleetDocument !== this.fleetDocument) {
+      this.fleetDocument = fleetDocument;
+      this.rendering.invalidate(true);
+    }
+    const fleet = fleetSettings(fleetDocument?.value.spec);
+    if (!(await this.readSources(source, files, diagnostics))) return result(false);
+    const declared = this.checks.assignments;
+    const missing = this.rendering.check(declared, this.checks.placements);
+    if (missing.length > 0) {
+      const reported = new Set<string>();
+      for (const { assignment, node, path, variable } of missing) {
+        const id = `${assignment.file}|${path.join("/")}|${variable}`;
+        if (reported.has(id)) continue;
+        reported.add(id);
+        const finding = templateFinding(assignment.value.metadata.name, node, path, variable);
+        diagnostics.push(this.locate(assignment, finding, textOf));
+      }
+      return result(false);
+    }
+    const loaded = result(true);
+    // Instances are rendered when first asked for (`steward validate` only counts them), and at
+    // the latest when the next load starts, while the state still is this load's.
+    const sources = this.sources;
+    const instances = new DeferredInstances(this.rendering.size, () => {
+      if (this.unrendered === instances) this.unrendered = undefined;
+      return this.rendering.render(fleet, declared, this.checks.placements, sources);
+    });
+    this.unrendered = instances;
+    loaded.desired = { fleet, nodes: this.checks.nodes, assignments: declared, instances };
+    return loaded;
+  }
+
+  /**
+   * Applies new analyses (undefined: no longer analysed) to the entries; returns the documents
+   * that left and came, including those of files that a `source:` now reads, or reads no more.
+   */
+  private updateFiles(
+    analyses: ReadonlyMap<string, Analysed | undefined>,
+    source: RepoSource,
+    files: ReadonlyMap<string, RepoFile>,
+    cache: AnalysisCache | undefined,
+  ): { removed: AnyDocument[]; added: AnyDocument[] } {
+    const removed: AnyDocument[] = [];
+    const added: AnyDocument[] = [];
+    const flipped = new Set<string>();
+    const refer = (path: string, delta: number) => {
+      const count = (this.sourceRefs.get(path) ?? 0) + delta;
+      if (count === 0) this.sourceRefs.delete(path);
+      else this.sourceRefs.set(path, count);
+      if (count === 0 || count === delta) flipped.add(path);
+    };
+    const fresh: FileEntry[] = [];
+    // Ids no entry has any more, dropped from the cache once every entry is in (a moved file keeps its id).
+    const unused: string[] = [];
+    for (const [path, next] of analyses) {
+      const old = this.entries.get(path);
+      if (old) {
+        this.leave(old, removed);
+        for (const used of old.sources) refer(used, -1);
+        this.entries.delete(path);
+        if (old.id !== undefined) {
+          const count = this.idRefs.get(old.id)! - 1;
+          if (count > 0) this.idRefs.set(old.id, count);
+          else {
+            this.idRefs.delete(old.id);
+            unused.push(old.id);
+          }
+        }
+      }
+      if (!next) continue;
+      const entry: FileEntry = {
+        path,
+        id: next.file.id,
+        analysis: next.analysis,
+        sources: sourcesOf(next.analysis),
+        member: false,
+        documents: [],
+        diagnostics: [],
+      };
+      for (const used of entry.sources) refer(used, 1);
+      this.entries.set(path, entry);
+      if (entry.id !== undefined) this.idRefs.set(entry.id, (this.idRefs.get(entry.id) ?? 0) + 1);
+      fresh.push(entry);
+    }
+    for (const id of unused) if (!this.idRefs.has(id)) cache?.delete(id);
+    const texts = new Map<string, string | undefined>();
+    const textOf = (path: string) => {
+      if (!texts.has(path))
+        texts.set(path, this.entries.get(path)?.analysis.parsed.text ?? readText(source, files, path));
+      return texts.get(path);
+    };
+    const consider = new Set(fresh);
+    for (const path of flipped) {
+      const entry = this.entries.get(path);
+      if (entry) consider.add(entry);
+    }
+    for (const entry of consider) {
+      // Files referenced by `source:` are content, not documents, even when they are YAML.
+      const member = entry.path === FLEET_FILE || !this.sourceRefs.has(entry.path);
+      if (member === entry.member) continue;
+      if (!member) {
+        this.leave(entry, removed);
+        continue;
+      }
+      entry.member = true;
+      entry.documents = entry.analysis.documents.map(
+        // Every document gets the same shape (kind and name present, maybe undefined): the checks
+        // read these fields on thousands of documents, and one shape keeps those reads fast.
+        (doc): AnyDocument => ({
+          file: entry.path,
+          index: doc.index,
+          value: doc.value,
+          valid: doc.findings.length === 0,
+          kind: doc.kind || undefined,
+          name: doc.name || undefined,
+        }),
+      );
+      for (const document of entry.documents) added.push(document);
+      for (const problem of entry.analysis.parsed.problems)
+        entry.diagnostics.push({ ...problem, file: entry.path });
+      for (const [i, document] of entry.documents.entries())
+        for (const finding of entry.analysis.documents[i]!.findings)
+          entry.diagnostics.push(this.locate(document, finding, textOf));
+      if (entry.diagnostics.length > 0) this.flagged.add(entry);
+    }
+    return { removed, added };
+  }
+
+  /** Takes an entry's documents out of the repository's documents. */
+  private leave(entry: FileEntry, removed: AnyDocument[]): void {
+    if (!entry.member) return;
+    for (const document of entry.documents) removed.push(document);
+    entry.member = false;
+    entry.documents = [];
+    entry.diagnostics = [];
+    this.flagged.delete(entry);
+  }
+
+  /** A finding at its file, line and column (the same finding of the same document is located once). */
+  private locate(
+    document: SourcedDocument<unknown>,
+    finding: Finding,
+    textOf: (path: string) => string | undefined,
+  ): Diagnostic {
+    const known = this.located.get(finding);
+    if (known?.document === document) return known.diagnostic;
     const text = textOf(document.file);
     const pos =
       text !== undefined ? locate(text, document.index, finding.path, finding.key) : { line: 1, column: 1 };
@@ -200,105 +491,112 @@ export async function loadRepo(
       const raw = rawScalar(text, pos.line, pos.column);
       if (raw) diagnostic.fix = quoteFix(finding.path, finding.unquoted, raw);
     }
-    diagnostics.push(diagnostic);
-  };
-  for (const [path, analysis] of analyses) {
-    if (sourcePaths.has(path) && path !== FLEET_FILE) continue;
-    for (const problem of analysis.parsed.problems) diagnostics.push({ ...problem, file: path });
-    const fileDocuments = documentsOf(analysis, path, cache !== undefined);
-    for (let i = 0; i < fileDocuments.length; i++) {
-      const document = fileDocuments[i]!;
-      documents.push(document);
-      for (const finding of analysis.documents[i]!.findings) push(document, finding);
-    }
+    this.located.set(finding, { document, diagnostic });
+    return diagnostic;
   }
 
-  const nodes = new Map<string, NodeDocument>();
-  const assignments = new Map<string, AssignmentDocument>();
-  const invalidNames = new Set<string>();
-  let fleetDocument: FleetDocument | undefined;
-  for (const doc of documents) {
-    if (!doc.kind) continue;
-    if (!doc.valid) {
-      if (doc.name) invalidNames.add(`${doc.kind}/${doc.name}`);
-      continue;
+  /**
+   * Reads the files named by `source:` (again only when their id changed) and marks the assignments
+   * reading a changed one for rendering. False, with a diagnostic, when one cannot be read.
+   */
+  private async readSources(
+    source: RepoSource,
+    files: ReadonlyMap<string, RepoFile>,
+    diagnostics: Diagnostic[],
+  ): Promise<boolean> {
+    const sources = new Map<string, SourceContent>();
+    const changed: string[] = [];
+    let readable = true;
+    for (const path of this.sourceRefs.keys()) {
+      const file = files.get(path);
+      if (!file) continue;
+      const known = this.sources.get(path);
+      if (known && file.id !== undefined && known.id === file.id) {
+        sources.set(path, known);
+        continue;
+      }
+      let bytes: Uint8Array;
+      try {
+        bytes = await source.read(file);
+      } catch (error) {
+        diagnostics.push({ ...unreadable(error).parsed.problems[0]!, file: path });
+        readable = false;
+        continue;
+      }
+      const content = { id: file.id ?? bytesHash(bytes), bytes };
+      sources.set(path, content);
+      if (known?.id !== content.id) changed.push(path);
     }
-    if (doc.kind === "Node" && !nodes.has(doc.name!)) nodes.set(doc.name!, doc as NodeDocument);
-    else if (doc.kind === "Assignment" && !assignments.has(doc.name!))
-      assignments.set(doc.name!, doc as AssignmentDocument);
-    else if (doc.kind === "Fleet" && doc.file === FLEET_FILE && !fleetDocument)
-      fleetDocument = doc as FleetDocument;
+    for (const path of this.sources.keys()) if (!sources.has(path)) changed.push(path);
+    this.sources = sources;
+    for (const path of changed) this.rendering.invalidate(false, this.checks.readersOf(path));
+    return readable;
   }
-  const sortedNodes = sortedByName(nodes);
-  const sortedAssignments = sortedByName(assignments);
-  const placements = placeAll(
-    [...sortedAssignments.values()].map((doc) => doc.value),
-    sortedNodes,
-  );
-  for (const { document, finding } of semanticFindings({
-    documents,
-    nodes: sortedNodes,
-    assignments: sortedAssignments,
-    invalidNames,
-    exists: (path) => byPath.has(path),
-    placements,
-  }))
-    push(document, finding);
+}
 
-  // Drop cache entries no longer in the tree, so the cache tracks the repo, not its history.
-  if (cache) for (const id of cache.keys()) if (!used.has(id)) cache.delete(id);
+/** An analysis and the file it is of. */
+interface Analysed {
+  file: RepoFile;
+  analysis: FileAnalysis;
+}
 
-  const sorted = sortDiagnostics(diagnostics);
-  const lines = new Map<string, string[]>();
-  const lineOf = (file: string, line: number) => {
-    let list = lines.get(file);
-    if (!list) {
-      const text = textOf(file);
-      if (text === undefined) return undefined;
-      list = text.split(/\r?\n/);
-      lines.set(file, list);
+/** The text of a file read again (one analysed on the other thread comes without it); undefined if it cannot be. */
+function readText(
+  source: RepoSource,
+  files: ReadonlyMap<string, RepoFile>,
+  path: string,
+): string | undefined {
+  const file = files.get(path);
+  if (!file) return undefined;
+  try {
+    const bytes = source.read(file);
+    if (bytes instanceof Promise) {
+      bytes.catch(() => {});
+      return undefined;
     }
-    return list[line - 1];
-  };
-  const result: LoadResult = {
-    ok: !hasErrors(sorted),
-    diagnostics: sorted,
-    filesRead: analyses.size,
-    lineOf,
-  };
-  if (!result.ok) return result;
-
-  const fleet = fleetSettings((fleetDocument?.value as Fleet | undefined)?.spec);
-  const sources = new Map<string, SourceContent>();
-  let unreadableSources = false;
-  for (const path of sourcePaths) {
-    const file = byPath.get(path);
-    if (!file) continue;
-    let bytes: Uint8Array;
-    try {
-      bytes = await source.read(file);
-    } catch (error) {
-      diagnostics.push({ ...unreadable(error).parsed.problems[0]!, file: path });
-      unreadableSources = true;
-      continue;
-    }
-    sources.set(path, { id: file.id ?? bytesHash(bytes), bytes });
+    return yamlText(bytes);
+  } catch {
+    // Unreadable now: the diagnostic keeps its file and loses its position.
+    return undefined;
   }
-  if (unreadableSources) return { ...result, ok: false, diagnostics: sortDiagnostics(diagnostics) };
-  const missing: MissingVariable[] = [];
-  const instances = renderInstances(fleet, sortedNodes, sortedAssignments, sources, missing, placements);
-  if (missing.length > 0) {
-    const reported = new Set<string>();
-    for (const { assignment, node, path, variable } of missing) {
-      const id = `${assignment.file}|${path.join("/")}|${variable}`;
-      if (reported.has(id)) continue;
-      reported.add(id);
-      push(assignment, templateFinding(assignment.value.metadata.name, node, path, variable));
-    }
-    return { ...result, ok: false, diagnostics: sortDiagnostics(diagnostics) };
+}
+
+/** What the last load with each cache found (see LoadState). */
+const states = new WeakMap<AnalysisCache, LoadState>();
+
+/**
+ * Loads, validates and renders a fleet repository. Never throws for bad content. With a cache, the
+ * next load of the same repository works by difference with this one: its work grows with what
+ * changed, not with the size of the repository.
+ */
+export async function loadRepo(
+  source: RepoSource,
+  options: { cache?: AnalysisCache } = {},
+): Promise<LoadResult> {
+  let cache = options.cache;
+  let state = cache ? states.get(cache) : undefined;
+  if (cache && !state) {
+    state = new LoadState();
+    states.set(cache, state);
   }
-  result.desired = { fleet, nodes: sortedNodes, assignments: sortedAssignments, instances };
-  return result;
+  if (!state || state.busy) {
+    // A load already running with this cache (not done by the syncer, which waits): start afresh.
+    if (state) cache = undefined;
+    state = new LoadState();
+  }
+  state.busy = true;
+  try {
+    return await state.load(source, cache);
+  } catch (error) {
+    // Never leave a half-updated state behind: the next load starts afresh.
+    if (cache) {
+      states.delete(cache);
+      cache.clear();
+    }
+    throw error;
+  } finally {
+    state.busy = false;
+  }
 }
 
 /** The plain scalar written at line:column of `text` (`1.10`, `0o644`), if there is one. */
@@ -337,46 +635,6 @@ function templateFinding(
     message: `\${${variable}} is not a template variable`,
     fix: `use one of ${TEMPLATE_VARIABLES}, or write $\${...} for a literal \${`,
   };
-}
-
-function sortedByName<T>(map: Map<string, T>): Map<string, T> {
-  let previous: string | undefined;
-  let sorted = true;
-  for (const key of map.keys()) {
-    if (previous !== undefined && previous > key) {
-      sorted = false;
-      break;
-    }
-    previous = key;
-  }
-  // Files are listed in path order, so names usually arrive sorted already.
-  if (sorted) return map;
-  return new Map([...map.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
-}
-
-/**
- * The documents of a file at a path; with a cache (a long-lived loader) they are kept with the
- * analysis, so their identity survives a sync.
- */
-const fileDocuments = new WeakMap<FileAnalysis, { path: string; documents: AnyDocument[] }>();
-
-function documentsOf(analysis: FileAnalysis, path: string, remember: boolean): AnyDocument[] {
-  const known = remember ? fileDocuments.get(analysis) : undefined;
-  if (known?.path === path) return known.documents;
-  // Every document gets the same shape (kind and name present, maybe undefined): the checks read
-  // these fields on thousands of documents, and one shape keeps those reads fast.
-  const documents = analysis.documents.map(
-    (doc): AnyDocument => ({
-      file: path,
-      index: doc.index,
-      value: doc.value,
-      valid: doc.findings.length === 0,
-      kind: doc.kind || undefined,
-      name: doc.name || undefined,
-    }),
-  );
-  if (remember) fileDocuments.set(analysis, { path, documents });
-  return documents;
 }
 
 /** A RepoSource over a directory: every file below it, skipping dot-directories like .git. */

@@ -10,6 +10,12 @@ function byName(a: Node, b: Node): number {
   return a.metadata.name < b.metadata.name ? -1 : a.metadata.name > b.metadata.name ? 1 : 0;
 }
 
+function isDocumentMap(
+  nodes: ReadonlyMap<string, NodeDocument> | Iterable<Node>,
+): nodes is ReadonlyMap<string, NodeDocument> {
+  return typeof (nodes as ReadonlyMap<string, NodeDocument>).get === "function";
+}
+
 /** Nodes by name and by `label=value`, each list sorted by node name. */
 export class NodeIndex {
   private readonly all: Node[];
@@ -17,10 +23,10 @@ export class NodeIndex {
   private readonly labelled = new Map<string, Node[]>();
 
   constructor(nodes: ReadonlyMap<string, NodeDocument> | Iterable<Node>) {
-    const values =
-      nodes instanceof Map
-        ? [...(nodes as ReadonlyMap<string, NodeDocument>).values()].map((doc) => doc.value)
-        : [...(nodes as Iterable<Node>)];
+    // Any ReadonlyMap (a SortedMap of the loader too), or plain nodes.
+    const values = isDocumentMap(nodes)
+      ? [...nodes.values()].map((doc) => doc.value)
+      : [...(nodes as Iterable<Node>)];
     this.all = values.sort(byName);
     for (const node of this.all) {
       if (!this.named.has(node.metadata.name)) this.named.set(node.metadata.name, node);

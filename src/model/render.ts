@@ -7,10 +7,12 @@
 import { createHash } from "node:crypto";
 import { canonicalJson } from "./canonical.js";
 import type { AssignmentDocument, NodeDocument } from "./documents.js";
+import { factsOf, resourceName } from "./facts.js";
 import { type EffectiveBudget, effectiveBudget, type FleetSettings } from "./fleet.js";
 import type { Assignment, Bundle, InstanceSpec, Node, Probe, Resource, Rollout } from "./generated.js";
 import { NodeIndex } from "./placement.js";
-import { hasReferences, substitute } from "./template.js";
+import { emptySorted, SortedMap } from "./sorted.js";
+import { hasReferences, lookup, substitute } from "./template.js";
 
 /** One assignment on one node: the unit of convergence. */
 export interface Instance {
@@ -30,10 +32,12 @@ export interface Instance {
 /** What the repository says should be true: validated documents and every rendered instance. */
 export interface DesiredState {
   fleet: FleetSettings;
-  nodes: Map<string, NodeDocument>;
-  assignments: Map<string, AssignmentDocument>;
+  /** By name, sorted by name. */
+  nodes: ReadonlyMap<string, NodeDocument>;
+  /** By name, sorted by name. */
+  assignments: ReadonlyMap<string, AssignmentDocument>;
   /** By instance key, sorted by key. */
-  instances: Map<string, Instance>;
+  instances: ReadonlyMap<string, Instance>;
 }
 
 export function instanceKey(assignment: string, node: string): string {
@@ -46,12 +50,7 @@ export interface SourceContent {
   bytes: Uint8Array;
 }
 
-/** The name a resource is known by: its `name`, or its path for files, directories and symlinks. */
-export function resourceName(resource: Resource): string {
-  if (resource.name) return resource.name;
-  if ("path" in resource) return resource.path;
-  return resource.kind;
-}
+export { resourceName } from "./facts.js";
 
 /** Whether the assignment selects this node, by name or by labels. */
 export function selects(assignment: Assignment, node: Node): boolean {
@@ -235,44 +234,248 @@ export function placement(assignment: Assignment, nodes: ReadonlyMap<string, Nod
   return new NodeIndex(nodes).place(assignment);
 }
 
-/**
- * Every instance of the repository, keyed and sorted by instance key. `placements` (by assignment
- * name, as computed by `placeAll`) saves placing the assignments again when the caller has them.
- * Instances whose assignment, node, sources and fleet defaults are unchanged since the last call are
- * returned as they were (same objects, no re-rendering).
- */
-export function renderInstances(
+/** The instances of one assignment, in the order of the nodes it is placed on, with what they lack. */
+function renderAssignment(
+  assignment: AssignmentDocument,
+  placed: readonly Node[],
   fleet: FleetSettings,
-  nodes: ReadonlyMap<string, NodeDocument>,
-  assignments: ReadonlyMap<string, AssignmentDocument>,
   sources: ReadonlyMap<string, SourceContent>,
-  missing: MissingVariable[] = [],
-  placements?: ReadonlyMap<string, readonly Node[]>,
-): Map<string, Instance> {
-  const index = placements ? undefined : new NodeIndex(nodes);
-  const list: Instance[] = [];
-  for (const assignment of assignments.values()) {
-    const plan = planFor(assignment, fleet, sources);
-    const placed = placements?.get(assignment.value.metadata.name) ?? index?.place(assignment.value) ?? [];
-    // Keep only this rendering's instances, so a removed node is not held by the plan.
-    const previous = plan.instances;
-    plan.instances = new Map();
-    for (const node of placed) {
-      let instance = previous.get(node);
-      if (!instance) {
-        const before = missing.length;
-        instance = render(assignment, plan, node, sources, missing);
-        if (missing.length > before) {
-          list.push(instance);
-          continue;
-        }
+  missing: MissingVariable[],
+): Instance[] {
+  const plan = planFor(assignment, fleet, sources);
+  // Keep only this rendering's instances, so a removed node is not held by the plan.
+  const previous = plan.instances;
+  plan.instances = new Map();
+  const out: Instance[] = [];
+  for (const node of placed) {
+    let instance = previous.get(node);
+    if (!instance) {
+      const before = missing.length;
+      instance = render(assignment, plan, node, sources, missing);
+      if (missing.length > before) {
+        out.push(instance);
+        continue;
       }
-      plan.instances.set(node, instance);
-      list.push(instance);
     }
+    plan.instances.set(node, instance);
+    out.push(instance);
   }
-  list.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-  return new Map(list.map((instance) => [instance.key, instance]));
+  return out;
+}
+
+function byInstanceKey(a: Instance, b: Instance): number {
+  return a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
+}
+
+/** Maps `Rendering.render` made by difference: the map each was made from, and the keys it changed. */
+const derivations = new WeakMap<
+  ReadonlyMap<string, Instance>,
+  { from: ReadonlyMap<string, Instance>; keys: ReadonlySet<string> }
+>();
+
+/**
+ * The keys whose instance may differ between two instance maps of the same repository's loads
+ * (added, removed or rendered again), when `next` was made from `previous` by difference or is the
+ * same map; undefined when that is not known, and every key must be compared.
+ */
+export function changedInstanceKeys(
+  previous: ReadonlyMap<string, Instance>,
+  next: ReadonlyMap<string, Instance>,
+): ReadonlySet<string> | undefined {
+  if (previous instanceof DeferredInstances) previous = previous.render();
+  if (next instanceof DeferredInstances) next = next.render();
+  if (previous === next) return new Set();
+  const derivation = derivations.get(next);
+  return derivation?.from === previous ? derivation.keys : undefined;
+}
+
+/**
+ * A load's instances before they are rendered: the count is known from the placements, and
+ * anything else renders them (once).
+ */
+export class DeferredInstances implements ReadonlyMap<string, Instance> {
+  private rendered?: SortedMap<Instance>;
+
+  constructor(
+    readonly size: number,
+    private readonly make: () => SortedMap<Instance>,
+  ) {}
+
+  /** The rendered instances (rendered now if they were not yet). */
+  render(): SortedMap<Instance> {
+    this.rendered ??= this.make();
+    return this.rendered;
+  }
+
+  get(key: string): Instance | undefined {
+    return this.render().get(key);
+  }
+
+  has(key: string): boolean {
+    return this.render().has(key);
+  }
+
+  forEach(callback: (value: Instance, key: string, map: ReadonlyMap<string, Instance>) => void): void {
+    this.render().forEach((value, key) => {
+      callback(value, key, this);
+    });
+  }
+
+  entries(): MapIterator<[string, Instance]> {
+    return this.render().entries();
+  }
+
+  keys(): MapIterator<string> {
+    return this.render().keys();
+  }
+
+  values(): MapIterator<Instance> {
+    return this.render().values();
+  }
+
+  [Symbol.iterator](): MapIterator<[string, Instance]> {
+    return this.render().entries();
+  }
+
+  get [Symbol.toStringTag](): string {
+    return "DeferredInstances";
+  }
+}
+
+/**
+ * The `${...}` references of `assignment` that have no value on the nodes it is placed on, in the
+ * order rendering meets them (node by node, then resource by resource): what rendering would
+ * report as missing, found without rendering.
+ */
+function missingVariables(assignment: AssignmentDocument, placed: readonly Node[]): MissingVariable[] {
+  const refs = factsOf(assignment.value).references;
+  const missing: MissingVariable[] = [];
+  if (refs.length === 0) return missing;
+  for (const node of placed) {
+    const context = { node, assignment: assignment.value };
+    for (const { path, variable } of refs)
+      if (lookup(variable, context) === undefined)
+        missing.push({ assignment, node: node.metadata.name, path: ["spec", ...path], variable });
+  }
+  return missing;
+}
+
+/** Assignments to work on again: every one, or those named. */
+class Pending {
+  all = true;
+  readonly names = new Set<string>();
+
+  add(all: boolean, names: Iterable<string>): void {
+    if (all) this.all = true;
+    else for (const name of names) this.names.add(name);
+  }
+
+  clear(): void {
+    this.all = false;
+    this.names.clear();
+  }
+}
+
+/**
+ * Every instance of a repository, kept up to date by difference: `invalidate` says which
+ * assignments changed (a load calls it whether or not it renders). `check` finds the `${...}`
+ * without a value in what changed, without rendering; `render` renders what changed and keeps the
+ * rest. Instances whose assignment, node, sources and fleet defaults are unchanged since they were
+ * rendered are returned as they were (same objects). The map `render` returns is never changed
+ * afterwards.
+ */
+export class Rendering {
+  private instances: SortedMap<Instance> = emptySorted();
+  private readonly byAssignment = new Map<string, Instance[]>();
+  /** Missing variables of each assignment that has any. */
+  private readonly lacking = new Map<string, MissingVariable[]>();
+  /** Instances of each assignment as of the last check, and of all of them. */
+  private readonly counts = new Map<string, number>();
+  private total = 0;
+  private readonly toCheck = new Pending();
+  private readonly toRender = new Pending();
+
+  /** Marks assignments (or all of them) to check and render again. */
+  invalidate(all: boolean, assignments: Iterable<string> = []): void {
+    const names = [...assignments];
+    this.toCheck.add(all, names);
+    this.toRender.add(all, names);
+  }
+
+  /**
+   * Every `${...}` without a value, by assignment name, then node, then place in the assignment.
+   * `placements` gives the nodes of each assignment (see NodeIndex).
+   */
+  check(
+    assignments: ReadonlyMap<string, AssignmentDocument>,
+    placements: ReadonlyMap<string, readonly Node[]>,
+  ): MissingVariable[] {
+    const checkOne = (name: string, assignment: AssignmentDocument | undefined) => {
+      const placed = placements.get(name) ?? [];
+      const missing = assignment ? missingVariables(assignment, placed) : [];
+      if (missing.length > 0) this.lacking.set(name, missing);
+      else this.lacking.delete(name);
+      this.total += (assignment ? placed.length : 0) - (this.counts.get(name) ?? 0);
+      if (assignment) this.counts.set(name, placed.length);
+      else this.counts.delete(name);
+    };
+    if (this.toCheck.all) {
+      this.lacking.clear();
+      this.counts.clear();
+      this.total = 0;
+      for (const [name, assignment] of assignments) checkOne(name, assignment);
+    } else for (const name of this.toCheck.names) checkOne(name, assignments.get(name));
+    this.toCheck.clear();
+    const missing: MissingVariable[] = [];
+    for (const name of [...this.lacking.keys()].sort()) missing.push(...this.lacking.get(name)!);
+    return missing;
+  }
+
+  /** How many instances the assignments of the last `check` have. */
+  get size(): number {
+    return this.total;
+  }
+
+  /**
+   * Renders what changed since the last call (call it after a `check` that found nothing
+   * missing). `sources` gives the content of each `source:` file.
+   */
+  render(
+    fleet: FleetSettings,
+    assignments: ReadonlyMap<string, AssignmentDocument>,
+    placements: ReadonlyMap<string, readonly Node[]>,
+    sources: ReadonlyMap<string, SourceContent>,
+  ): SortedMap<Instance> {
+    const renderOne = (name: string, assignment: AssignmentDocument) => {
+      const instances = renderAssignment(assignment, placements.get(name) ?? [], fleet, sources, []);
+      this.byAssignment.set(name, instances);
+      return instances;
+    };
+    if (this.toRender.all) {
+      this.byAssignment.clear();
+      const list: Instance[] = [];
+      for (const [name, assignment] of assignments)
+        for (const instance of renderOne(name, assignment)) list.push(instance);
+      list.sort(byInstanceKey);
+      this.instances = SortedMap.fromSorted(list.map((instance) => [instance.key, instance] as const));
+    } else if (this.toRender.names.size > 0) {
+      const changes = new Map<string, Instance | undefined>();
+      for (const name of this.toRender.names) {
+        for (const instance of this.byAssignment.get(name) ?? []) changes.set(instance.key, undefined);
+        this.byAssignment.delete(name);
+        const assignment = assignments.get(name);
+        if (assignment)
+          for (const instance of renderOne(name, assignment)) changes.set(instance.key, instance);
+      }
+      const previous = this.instances;
+      this.instances = previous.with(changes);
+      // One step back only: the previous map is kept alive by this link, and no older one.
+      derivations.delete(previous);
+      derivations.set(this.instances, { from: previous, keys: new Set(changes.keys()) });
+    }
+    this.toRender.clear();
+    return this.instances;
+  }
 }
 
 /** The message an attempt carries: the instance's whole desired spec at a generation. */

@@ -1,14 +1,28 @@
 /**
  * Checks that need more than one document, or more than the schema can say: names that must exist,
  * cycles, conflicts between assignments, and confinement of paths to a node's roots.
+ *
+ * FleetChecks keeps them up to date by difference: a load says which documents left and which
+ * came, and only the checks those documents take part in run again — the changed assignments, the
+ * assignments that depend on them, and the claimants of what they own. An unchanged document costs
+ * nothing. A change of nodes (or of which names are invalid) places and checks every assignment
+ * again, as a first load does: that is the same code with everything changed.
  */
 import { posix } from "node:path";
-import type { AnyDocument, AssignmentDocument, NodeDocument, SourcedDocument } from "./documents.js";
+import {
+  type AnyDocument,
+  type AssignmentDocument,
+  FLEET_FILE,
+  type FleetDocument,
+  type NodeDocument,
+  type SourcedDocument,
+} from "./documents.js";
+import { type AssignmentFacts, factsOf, findCycle } from "./facts.js";
 import type { Finding } from "./findings.js";
-import type { Assignment, Node, Resource } from "./generated.js";
+import type { Node } from "./generated.js";
 import { containingRoot, hasDotSegments } from "./paths.js";
-import { placeAll } from "./placement.js";
-import { resourceName } from "./render.js";
+import { NodeIndex } from "./placement.js";
+import { emptySorted, type SortedMap } from "./sorted.js";
 import { didYouMean } from "./suggest.js";
 import { substituteString } from "./template.js";
 
@@ -17,20 +31,7 @@ export interface LocatedFinding {
   finding: Finding;
 }
 
-export interface SemanticInput {
-  documents: readonly AnyDocument[];
-  nodes: ReadonlyMap<string, NodeDocument>;
-  assignments: ReadonlyMap<string, AssignmentDocument>;
-  /** Names of documents that exist but failed schema validation (to avoid cascading errors). */
-  invalidNames: ReadonlySet<string>;
-  /** Whether a repo-relative path exists (for `source:`). */
-  exists: (path: string) => boolean;
-  /** Placement of each valid assignment (see `placeAll`); computed here when absent. */
-  placements?: ReadonlyMap<string, readonly Node[]>;
-}
-
 type Push = (document: SourcedDocument<unknown>, finding: Finding) => void;
-
 /** `node "a"`, or `nodes "a", "b" and 3 more`. */
 function nodeList(nodes: readonly Node[]): string {
   const names = nodes.slice(0, 3).map((node) => `"${node.metadata.name}"`);
@@ -40,329 +41,6 @@ function nodeList(nodes: readonly Node[]): string {
 
 /** Missing template values are reported once, by rendering; the checks here only need the text. */
 const ignoreMissing = () => {};
-
-/** A path a resource touches: its field, the path, and for a relative symlink target the link it is relative to. */
-interface ConfinedPath {
-  field: (string | number)[];
-  path: string;
-  relativeTo?: string;
-}
-
-/** Every path-like field of a resource that must be confined to the node's roots. */
-function confinedPaths(resource: Resource): ConfinedPath[] {
-  const out: ConfinedPath[] = [];
-  if ("path" in resource && resource.path) out.push({ field: ["path"], path: resource.path });
-  if (resource.kind === "symlink")
-    out.push(
-      resource.target.startsWith("/")
-        ? { field: ["target"], path: resource.target }
-        : { field: ["target"], path: resource.target, relativeTo: resource.path },
-    );
-  if (resource.kind === "command" && resource.creates)
-    out.push({ field: ["creates"], path: resource.creates });
-  if ((resource.kind === "command" || resource.kind === "service") && resource.cwd)
-    out.push({ field: ["cwd"], path: resource.cwd });
-  if (resource.kind === "container")
-    for (const [i, volume] of (resource.volumes ?? []).entries()) {
-      const host = volume.split(":")[0] ?? "";
-      if (host.startsWith("/")) out.push({ field: ["volumes", i], path: host });
-    }
-  return out;
-}
-
-/** What a resource owns on a host, for conflicts between assignments: `path:/etc/x`, `service:web`... */
-function ownedThing(resource: Resource): string | undefined {
-  switch (resource.kind) {
-    case "file":
-    case "directory":
-    case "symlink":
-      return `path:${posix.normalize(resource.path)}`;
-    case "service":
-    case "container":
-    case "package":
-    case "systemd-unit":
-      return `${resource.kind}:${resource.name}`;
-    default:
-      return undefined;
-  }
-}
-
-function findCycle(edges: ReadonlyMap<string, readonly string[]>): string[] | undefined {
-  const state = new Map<string, 1 | 2>();
-  const stack: string[] = [];
-  const visit = (name: string): string[] | undefined => {
-    state.set(name, 1);
-    stack.push(name);
-    for (const next of edges.get(name) ?? []) {
-      if (!edges.has(next)) continue;
-      const seen = state.get(next);
-      if (seen === 1) return [...stack.slice(stack.indexOf(next)), next];
-      if (seen === undefined) {
-        const cycle = visit(next);
-        if (cycle) return cycle;
-      }
-    }
-    stack.pop();
-    state.set(name, 2);
-    return undefined;
-  };
-  for (const name of edges.keys()) {
-    if (state.has(name)) continue;
-    const cycle = visit(name);
-    if (cycle) return cycle;
-  }
-  return undefined;
-}
-
-function checkDuplicateNames(input: SemanticInput, push: Push): void {
-  // Per kind, so no `kind/name` key is built for each of thousands of documents.
-  const seen = new Map<string, Map<string, AnyDocument>>();
-  let fleet: AnyDocument | undefined;
-  for (const doc of input.documents) {
-    if (doc.kind === "Fleet") {
-      if (doc.file !== "steward.yaml")
-        push(doc, {
-          severity: "error",
-          code: "fleet/location",
-          path: ["kind"],
-          message: "a Fleet document must be in steward.yaml at the root of the repository",
-          fix: "move this document to steward.yaml",
-        });
-      else if (fleet)
-        push(doc, {
-          severity: "error",
-          code: "fleet/duplicate",
-          path: ["kind"],
-          message: `a second Fleet document (the first is ${fleet.file}, document ${fleet.index + 1})`,
-          fix: "keep one Fleet document and merge the settings into it",
-        });
-      else fleet = doc;
-      continue;
-    }
-    if (!doc.kind || !doc.name) continue;
-    let ofKind = seen.get(doc.kind);
-    if (!ofKind) {
-      ofKind = new Map();
-      seen.set(doc.kind, ofKind);
-    }
-    const first = ofKind.get(doc.name);
-    if (first)
-      push(doc, {
-        severity: "error",
-        code: "name/duplicate",
-        path: ["metadata", "name"],
-        message: `${doc.kind} "${doc.name}" is declared twice (also in ${first.file})`,
-        fix: "rename one of them or delete the duplicate",
-      });
-    else ofKind.set(doc.name, doc);
-  }
-}
-
-function checkNodes(input: SemanticInput, push: Push): void {
-  for (const doc of input.nodes.values()) {
-    const spec = doc.value.spec;
-    if (spec.transport === "ssh" && !spec.ssh)
-      push(doc, {
-        severity: "error",
-        code: "node/ssh-missing",
-        path: ["spec", "transport"],
-        message: `node "${doc.value.metadata.name}" uses transport ssh but has no spec.ssh`,
-        fix: "add spec.ssh with host, user and the pinned hostKey",
-      });
-    if (spec.transport === "ssh" && spec.ssh && !spec.ssh.hostKey)
-      push(doc, {
-        severity: "warning",
-        code: "node/host-key",
-        path: ["spec", "ssh"],
-        message: `node "${doc.value.metadata.name}" has no pinned spec.ssh.hostKey; the hub will refuse it unless its known_hosts file has the key`,
-        fix: `add hostKey (from \`ssh-keyscan -t ed25519 ${spec.ssh.host}\`, checked out of band)`,
-      });
-    if (spec.transport !== "ssh" && spec.ssh)
-      push(doc, {
-        severity: "warning",
-        code: "node/ssh-unused",
-        path: ["spec", "ssh"],
-        message: `spec.ssh is ignored: node "${doc.value.metadata.name}" uses transport ${spec.transport}`,
-        fix: "remove spec.ssh or set transport: ssh",
-      });
-    for (const [i, root] of spec.roots.entries())
-      if (hasDotSegments(root))
-        push(doc, {
-          severity: "error",
-          code: "path/dot-segments",
-          path: ["spec", "roots", i],
-          message: `root ${JSON.stringify(root)} has \`.\` or \`..\` segments`,
-          fix: "write the root as a canonical absolute path",
-        });
-  }
-}
-
-/** Per node, what each assignment's resources own there, to find two managing the same thing. */
-type Owners = Map<string, Ownership>;
-
-/** A resource claiming a thing on some nodes. */
-interface Claim {
-  doc: AssignmentDocument;
-  index: number;
-}
-
-/**
- * Who owns one thing (`path:/etc/x`), on which nodes. Most things have one claim, kept as it is; a
- * thing claimed again gets a per-node map, so checking is linear in (claims × nodes) of shared things.
- */
-interface Ownership {
-  first: Claim;
-  nodes: readonly Node[];
-  byNode?: Map<Node, Claim>;
-}
-
-/** Records `claim` of `thing` on `nodes`; returns, per earlier claim in its way, the nodes they share. */
-function claimThing(owners: Owners, thing: string, nodes: readonly Node[], claim: Claim): Map<Claim, Node[]> {
-  const clashes = new Map<Claim, Node[]>();
-  const known = owners.get(thing);
-  if (!known) {
-    owners.set(thing, { first: claim, nodes });
-    return clashes;
-  }
-  if (!known.byNode) {
-    known.byNode = new Map();
-    for (const node of known.nodes) known.byNode.set(node, known.first);
-  }
-  for (const node of nodes) {
-    const other = known.byNode.get(node);
-    if (!other) known.byNode.set(node, claim);
-    else if (other.doc !== claim.doc || other.index !== claim.index) {
-      const shared = clashes.get(other);
-      if (shared) shared.push(node);
-      else clashes.set(other, [node]);
-    }
-  }
-  return clashes;
-}
-
-/**
- * What the checks of one assignment need from its own document alone, worked out once per parsed
- * document: its value keeps its identity while its file is unchanged, so a sync of a large fleet
- * re-checks only the documents that changed (the checks across documents still run, as lookups).
- */
-interface AssignmentFacts {
-  /** Findings that depend on this document alone. */
-  findings: Finding[];
-  /** Canonical paths that must be inside the roots of each node it is placed on. */
-  confined: (ConfinedPath & { index: number })[];
-  /** What each resource owns on a host (before per-node substitution). */
-  owned: { index: number; template: string }[];
-  /** Well-formed `source:` paths, which must exist in the repository. */
-  sources: { index: number; source: string }[];
-  /** Resources already reported as duplicates: not reported again as a conflict with themselves. */
-  duplicates: Set<number>;
-}
-
-const assignmentFacts = new WeakMap<Assignment, AssignmentFacts>();
-
-function factsOf(assignment: Assignment): AssignmentFacts {
-  const cached = assignmentFacts.get(assignment);
-  if (cached) return cached;
-  const spec = assignment.spec;
-  const name = assignment.metadata.name;
-  const facts: AssignmentFacts = {
-    findings: [],
-    confined: [],
-    owned: [],
-    sources: [],
-    duplicates: new Set(),
-  };
-  const names = new Map<string, number>();
-  const edges = new Map<string, string[]>();
-  for (const [i, resource] of spec.resources.entries()) {
-    const resName = resourceName(resource);
-    const first = names.get(resName);
-    if (first !== undefined) {
-      facts.duplicates.add(i);
-      facts.findings.push({
-        severity: "error",
-        code: "resource/duplicate",
-        path: ["spec", "resources", i, resource.name ? "name" : "path"],
-        message: `resource "${resName}" is declared twice in assignment "${name}" (first at spec.resources[${first}])`,
-        fix: "remove the duplicate or give each resource its own name",
-      });
-    } else names.set(resName, i);
-    edges.set(resName, resource.dependsOn ?? []);
-    for (const field of confinedPaths(resource)) {
-      if (field.relativeTo === undefined && (hasDotSegments(field.path) || field.path.includes("//")))
-        facts.findings.push({
-          severity: "error",
-          code: "path/dot-segments",
-          path: ["spec", "resources", i, ...field.field],
-          message: `${JSON.stringify(field.path)} is not a canonical path (it has \`.\`, \`..\` or \`//\`)`,
-          fix: "write the absolute path without `.` or `..` segments",
-        });
-      else facts.confined.push({ index: i, ...field });
-    }
-    if ((resource.kind === "file" || resource.kind === "systemd-unit") && resource.source !== undefined) {
-      const source = resource.source;
-      if (source.startsWith("/") || hasDotSegments(source) || source.startsWith("./"))
-        facts.findings.push({
-          severity: "error",
-          code: "source/path",
-          path: ["spec", "resources", i, "source"],
-          message: `source ${JSON.stringify(source)} must be a path relative to the repository root, without \`.\` or \`..\``,
-          fix: 'write it like "files/nginx.conf"',
-        });
-      else facts.sources.push({ index: i, source });
-    }
-    const template = ownedThing(resource);
-    if (template) facts.owned.push({ index: i, template });
-  }
-  for (const [i, resource] of spec.resources.entries()) {
-    for (const [j, dependency] of (resource.dependsOn ?? []).entries())
-      if (!names.has(dependency))
-        facts.findings.push({
-          severity: "error",
-          code: "depends-on/unknown",
-          path: ["spec", "resources", i, "dependsOn", j],
-          message: `resource "${dependency}" does not exist in assignment "${name}"${didYouMean(dependency, names.keys())}`,
-          fix: "name a resource of the same assignment (its name, or its path for files)",
-        });
-    if (resource.kind === "service")
-      for (const [j, dependency] of (resource.restartOn ?? []).entries())
-        if (!names.has(dependency))
-          facts.findings.push({
-            severity: "error",
-            code: "restart-on/unknown",
-            path: ["spec", "resources", i, "restartOn", j],
-            message: `resource "${dependency}" does not exist in assignment "${name}"${didYouMean(dependency, names.keys())}`,
-            fix: "name a resource of the same assignment",
-          });
-  }
-  const probeNames = new Map<string, number>();
-  for (const [i, probe] of (spec.probes ?? []).entries()) {
-    const first = probeNames.get(probe.name);
-    if (first === undefined) probeNames.set(probe.name, i);
-    else
-      facts.findings.push({
-        severity: "error",
-        code: "probe/duplicate",
-        path: ["spec", "probes", i, "name"],
-        message: `probe "${probe.name}" is declared twice in assignment "${name}" (first at spec.probes[${first}])`,
-        fix: "give each probe its own name: reports and conditions name probes",
-      });
-  }
-  // Only resources with dependencies can be on a cycle; most have none.
-  const cycle = spec.resources.some((r) => r.dependsOn?.length) ? findCycle(edges) : undefined;
-  if (cycle) {
-    const index = names.get(cycle[0]!) ?? 0;
-    facts.findings.push({
-      severity: "error",
-      code: "depends-on/cycle",
-      path: ["spec", "resources", index, "dependsOn"],
-      message: `resources depend on each other in a cycle: ${cycle.join(" → ")}`,
-      fix: "remove one dependsOn so the order is well defined",
-    });
-  }
-  assignmentFacts.set(assignment, facts);
-  return facts;
-}
 
 /** Findings for the paths of an assignment on the nodes it is placed on: inside their roots, canonical. */
 function checkConfinement(
@@ -428,69 +106,161 @@ function checkConfinement(
   }
 }
 
-/** Claims what each resource owns on the nodes it is placed on, reporting what someone else owns. */
-function checkOwnership(
-  doc: AssignmentDocument,
-  facts: AssignmentFacts,
-  placed: readonly Node[],
-  push: Push,
-  owners: Owners,
-): void {
-  const reported = new Set(facts.duplicates);
+/** A resource that owns something on a host: conflicts are reported per pair of owners. */
+interface Owner {
+  doc: AssignmentDocument;
+  index: number;
+}
+
+/**
+ * A resource's claim on one thing (`path:/etc/x`) on some nodes. Claims are settled in assignment
+ * name order, then in `rank` order within an assignment: the first claim of a thing on a node owns it.
+ */
+interface Claim {
+  state: AssignmentState;
+  owner: Owner;
+  rank: number;
+  thing: string;
+  nodes: readonly Node[];
+}
+
+/** Every claim on one thing, in settling order; who owns it on each node is worked out when asked. */
+interface Thing {
+  key: string;
+  claims: Claim[];
+  byNode?: Map<Node, Owner>;
+}
+
+function settledBefore(a: Claim, b: Claim): boolean {
+  const x = a.state.name;
+  const y = b.state.name;
+  return x < y || (x === y && a.rank < b.rank);
+}
+
+function ownersOf(thing: Thing): Map<Node, Owner> {
+  if (!thing.byNode) {
+    thing.byNode = new Map();
+    for (const claim of thing.claims)
+      for (const node of claim.nodes) if (!thing.byNode.has(node)) thing.byNode.set(node, claim.owner);
+  }
+  return thing.byNode;
+}
+
+/** What each resource of an assignment owns on the nodes it is placed on. */
+function claimsOf(state: AssignmentState, facts: AssignmentFacts): Claim[] {
+  const { doc, placed } = state;
+  const claims: Claim[] = [];
+  if (placed.length === 0) return claims;
   for (const { index, template } of facts.owned) {
-    const claim = { doc, index };
+    const owner: Owner = { doc, index };
     // A thing named with `${node...}` is a different thing on each node.
-    const claims: [string, readonly Node[]][] = template.includes("${")
-      ? placed.map((node) => [
-          substituteString(template, { node, assignment: doc.value }, ignoreMissing),
-          [node],
-        ])
-      : [[template, placed]];
-    for (const [owned, nodes] of claims)
-      for (const [other, shared] of claimThing(owners, owned, nodes, claim)) {
-        const what = owned.replace(":", " ");
-        if (other.doc !== doc)
-          push(doc, {
+    if (template.includes("${"))
+      for (const node of placed)
+        claims.push({
+          state,
+          owner,
+          rank: claims.length,
+          thing: substituteString(template, { node, assignment: doc.value }, ignoreMissing),
+          nodes: [node],
+        });
+    else claims.push({ state, owner, rank: claims.length, thing: template, nodes: placed });
+  }
+  return claims;
+}
+
+/** Conflicts of an assignment's claims with claims settled before them (its own included). */
+function ownershipFindings(
+  state: AssignmentState,
+  facts: AssignmentFacts,
+  things: ReadonlyMap<string, Thing>,
+): LocatedFinding[] {
+  const out: LocatedFinding[] = [];
+  const doc = state.doc;
+  let reported: Set<number> | undefined;
+  for (const claim of state.claims) {
+    const thing = things.get(claim.thing)!;
+    // Most things have one claim: this one.
+    if (thing.claims.length < 2) continue;
+    const byNode = ownersOf(thing);
+    let clashes: Map<Owner, Node[]> | undefined;
+    for (const node of claim.nodes) {
+      const other = byNode.get(node)!;
+      if (other === claim.owner) continue;
+      clashes ??= new Map();
+      const shared = clashes.get(other);
+      if (shared) shared.push(node);
+      else clashes.set(other, [node]);
+    }
+    if (!clashes) continue;
+    const what = claim.thing.replace(":", " ");
+    const index = claim.owner.index;
+    for (const [other, shared] of clashes) {
+      if (other.doc !== doc)
+        out.push({
+          document: doc,
+          finding: {
             severity: "error",
             code: "resource/conflict",
             path: ["spec", "resources", index],
             message: `${what} on ${nodeList(shared)} is also managed by assignment "${other.doc.value.metadata.name}" (${other.doc.file})`,
             fix: "manage it from one assignment only; steward never picks a winner between two",
-          });
-        else if (!reported.has(index)) {
-          reported.add(index);
-          push(doc, {
+          },
+        });
+      else {
+        reported ??= new Set(facts.duplicates);
+        if (reported.has(index)) continue;
+        reported.add(index);
+        out.push({
+          document: doc,
+          finding: {
             severity: "error",
             code: "resource/conflict",
             path: ["spec", "resources", index],
             message: `${what} is also managed by spec.resources[${other.index}] of this assignment`,
             fix: "manage each path, service, container or package with one resource",
-          });
-        }
+          },
+        });
       }
+    }
   }
+  return out;
 }
 
+/** What the checks of one assignment look up in the rest of the repository. */
+interface CheckContext {
+  nodes: ReadonlyMap<string, NodeDocument>;
+  assignments: ReadonlyMap<string, AssignmentDocument>;
+  /** `Kind/name` of documents that exist but failed schema validation (to avoid cascading errors). */
+  invalid: ReadonlyMap<string, number>;
+  placements: ReadonlyMap<string, readonly Node[]>;
+  /** Whether a repo-relative path exists (for `source:`). */
+  exists(path: string): boolean;
+}
+
+/**
+ * The checks of one assignment but its conflicts with others. Returns true when a finding names
+ * the closest assignment name: it changes when assignments come or go.
+ */
 function checkAssignment(
   doc: AssignmentDocument,
-  input: SemanticInput,
-  placements: ReadonlyMap<string, readonly Node[]>,
+  facts: AssignmentFacts,
+  placed: readonly Node[],
+  context: CheckContext,
   push: Push,
-  owners: Owners,
-): void {
+): boolean {
   const spec = doc.value.spec;
   const name = doc.value.metadata.name;
+  let suggests = false;
   for (const [i, nodeName] of (spec.nodes ?? []).entries()) {
-    if (input.nodes.has(nodeName) || input.invalidNames.has(`Node/${nodeName}`)) continue;
+    if (context.nodes.has(nodeName) || context.invalid.has(`Node/${nodeName}`)) continue;
     push(doc, {
       severity: "error",
       code: "node/undeclared",
       path: ["spec", "nodes", i],
-      message: `node "${nodeName}" is not declared${didYouMean(nodeName, input.nodes.keys())}`,
+      message: `node "${nodeName}" is not declared${didYouMean(nodeName, context.nodes.keys())}`,
       fix: `add a Node document named "${nodeName}" (e.g. nodes/${nodeName}.yaml) or fix spec.nodes`,
     });
   }
-  const placed = placements.get(name) ?? [];
   if (spec.selector && !spec.nodes?.length && placed.length === 0)
     push(doc, {
       severity: "warning",
@@ -500,8 +270,8 @@ function checkAssignment(
       fix: "fix the labels, or label the nodes it is meant for",
     });
   for (const [i, dependency] of (spec.dependsOn ?? []).entries()) {
-    if (input.assignments.has(dependency) || input.invalidNames.has(`Assignment/${dependency}`)) {
-      const theirs = placements.get(dependency);
+    if (context.assignments.has(dependency) || context.invalid.has(`Assignment/${dependency}`)) {
+      const theirs = context.placements.get(dependency);
       if (!theirs || dependency === name) continue;
       const there = new Set(theirs);
       const without = placed.filter((node) => !there.has(node));
@@ -515,11 +285,12 @@ function checkAssignment(
         });
       continue;
     }
+    suggests = true;
     push(doc, {
       severity: "error",
       code: "depends-on/unknown",
       path: ["spec", "dependsOn", i],
-      message: `assignment "${dependency}" does not exist${didYouMean(dependency, input.assignments.keys())}`,
+      message: `assignment "${dependency}" does not exist${didYouMean(dependency, context.assignments.keys())}`,
       fix: "name an existing assignment in spec.dependsOn",
     });
   }
@@ -527,7 +298,7 @@ function checkAssignment(
   if (canary.length > 0) {
     const placedNames = new Set(placed.map((n) => n.metadata.name));
     for (const [i, nodeName] of canary.entries())
-      if (!placedNames.has(nodeName) && !input.invalidNames.has(`Node/${nodeName}`))
+      if (!placedNames.has(nodeName) && !context.invalid.has(`Node/${nodeName}`))
         push(doc, {
           severity: "error",
           code: "rollout/canary-node",
@@ -536,11 +307,9 @@ function checkAssignment(
           fix: `use one of: ${[...placedNames].join(", ") || "(none)"}`,
         });
   }
-
-  const facts = factsOf(doc.value);
   for (const finding of facts.findings) push(doc, finding);
   for (const { index, source } of facts.sources)
-    if (!input.exists(source))
+    if (!context.exists(source))
       push(doc, {
         severity: "error",
         code: "source/missing",
@@ -549,37 +318,445 @@ function checkAssignment(
         fix: "add the file, or fix the path (relative to the repository root)",
       });
   checkConfinement(doc, facts.confined, placed, push);
-  checkOwnership(doc, facts, placed, push, owners);
+  return suggests;
 }
 
-/** Runs every semantic check; findings are attached to the document they are about. */
-export function semanticFindings(input: SemanticInput): LocatedFinding[] {
-  const out: LocatedFinding[] = [];
-  const push: Push = (document, finding) => out.push({ document, finding });
-  checkDuplicateNames(input, push);
-  checkNodes(input, push);
-  const placements =
-    input.placements ??
-    placeAll(
-      [...input.assignments.values()].map((doc) => doc.value),
-      input.nodes,
-    );
-  const owners: Owners = new Map();
-  for (const doc of input.assignments.values()) checkAssignment(doc, input, placements, push, owners);
-  // Only assignments with dependencies can be on a cycle; most have none.
-  const assignmentEdges = new Map<string, string[]>();
-  for (const [name, doc] of input.assignments)
-    if (doc.value.spec.dependsOn?.length) assignmentEdges.set(name, doc.value.spec.dependsOn);
-  const cycle = findCycle(assignmentEdges);
-  if (cycle) {
-    const doc = input.assignments.get(cycle[0]!)!;
+function checkNode(doc: NodeDocument, push: Push): void {
+  const spec = doc.value.spec;
+  if (spec.transport === "ssh" && !spec.ssh)
     push(doc, {
       severity: "error",
-      code: "depends-on/cycle",
-      path: ["spec", "dependsOn"],
-      message: `assignments depend on each other in a cycle: ${cycle.join(" → ")}`,
-      fix: "remove one spec.dependsOn so the order is well defined",
+      code: "node/ssh-missing",
+      path: ["spec", "transport"],
+      message: `node "${doc.value.metadata.name}" uses transport ssh but has no spec.ssh`,
+      fix: "add spec.ssh with host, user and the pinned hostKey",
+    });
+  if (spec.transport === "ssh" && spec.ssh && !spec.ssh.hostKey)
+    push(doc, {
+      severity: "warning",
+      code: "node/host-key",
+      path: ["spec", "ssh"],
+      message: `node "${doc.value.metadata.name}" has no pinned spec.ssh.hostKey; the hub will refuse it unless its known_hosts file has the key`,
+      fix: `add hostKey (from \`ssh-keyscan -t ed25519 ${spec.ssh.host}\`, checked out of band)`,
+    });
+  if (spec.transport !== "ssh" && spec.ssh)
+    push(doc, {
+      severity: "warning",
+      code: "node/ssh-unused",
+      path: ["spec", "ssh"],
+      message: `spec.ssh is ignored: node "${doc.value.metadata.name}" uses transport ${spec.transport}`,
+      fix: "remove spec.ssh or set transport: ssh",
+    });
+  for (const [i, root] of spec.roots.entries())
+    if (hasDotSegments(root))
+      push(doc, {
+        severity: "error",
+        code: "path/dot-segments",
+        path: ["spec", "roots", i],
+        message: `root ${JSON.stringify(root)} has \`.\` or \`..\` segments`,
+        fix: "write the root as a canonical absolute path",
+      });
+}
+
+/** Fleet documents, in repository order: only one, and only in steward.yaml. */
+function checkFleetDocuments(documents: readonly AnyDocument[], push: Push): void {
+  let fleet: AnyDocument | undefined;
+  for (const doc of documents) {
+    if (doc.file !== FLEET_FILE)
+      push(doc, {
+        severity: "error",
+        code: "fleet/location",
+        path: ["kind"],
+        message: "a Fleet document must be in steward.yaml at the root of the repository",
+        fix: "move this document to steward.yaml",
+      });
+    else if (fleet)
+      push(doc, {
+        severity: "error",
+        code: "fleet/duplicate",
+        path: ["kind"],
+        message: `a second Fleet document (the first is ${fleet.file}, document ${fleet.index + 1})`,
+        fix: "keep one Fleet document and merge the settings into it",
+      });
+    else fleet = doc;
+  }
+}
+
+/** Documents of one kind and name, in repository order: every one after the first is a duplicate. */
+function checkNames(documents: readonly AnyDocument[], push: Push): void {
+  const first = documents[0];
+  for (let i = 1; i < documents.length; i++) {
+    const doc = documents[i]!;
+    push(doc, {
+      severity: "error",
+      code: "name/duplicate",
+      path: ["metadata", "name"],
+      message: `${doc.kind} "${doc.name}" is declared twice (also in ${first!.file})`,
+      fix: "rename one of them or delete the duplicate",
     });
   }
+}
+
+/** Findings of one check, replaced as a whole when it runs again. */
+interface Held {
+  findings: LocatedFinding[];
+}
+
+/** The documents of one kind and name, and the valid one that counts (the first). */
+interface NameGroup extends Held {
+  kind: string;
+  name: string;
+  docs: AnyDocument[];
+  winner?: AnyDocument;
+}
+
+/** An assignment as last checked: its document, placement, claims, and what its findings depend on. */
+interface AssignmentState {
+  name: string;
+  doc: AssignmentDocument;
+  placed: readonly Node[];
+  claims: Claim[];
+  local: Held;
+  owned: Held;
+}
+
+/** Where documents come in the repository: steward.yaml first, then by path, then by position in the file. */
+export function documentOrder(a: SourcedDocument<unknown>, b: SourcedDocument<unknown>): number {
+  if (a.file !== b.file) {
+    if (a.file === FLEET_FILE) return -1;
+    if (b.file === FLEET_FILE) return 1;
+    return a.file < b.file ? -1 : 1;
+  }
+  return a.index - b.index;
+}
+
+/** Inserts `doc` into a list kept in repository order (usually at its end). */
+function insertDocument(list: AnyDocument[], doc: AnyDocument): void {
+  let i = list.length;
+  while (i > 0 && documentOrder(doc, list[i - 1]!) < 0) i--;
+  list.splice(i, 0, doc);
+}
+
+function removeItem<T>(list: T[], item: T): void {
+  const i = list.indexOf(item);
+  if (i >= 0) list.splice(i, 1);
+}
+
+function addTo(index: Map<string, Set<string>>, key: string, name: string): void {
+  const set = index.get(key);
+  if (set) set.add(name);
+  else index.set(key, new Set([name]));
+}
+
+function removeFrom(index: Map<string, Set<string>>, key: string, name: string): void {
+  const set = index.get(key);
+  if (set?.delete(name) && set.size === 0) index.delete(key);
+}
+
+/** What one update of the checks was given. */
+export interface DocumentChanges {
+  /** Documents no longer in the repository (a changed file's old documents among them). */
+  removed: readonly AnyDocument[];
+  /** Documents new to the repository. */
+  added: readonly AnyDocument[];
+  /** Files (of any kind) added to or removed from the repository since the last update. */
+  paths: readonly string[];
+  /** Whether a repo-relative path exists now (for `source:`). */
+  exists(path: string): boolean;
+}
+
+/** Which assignments may render differently after an update. */
+export interface RenderChanges {
+  /** Every assignment: nodes changed. */
+  all: boolean;
+  /** Assignments whose document changed, came or went. */
+  assignments: readonly string[];
+}
+
+/**
+ * The cross-document checks of a repository, kept up to date by difference (see the top of this
+ * file). `update` takes what changed and returns which assignments may render differently; the
+ * maps it exposes are replaced, never changed, so a result handed out stays as it was.
+ */
+export class FleetChecks {
+  /** Valid nodes by name, sorted: the first valid document of each name. */
+  nodes: SortedMap<NodeDocument> = emptySorted();
+  /** Valid assignments by name, sorted: the first valid document of each name. */
+  assignments: SortedMap<AssignmentDocument> = emptySorted();
+  /** The Fleet document of steward.yaml, when it is valid. */
+  fleet?: FleetDocument;
+  /** The nodes each valid assignment is placed on. */
+  readonly placements = new Map<string, readonly Node[]>();
+
+  private index = new NodeIndex([]);
+  private readonly named = new Map<string, Map<string, NameGroup>>();
+  private readonly fleetDocuments: AnyDocument[] = [];
+  private readonly invalid = new Map<string, number>();
+  private readonly states = new Map<string, AssignmentState>();
+  private readonly nodeChecks = new Map<string, Held>();
+  private readonly things = new Map<string, Thing>();
+  /** Assignment name → names of the assignments whose spec.dependsOn names it. */
+  private readonly dependents = new Map<string, Set<string>>();
+  /** `source:` path → names of the assignments that read it. */
+  private readonly sourceUsers = new Map<string, Set<string>>();
+  /** Assignments whose findings suggest the closest assignment name. */
+  private readonly suggesting = new Set<string>();
+  /** Assignments with a spec.dependsOn: the only ones that can be on a cycle. */
+  private readonly withDependencies = new Set<string>();
+  private readonly fleetFindings: Held = { findings: [] };
+  private readonly cycleFindings: Held = { findings: [] };
+  /** Every Held with findings. */
+  private readonly flagged = new Set<Held>();
+
+  /** Every current finding, grouped by check (the order of a group is the order it was found in). */
+  findings(): LocatedFinding[] {
+    const out: LocatedFinding[] = [];
+    for (const held of this.flagged) for (const finding of held.findings) out.push(finding);
+    return out;
+  }
+
+  /** Applies what changed in the repository's documents and files; runs the checks they affect. */
+  update(changes: DocumentChanges): RenderChanges {
+    const touched = new Set<NameGroup>();
+    let fleetTouched = false;
+    let invalidChanged = false;
+    const count = (key: string, delta: number) => {
+      const before = this.invalid.get(key) ?? 0;
+      if (before + delta === 0) this.invalid.delete(key);
+      else this.invalid.set(key, before + delta);
+      if (before === 0 || before + delta === 0) invalidChanged = true;
+    };
+    for (const [delta, docs] of [
+      [-1, changes.removed],
+      [1, changes.added],
+    ] as const)
+      for (const doc of docs) {
+        if (!doc.kind) continue;
+        if (!doc.valid && doc.name) count(`${doc.kind}/${doc.name}`, delta);
+        if (doc.kind === "Fleet") {
+          if (delta < 0) removeItem(this.fleetDocuments, doc);
+          else insertDocument(this.fleetDocuments, doc);
+          fleetTouched = true;
+          continue;
+        }
+        if (!doc.name) continue;
+        const group = this.group(doc.kind, doc.name);
+        if (delta < 0) removeItem(group.docs, doc);
+        else insertDocument(group.docs, doc);
+        touched.add(group);
+      }
+
+    if (fleetTouched) {
+      this.hold(
+        this.fleetFindings,
+        collect((push) => checkFleetDocuments(this.fleetDocuments, push)),
+      );
+      this.fleet = this.fleetDocuments.find((doc) => doc.valid && doc.file === FLEET_FILE) as
+        | FleetDocument
+        | undefined;
+    }
+    const nodeChanges = new Map<string, NodeDocument | undefined>();
+    const assignmentChanges = new Map<string, AssignmentDocument | undefined>();
+    for (const group of touched) {
+      this.hold(group, group.docs.length > 1 ? collect((push) => checkNames(group.docs, push)) : []);
+      if (group.kind === "Node" || group.kind === "Assignment") {
+        const winner = group.docs.find((doc) => doc.valid);
+        if (winner !== group.winner) {
+          group.winner = winner;
+          if (group.kind === "Node") nodeChanges.set(group.name, winner as NodeDocument | undefined);
+          else assignmentChanges.set(group.name, winner as AssignmentDocument | undefined);
+        }
+      }
+      if (group.docs.length === 0) this.named.get(group.kind)?.delete(group.name);
+    }
+
+    if (nodeChanges.size > 0) {
+      this.nodes = this.nodes.with(nodeChanges);
+      this.index = new NodeIndex(this.nodes);
+      for (const [name, doc] of nodeChanges) {
+        let held = this.nodeChecks.get(name);
+        if (!held) {
+          held = { findings: [] };
+          this.nodeChecks.set(name, held);
+        }
+        this.hold(held, doc ? collect((push) => checkNode(doc, push)) : []);
+        if (!doc) this.nodeChecks.delete(name);
+      }
+    }
+    let renamed = false;
+    let cycleChanged = false;
+    for (const [name, doc] of assignmentChanges) {
+      if (doc === undefined || !this.assignments.has(name)) renamed = true;
+      if (this.withDependencies.has(name) || doc?.value.spec.dependsOn?.length) cycleChanged = true;
+    }
+    this.assignments = this.assignments.with(assignmentChanges);
+
+    // Which assignments to check again: after a change of nodes or of invalid names, all of them.
+    const everything = nodeChanges.size > 0 || invalidChanged || this.states.size === 0;
+    const dirty = new Set<string>();
+    // Placements first: an assignment's checks read the placement of those it depends on.
+    if (everything) {
+      this.placements.clear();
+      for (const [name, doc] of this.assignments) this.placements.set(name, this.index.place(doc.value));
+    } else {
+      for (const name of assignmentChanges.keys()) {
+        dirty.add(name);
+        for (const dependent of this.dependents.get(name) ?? []) dirty.add(dependent);
+        const doc = this.assignments.get(name);
+        if (doc) this.placements.set(name, this.index.place(doc.value));
+        else this.placements.delete(name);
+      }
+      if (renamed) for (const name of this.suggesting) dirty.add(name);
+      for (const path of changes.paths) for (const user of this.sourceUsers.get(path) ?? []) dirty.add(user);
+    }
+    const context: CheckContext = {
+      nodes: this.nodes,
+      assignments: this.assignments,
+      invalid: this.invalid,
+      placements: this.placements,
+      exists: changes.exists,
+    };
+    const touchedThings = new Set<Thing>();
+    const checked: AssignmentState[] = [];
+    // Everything: forget every assignment at once and check them in name order, so each claim goes
+    // to the end of its thing's list and every claimant is checked for conflicts anyway.
+    if (everything) this.forgetAll();
+    for (const name of everything ? this.assignments.keys() : dirty) {
+      const previous = everything ? undefined : this.states.get(name);
+      if (previous) this.forget(previous, touchedThings);
+      const doc = this.assignments.get(name);
+      if (!doc) continue;
+      const state: AssignmentState = {
+        name,
+        doc,
+        placed: this.placements.get(name) ?? [],
+        claims: [],
+        local: { findings: [] },
+        owned: { findings: [] },
+      };
+      this.states.set(name, state);
+      const facts = factsOf(doc.value);
+      const local: LocatedFinding[] = [];
+      const suggests = checkAssignment(doc, facts, state.placed, context, (document, finding) =>
+        local.push({ document, finding }),
+      );
+      this.hold(state.local, local);
+      if (suggests) this.suggesting.add(name);
+      for (const dependency of doc.value.spec.dependsOn ?? []) addTo(this.dependents, dependency, name);
+      if (doc.value.spec.dependsOn?.length) this.withDependencies.add(name);
+      for (const { source } of facts.sources) addTo(this.sourceUsers, source, name);
+      state.claims = claimsOf(state, facts);
+      for (const claim of state.claims) {
+        let thing = this.things.get(claim.thing);
+        if (!thing) {
+          thing = { key: claim.thing, claims: [] };
+          this.things.set(claim.thing, thing);
+        }
+        let i = thing.claims.length;
+        while (i > 0 && settledBefore(claim, thing.claims[i - 1]!)) i--;
+        thing.claims.splice(i, 0, claim);
+        thing.byNode = undefined;
+        if (!everything) touchedThings.add(thing);
+      }
+      checked.push(state);
+    }
+    // Conflicts: every claimant of a thing whose claims changed is checked again.
+    const affected = new Set<AssignmentState>(checked);
+    for (const thing of touchedThings) {
+      if (thing.claims.length === 0) continue;
+      for (const claim of thing.claims) affected.add(claim.state);
+    }
+    for (const state of affected)
+      this.hold(state.owned, ownershipFindings(state, factsOf(state.doc.value), this.things));
+    for (const thing of touchedThings) if (thing.claims.length === 0) this.things.delete(thing.key);
+
+    if (cycleChanged || everything) this.checkCycle();
+    return { all: nodeChanges.size > 0, assignments: [...assignmentChanges.keys()] };
+  }
+
+  private group(kind: string, name: string): NameGroup {
+    let ofKind = this.named.get(kind);
+    if (!ofKind) {
+      ofKind = new Map();
+      this.named.set(kind, ofKind);
+    }
+    let group = ofKind.get(name);
+    if (!group) {
+      group = { kind, name, docs: [], findings: [] };
+      ofKind.set(name, group);
+    }
+    return group;
+  }
+
+  /** Names of the assignments that read the file at `path` through `source:`. */
+  readersOf(path: string): Iterable<string> {
+    return this.sourceUsers.get(path) ?? [];
+  }
+
+  /** Forgets every assignment's last check and what it indexed. */
+  private forgetAll(): void {
+    for (const state of this.states.values()) {
+      this.hold(state.local, []);
+      this.hold(state.owned, []);
+    }
+    this.states.clear();
+    this.things.clear();
+    this.dependents.clear();
+    this.sourceUsers.clear();
+    this.suggesting.clear();
+    this.withDependencies.clear();
+  }
+
+  /** Removes what an assignment's last check indexed; its claims' things are touched. */
+  private forget(state: AssignmentState, touchedThings: Set<Thing>): void {
+    this.states.delete(state.name);
+    this.hold(state.local, []);
+    this.hold(state.owned, []);
+    this.suggesting.delete(state.name);
+    this.withDependencies.delete(state.name);
+    for (const dependency of state.doc.value.spec.dependsOn ?? [])
+      removeFrom(this.dependents, dependency, state.name);
+    for (const { source } of factsOf(state.doc.value).sources)
+      removeFrom(this.sourceUsers, source, state.name);
+    for (const claim of state.claims) {
+      const thing = this.things.get(claim.thing);
+      if (!thing) continue;
+      removeItem(thing.claims, claim);
+      thing.byNode = undefined;
+      touchedThings.add(thing);
+    }
+  }
+
+  private checkCycle(): void {
+    // Only assignments with dependencies can be on a cycle; most have none.
+    const edges = new Map<string, readonly string[]>();
+    for (const name of [...this.withDependencies].sort())
+      edges.set(name, this.assignments.get(name)!.value.spec.dependsOn!);
+    const cycle = findCycle(edges);
+    const findings: LocatedFinding[] = [];
+    if (cycle)
+      findings.push({
+        document: this.assignments.get(cycle[0]!)!,
+        finding: {
+          severity: "error",
+          code: "depends-on/cycle",
+          path: ["spec", "dependsOn"],
+          message: `assignments depend on each other in a cycle: ${cycle.join(" → ")}`,
+          fix: "remove one spec.dependsOn so the order is well defined",
+        },
+      });
+    this.hold(this.cycleFindings, findings);
+  }
+
+  private hold(held: Held, findings: LocatedFinding[]): void {
+    held.findings = findings;
+    if (findings.length > 0) this.flagged.add(held);
+    else this.flagged.delete(held);
+  }
+}
+
+function collect(check: (push: Push) => void): LocatedFinding[] {
+  const out: LocatedFinding[] = [];
+  check((document, finding) => out.push({ document, finding }));
   return out;
 }

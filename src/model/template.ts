@@ -14,7 +14,8 @@ export interface TemplateContext {
   assignment: Assignment;
 }
 
-function lookup(variable: string, context: TemplateContext): string | undefined {
+/** The value of a variable (`node.vars.KEY`...) in a context; undefined when it has none. */
+export function lookup(variable: string, context: TemplateContext): string | undefined {
   switch (variable) {
     case "node.name":
       return context.node.metadata.name;
@@ -102,4 +103,42 @@ export function substitute<T>(
     return changed ? out : member;
   };
   return walk(value) as T;
+}
+
+/** A `${...}` reference in a value: where (the path below the value) and to which variable. */
+export interface Reference {
+  path: (string | number)[];
+  variable: string;
+}
+
+/**
+ * Every node or assignment reference in `value`, in the order `substitute` meets them (so a check
+ * of which ones have no value reports what substituting would, without building any copy).
+ */
+export function references(value: unknown, path: readonly (string | number)[] = []): Reference[] {
+  const out: Reference[] = [];
+  const stack = [...path];
+  const visit = (member: unknown) => {
+    if (typeof member === "string") {
+      if (!member.includes("${")) return;
+      for (const match of member.matchAll(reference))
+        if (match[1] !== undefined) out.push({ path: [...stack], variable: match[1] });
+      return;
+    }
+    if (member === null || typeof member !== "object") return;
+    if (Array.isArray(member))
+      for (let i = 0; i < member.length; i++) {
+        stack.push(i);
+        visit(member[i]);
+        stack.pop();
+      }
+    else
+      for (const key in member as Record<string, unknown>) {
+        stack.push(key);
+        visit((member as Record<string, unknown>)[key]);
+        stack.pop();
+      }
+  };
+  visit(value);
+  return out;
 }

@@ -19,21 +19,22 @@ export interface GenerationChanges {
   changedAssignments: string[];
 }
 
-/** Compares the desired instances of a revision with the store's current ones. */
+/**
+ * Compares the desired instances of a revision with the store's current ones. `keys`, when given,
+ * are the only instance keys that may differ (see `changedInstanceKeys`): the current instances must
+ * then be exactly those of the revision the keys are relative to, and only they are compared.
+ */
 export function generationChanges(
   current: ReadonlyMap<string, CurrentInstance>,
   desired: ReadonlyMap<string, Instance>,
+  keys?: ReadonlySet<string>,
 ): GenerationChanges {
   const generations: NewGeneration[] = [];
   const retired: string[] = [];
   const assignments = new Set<string>();
-  let unchanged = 0;
-  for (const instance of desired.values()) {
+  const compare = (instance: Instance) => {
     const now = current.get(instance.key);
-    if (now && !now.retiredAt && now.hash === instance.hash) {
-      unchanged++;
-      continue;
-    }
+    if (now && !now.retiredAt && now.hash === instance.hash) return;
     generations.push({
       instanceKey: instance.key,
       generation: (now?.generation ?? 0) + 1,
@@ -45,11 +46,30 @@ export function generationChanges(
       budget: instance.budget,
     });
     assignments.add(instance.assignment);
-  }
-  for (const now of current.values()) {
-    if (now.retiredAt || desired.has(now.instanceKey)) continue;
+  };
+  const retire = (now: CurrentInstance) => {
+    if (now.retiredAt || desired.has(now.instanceKey)) return;
     retired.push(now.instanceKey);
     assignments.add(now.assignment);
+  };
+  if (keys) {
+    // In key order, as a comparison of every instance would list them.
+    for (const key of [...keys].sort()) {
+      const instance = desired.get(key);
+      if (instance) compare(instance);
+      else {
+        const now = current.get(key);
+        if (now) retire(now);
+      }
+    }
+  } else {
+    for (const instance of desired.values()) compare(instance);
+    for (const now of current.values()) retire(now);
   }
-  return { generations, retired: retired.sort(), unchanged, changedAssignments: [...assignments].sort() };
+  return {
+    generations,
+    retired: retired.sort(),
+    unchanged: desired.size - generations.length,
+    changedAssignments: [...assignments].sort(),
+  };
 }

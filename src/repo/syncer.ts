@@ -23,6 +23,7 @@ import type { Diagnostic } from "../model/diagnostics.js";
 import { fleetSettings } from "../model/fleet.js";
 import type { FleetSpec, SigningPolicy } from "../model/generated.js";
 import { type AnalysisCache, analyzeFile, FLEET_FILE } from "../model/load.js";
+import { changedInstanceKeys, type Instance } from "../model/render.js";
 import { generationChanges } from "./changes.js";
 import { type ParsedCommit, revisionInfo } from "./commits.js";
 import { GitObjectMissingError, RepoError } from "./errors.js";
@@ -123,7 +124,15 @@ export class Syncer {
   private readonly source: string;
   private readonly maxSuperseded: number;
   private readonly analyses: AnalysisCache = new Map();
-  private current?: { version: number; instances: Map<string, CurrentInstance> };
+  /**
+   * The store's current instances as of store version `version`, and the desired instances they
+   * were last compared with (the syncer's own writes keep both in step without reading the store).
+   */
+  private current?: {
+    version: number;
+    instances: Map<string, CurrentInstance>;
+    desired?: ReadonlyMap<string, Instance>;
+  };
   private policyOf?: { sha: string; policy: SigningPolicy | undefined };
   private running: Promise<unknown> = Promise.resolve();
 
@@ -270,6 +279,8 @@ export class Syncer {
     const valid =
       loaded.ok && loaded.desired !== undefined && !diagnostics.some((d) => d.severity === "error");
     if (!valid) {
+      // An invalid revision changes no instance: the ones in memory stay the store's.
+      const inSync = this.current?.version === this.store.version();
       this.store.recordRevision({
         branch,
         source: this.source,
@@ -279,6 +290,7 @@ export class Syncer {
         superseded,
         at,
       });
+      if (inSync) this.current!.version = this.store.version();
       this.log.warn(
         { branch, head, errors: diagnostics.filter((d) => d.severity === "error").length },
         `revision ${head.slice(0, 12)} is invalid; nothing advances`,
@@ -295,7 +307,11 @@ export class Syncer {
     }
 
     const current = this.currentInstances();
-    const changes = generationChanges(current, loaded.desired!.instances);
+    const desired = loaded.desired!.instances;
+    // The store's instances are those of the last revision compared: only what the loader rendered
+    // again since then can differ.
+    const keys = this.current?.desired ? changedInstanceKeys(this.current.desired, desired) : undefined;
+    const changes = generationChanges(current, desired, keys);
     this.store.recordRevision({
       branch,
       source: this.source,
@@ -308,6 +324,7 @@ export class Syncer {
       at,
     });
     this.remember(changes.generations, changes.retired, head, at);
+    if (this.current) this.current.desired = desired;
     this.policyOf = { sha: head, policy: loaded.desired!.fleet.signing };
     this.log.info(
       {

@@ -36,6 +36,11 @@ interface ParsedTree {
   entries: TreeEntry[];
   /** The RepoFile of each blob entry (undefined for subtrees, symlinks, submodules). */
   files: (RepoFile | undefined)[];
+  /**
+   * When parsed by difference with the tree `from`: the indices of its entries this tree did not
+   * take over (`dropped`), and of this tree's entries that are not taken over from it (`fresh`).
+   */
+  derivation?: { from: string; dropped: number[]; fresh: number[] };
 }
 
 /** How far ahead an unchanged entry is looked for after a mismatch (entries deleted in a row). */
@@ -121,57 +126,244 @@ export class TreeIndex {
     return listing.files;
   }
 
-  /** Parses tree `oid` found at `prefix`, by difference with the last tree parsed there. */
+  /**
+   * The files that differ between root trees `before` and `after`: by path, the file in `after`,
+   * or undefined when `after` has none there. Equal subtrees are skipped by object id, and a changed
+   * tree is compared by the entries its parse did not reuse, so the work grows with the change.
+   */
+  changes(before: string, after: string): Map<string, RepoFile | undefined> {
+    const out = new Map<string, RepoFile | undefined>();
+    this.compare(before, after, "", out);
+    return out;
+  }
+
+  private compare(
+    before: string | undefined,
+    after: string | undefined,
+    prefix: string,
+    out: Map<string, RepoFile | undefined>,
+  ): void {
+    if (before === after) return;
+    if (before === undefined || after === undefined) {
+      // A whole directory came or went.
+      const files: RepoFile[] = [];
+      this.walk((after ?? before)!, prefix, files);
+      for (const file of files) out.set(file.path, after === undefined ? undefined : file);
+      if (after === undefined) this.forgetBelow(prefix);
+      return;
+    }
+    // Parsing `after` right after `before` makes it a parse by difference from `before`.
+    const old = this.parse(before, prefix);
+    const tree = this.parse(after, prefix);
+    const { dropped, fresh } =
+      tree.derivation?.from === before
+        ? tree.derivation
+        : { dropped: old.entries.map((_, i) => i), fresh: tree.entries.map((_, i) => i) };
+    const gone = new Map<string, number>();
+    for (const i of dropped) gone.set(old.entries[i]!.name, i);
+    const pathOf = (name: string) => (prefix ? `${prefix}/${name}` : name);
+    for (const k of fresh) {
+      const entry = tree.entries[k]!;
+      const i = gone.get(entry.name);
+      gone.delete(entry.name);
+      const was = i === undefined ? undefined : old.entries[i]!;
+      const path = pathOf(entry.name);
+      const wasTree = was?.type === "tree" ? was.oid : undefined;
+      const isTree = entry.type === "tree" ? entry.oid : undefined;
+      if (wasTree !== undefined || isTree !== undefined) this.compare(wasTree, isTree, path, out);
+      const wasFile = i === undefined ? undefined : old.files[i];
+      const isFile = tree.files[k];
+      if (wasFile?.id !== isFile?.id) out.set(path, isFile);
+    }
+    for (const [name, i] of gone) {
+      const was = old.entries[i]!;
+      if (was.type === "tree") this.compare(was.oid, undefined, pathOf(name), out);
+      else if (old.files[i]) out.set(pathOf(name), undefined);
+    }
+  }
+
+  /** Every file below tree `oid` at `prefix`, without keeping a listing of it. */
+  private walk(oid: string, prefix: string, out: RepoFile[]): void {
+    const tree = this.parse(oid, prefix);
+    for (let i = 0; i < tree.entries.length; i++) {
+      const entry = tree.entries[i]!;
+      if (entry.type === "tree") this.walk(entry.oid, prefix ? `${prefix}/${entry.name}` : entry.name, out);
+      else if (tree.files[i]) out.push(tree.files[i]!);
+    }
+  }
+
+  /** Drops what is remembered of the trees at `prefix` and below (a directory that went away). */
+  private forgetBelow(prefix: string): void {
+    for (const at of this.parsedAt.keys())
+      if (at === prefix || at.startsWith(`${prefix}/`)) this.parsedAt.delete(at);
+  }
+
+  /**
+   * Parses tree `oid` found at `prefix`, by difference with the last tree parsed there: the bytes
+   * both share at their start and at their end (one native comparison each) are entries the new
+   * tree takes over as they are; between them, an entry whose bytes are unchanged keeps its parsed
+   * object and RepoFile too. What was not taken over is recorded in `derivation`.
+   */
   private parse(oid: string, prefix: string): ParsedTree {
     const old = this.parsedAt.get(prefix);
     if (old?.oid === oid) return old;
     const data = this.reader.readTreeData(oid);
-    const tree: ParsedTree = { oid, data, bounds: [0], entries: [], files: [] };
-    const sameBytes = (j: number, pos: number, end: number) => {
-      const start = old!.bounds[j]!;
-      const stop = old!.bounds[j + 1]!;
-      return stop - start === end - pos && data.compare(old!.data, start, stop, pos, end) === 0;
-    };
-    let byName: Map<string, number> | undefined;
-    let next = 0;
-    for (let pos = 0; pos < data.length; ) {
-      const end = treeEntryEnd(data, pos);
-      let same = -1;
-      let entry: TreeEntry | undefined;
-      if (old) {
-        // Unchanged entries are usually next in line, or a few deletions further on.
-        for (let j = next; j < Math.min(old.entries.length, next + REALIGN_WINDOW) && same < 0; j++)
-          if (sameBytes(j, pos, end)) same = j;
-        if (same < 0) {
-          // Changed in place (same name), or realign by name after many deletions.
-          entry = parseTreeEntry(data, pos, end);
-          let at: number | undefined = next;
-          if (old.entries[next]?.name !== entry.name) {
-            byName ??= nameIndex(old);
-            at = byName.get(entry.name);
-          }
-          if (at !== undefined && at >= next) {
-            if (sameBytes(at, pos, end)) same = at;
-            next = at + 1;
-          }
-        }
-      }
-      if (same >= 0) {
-        tree.entries.push(old!.entries[same]!);
-        tree.files.push(old!.files[same]);
-        next = same + 1;
-      } else {
-        entry ??= parseTreeEntry(data, pos, end);
-        tree.entries.push(entry);
-        const path = prefix ? `${prefix}/${entry.name}` : entry.name;
-        tree.files.push(entry.type === "blob" && usable(entry) ? { path, id: entry.oid } : undefined);
-      }
-      tree.bounds.push(end);
-      pos = end;
-    }
+    const tree: ParsedTree = old ? parseAgainst(old, oid, data, prefix) : parseWhole(oid, data, prefix);
     this.parsedAt.set(prefix, tree);
     return tree;
   }
+}
+
+/** A tree parsed with nothing to compare it with. */
+function parseWhole(oid: string, data: Buffer, prefix: string): ParsedTree {
+  const tree: ParsedTree = { oid, data, bounds: [0], entries: [], files: [] };
+  for (let pos = 0; pos < data.length; ) {
+    const end = treeEntryEnd(data, pos);
+    const entry = parseTreeEntry(data, pos, end);
+    tree.entries.push(entry);
+    tree.files.push(fileOf(entry, prefix));
+    tree.bounds.push(end);
+    pos = end;
+  }
+  return tree;
+}
+
+function fileOf(entry: TreeEntry, prefix: string): RepoFile | undefined {
+  if (entry.type !== "blob" || !usable(entry)) return undefined;
+  return { path: prefix ? `${prefix}/${entry.name}` : entry.name, id: entry.oid };
+}
+
+/** Bytes compared at once when looking for where two buffers start (or stop) being equal. */
+const BLOCK = 4096;
+
+/** How many bytes `a` and `b` share at their start. */
+function commonPrefix(a: Buffer, b: Buffer): number {
+  const length = Math.min(a.length, b.length);
+  let at = 0;
+  while (at < length) {
+    const end = Math.min(length, at + BLOCK);
+    if (a.compare(b, at, end, at, end) !== 0) break;
+    at = end;
+  }
+  while (at < length && a[at] === b[at]) at++;
+  return at;
+}
+
+/** How many bytes `a` and `b` share at their end, at most `limit`. */
+function commonSuffix(a: Buffer, b: Buffer, limit: number): number {
+  let shared = 0;
+  while (shared < limit) {
+    const size = Math.min(limit - shared, BLOCK);
+    if (
+      a.compare(
+        b,
+        b.length - shared - size,
+        b.length - shared,
+        a.length - shared - size,
+        a.length - shared,
+      ) !== 0
+    )
+      break;
+    shared += size;
+  }
+  while (shared < limit && a[a.length - shared - 1] === b[b.length - shared - 1]) shared++;
+  return shared;
+}
+
+/** How many of `bounds` (ascending) are at most `value`. */
+function countAtMost(bounds: readonly number[], value: number): number {
+  let low = 0;
+  let high = bounds.length;
+  while (low < high) {
+    const mid = (low + high) >>> 1;
+    if (bounds[mid]! <= value) low = mid + 1;
+    else high = mid;
+  }
+  return low;
+}
+
+/** Tree `oid` (bytes `data`) parsed by difference with `old`, the last tree parsed at `prefix`. */
+function parseAgainst(old: ParsedTree, oid: string, data: Buffer, prefix: string): ParsedTree {
+  const count = old.entries.length;
+  const shift = data.length - old.data.length;
+  const head = commonPrefix(old.data, data);
+  const tail = commonSuffix(old.data, data, Math.min(old.data.length, data.length) - head);
+  // Entries wholly inside the shared start are the same entries at the same offsets.
+  const start = countAtMost(old.bounds, head) - 1;
+  // Old entries starting inside the shared end may be taken over once parsing lands on one of them.
+  const stop = Math.max(start, countAtMost(old.bounds, old.data.length - tail - 1));
+  const tree: ParsedTree = {
+    oid,
+    data,
+    bounds: old.bounds.slice(0, start + 1),
+    entries: old.entries.slice(0, start),
+    files: old.files.slice(0, start),
+    derivation: { from: old.oid, dropped: [], fresh: [] },
+  };
+  const { dropped, fresh } = tree.derivation!;
+  const sameBytes = (j: number, pos: number, end: number) => {
+    const from = old.bounds[j]!;
+    const to = old.bounds[j + 1]!;
+    return to - from === end - pos && data.compare(old.data, from, to, pos, end) === 0;
+  };
+  let byName: Map<string, number> | undefined;
+  let next = start;
+  let pos = old.bounds[start]!;
+  let taken = count;
+  for (let k = stop; pos < data.length; ) {
+    // Landed where an old entry of the shared end now starts: it and all after it are unchanged.
+    while (k < count && old.bounds[k]! + shift < pos) k++;
+    if (k < count && k >= next && old.bounds[k]! + shift === pos) {
+      taken = k;
+      break;
+    }
+    const end = treeEntryEnd(data, pos);
+    let same = -1;
+    // Unchanged entries are usually next in line, or a few deletions further on.
+    for (let j = next; j < Math.min(count, next + REALIGN_WINDOW) && same < 0; j++)
+      if (sameBytes(j, pos, end)) same = j;
+    let entry: TreeEntry | undefined;
+    if (same < 0) {
+      // Changed in place (same name), or realign by name after many deletions.
+      entry = parseTreeEntry(data, pos, end);
+      let at: number | undefined = next;
+      if (old.entries[next]?.name !== entry.name) {
+        byName ??= nameIndex(old);
+        at = byName.get(entry.name);
+      }
+      if (at !== undefined && at >= next) {
+        if (sameBytes(at, pos, end)) same = at;
+        for (let j = next; j < at; j++) dropped.push(j);
+        next = at;
+        if (same < 0) {
+          dropped.push(at);
+          next = at + 1;
+        }
+      }
+    }
+    if (same >= 0) {
+      for (let j = next; j < same; j++) dropped.push(j);
+      tree.entries.push(old.entries[same]!);
+      tree.files.push(old.files[same]);
+      next = same + 1;
+    } else {
+      entry ??= parseTreeEntry(data, pos, end);
+      fresh.push(tree.entries.length);
+      tree.entries.push(entry);
+      tree.files.push(fileOf(entry, prefix));
+    }
+    tree.bounds.push(end);
+    pos = end;
+  }
+  for (let j = next; j < taken; j++) dropped.push(j);
+  if (taken < count) {
+    for (let j = taken; j < count; j++) {
+      tree.entries.push(old.entries[j]!);
+      tree.files.push(old.files[j]);
+      tree.bounds.push(old.bounds[j + 1]! + shift);
+    }
+  }
+  return tree;
 }
 
 function nameIndex(tree: ParsedTree): Map<string, number> {
@@ -186,10 +378,22 @@ function usable(entry: TreeEntry | undefined): TreeEntry | undefined {
   return entry;
 }
 
-/** The loader's view of tree `oid`: file ids are blob ids, so the analysis cache works across commits. */
+/** The tree index and root tree of each source treeSource made, for `changesSince`. */
+const trees = new WeakMap<RepoSource, { index: TreeIndex; oid: string }>();
+
+/**
+ * The loader's view of tree `oid`: file ids are blob ids, so the analysis cache works across
+ * commits, and a tree of the same index tells what changed since another by comparing the trees.
+ */
 export function treeSource(reader: ObjectReader, index: TreeIndex, oid: string): RepoSource {
-  return {
+  const source: RepoSource = {
     files: () => index.files(oid),
     read: (file) => reader.readBlob(file.id!),
+    changesSince(earlier) {
+      const tree = trees.get(earlier);
+      return tree?.index === index ? index.changes(tree.oid, oid) : undefined;
+    },
   };
+  trees.set(source, { index, oid });
+  return source;
 }

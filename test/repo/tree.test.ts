@@ -1,22 +1,23 @@
-import { chmodSync } from "node:fs";
+import { chmodSync, mkdirSync, rmSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { ObjectReader } from "../../src/repo/objects.js";
 import { TreeIndex } from "../../src/repo/tree.js";
 import { type FileChanges, makeRepo, removeTempDirs, tempDir } from "../helpers/git.js";
+import { randomNumbers } from "../model/random-fleet.js";
 
 afterAll(removeTempDirs);
 
-/** `git ls-tree -r` as {path, id} pairs: the listing git itself gives. */
+/** `git ls-tree -r` as {path, id} pairs: the listing git itself gives (symlinks are not fleet files). */
 function gitListing(repo: ReturnType<typeof makeRepo>, rev: string): { path: string; id: string }[] {
   return repo
     .git("ls-tree", "-r", rev)
     .split("\n")
     .filter(Boolean)
-    .map((line) => {
+    .flatMap((line) => {
       const [meta, path] = line.split("\t") as [string, string];
-      const [, , id] = meta.split(" ") as [string, string, string];
-      return { path, id };
+      const [mode, , id] = meta.split(" ") as [string, string, string];
+      return mode === "120000" ? [] : [{ path, id }];
     });
 }
 
@@ -97,6 +98,65 @@ describe("tree index", () => {
       { path: "b/z.yaml", before: blob(first, "b/z.yaml"), beforeMode: "100644" },
       { path: "c/new.yaml", after: blob(second, "c/new.yaml"), afterMode: "100644" },
     ]);
+    reader.close();
+  });
+
+  it("tree - changes between two trees are the difference of their git listings, over random commits in either direction", () => {
+    const random = randomNumbers(11);
+    const files: FileChanges = { "steward.yaml": "fleet\n" };
+    for (let i = 0; i < 400; i++) files[`big/app-${String(i).padStart(3, "0")}.yaml`] = `app ${i}\n`;
+    const repo = makeRepo({ files });
+    const revisions = [repo.rev()];
+    const pick = (n: number) => Math.floor(random() * n);
+    for (let step = 0; step < 25; step++) {
+      const changes: FileChanges = {};
+      const edits = random() < 0.2 ? 40 : 1 + pick(3);
+      for (let i = 0; i < edits; i++) {
+        const name = `big/app-${String(pick(420)).padStart(3, "0")}.yaml`;
+        if (random() < 0.3) rmSync(join(repo.dir, name), { force: true });
+        else changes[name] = `app ${step}.${i}\n`;
+      }
+      const dir = `dirs/d${pick(4)}`;
+      if (random() < 0.3) rmSync(join(repo.dir, dir), { recursive: true, force: true });
+      else if (random() < 0.3) changes[`${dir}/f${pick(3)}.yaml`] = `in ${dir} ${step}\n`;
+      // A path that is a file, then a directory, then a file again.
+      if (random() < 0.2) {
+        rmSync(join(repo.dir, "flip"), { recursive: true, force: true });
+        if (random() < 0.5) changes.flip = `file ${step}\n`;
+        else changes["flip/inner.yaml"] = `dir ${step}\n`;
+      }
+      repo.write(changes);
+      if (random() < 0.15) {
+        rmSync(join(repo.dir, "big/link.yaml"), { force: true });
+        if (random() < 0.5) symlinkSync("app-001.yaml", join(repo.dir, "big/link.yaml"));
+        else changes["big/link.yaml"] = `now a file ${step}\n`;
+      }
+      if (random() < 0.15) chmodSync(join(repo.dir, "big/app-002.yaml"), random() < 0.5 ? 0o755 : 0o644);
+      mkdirSync(join(repo.dir, "dirs"), { recursive: true });
+      revisions.push(repo.commit(`step ${step}`, changes, { allowEmpty: true }));
+    }
+    const reader = new ObjectReader(join(repo.dir, ".git"));
+    const index = new TreeIndex(reader);
+    const trees = revisions.map((rev) => repo.git("rev-parse", `${rev}^{tree}`));
+    const tree = (rev: string) => trees[revisions.indexOf(rev)]!;
+    const listings = revisions.map((rev) => gitListing(repo, rev));
+    const listing = (rev: string) => new Map(listings[revisions.indexOf(rev)]!.map((f) => [f.path, f.id]));
+    index.files(tree(revisions[0]!));
+    // Forwards one commit at a time, then jumps back and forth.
+    const pairs: [number, number][] = revisions.slice(1).map((_, i) => [i, i + 1]);
+    for (let i = 0; i < 15; i++) pairs.push([pick(revisions.length), pick(revisions.length)]);
+    for (const [a, b] of pairs) {
+      const before = listing(revisions[a]!);
+      const after = listing(revisions[b]!);
+      const expected = new Map<string, string | undefined>();
+      for (const [path, id] of after) if (before.get(path) !== id) expected.set(path, id);
+      for (const path of before.keys()) if (!after.has(path)) expected.set(path, undefined);
+      const found = index.changes(tree(revisions[a]!), tree(revisions[b]!));
+      const ids = new Map([...found].map(([path, file]) => [path, file?.id]));
+      expect(ids, `${a} → ${b}`).toEqual(expected);
+      for (const [path, file] of found) if (file) expect(file.path).toBe(path);
+      expect(index.files(tree(revisions[b]!)), `listing of ${b}`).toEqual(listings[b]);
+    }
     reader.close();
   });
 });

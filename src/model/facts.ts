@@ -1,0 +1,225 @@
+/**
+ * What the checks need from one assignment document alone: findings about the document itself
+ * (duplicate resources, unknown dependencies, cycles, paths that are not canonical) and what the
+ * cross-document checks look up (paths to confine, things owned, sources, template references).
+ * Worked out once per parsed value: a file unchanged between syncs keeps its value, and its facts.
+ */
+import { posix } from "node:path";
+import type { Finding } from "./findings.js";
+import type { Assignment, Resource } from "./generated.js";
+import { hasDotSegments } from "./paths.js";
+import { didYouMean } from "./suggest.js";
+import { type Reference, references } from "./template.js";
+
+/** The name a resource is known by: its `name`, or its path for files, directories and symlinks. */
+export function resourceName(resource: Resource): string {
+  if (resource.name) return resource.name;
+  if ("path" in resource) return resource.path;
+  return resource.kind;
+}
+
+/** A path a resource touches: its field, the path, and for a relative symlink target the link it is relative to. */
+export interface ConfinedPath {
+  field: (string | number)[];
+  path: string;
+  relativeTo?: string;
+}
+
+/** Every path-like field of a resource that must be confined to the node's roots. */
+function confinedPaths(resource: Resource): ConfinedPath[] {
+  const out: ConfinedPath[] = [];
+  if ("path" in resource && resource.path) out.push({ field: ["path"], path: resource.path });
+  if (resource.kind === "symlink")
+    out.push(
+      resource.target.startsWith("/")
+        ? { field: ["target"], path: resource.target }
+        : { field: ["target"], path: resource.target, relativeTo: resource.path },
+    );
+  if (resource.kind === "command" && resource.creates)
+    out.push({ field: ["creates"], path: resource.creates });
+  if ((resource.kind === "command" || resource.kind === "service") && resource.cwd)
+    out.push({ field: ["cwd"], path: resource.cwd });
+  if (resource.kind === "container")
+    for (const [i, volume] of (resource.volumes ?? []).entries()) {
+      const host = volume.split(":")[0] ?? "";
+      if (host.startsWith("/")) out.push({ field: ["volumes", i], path: host });
+    }
+  return out;
+}
+
+/** What a resource owns on a host, for conflicts between assignments: `path:/etc/x`, `service:web`... */
+function ownedThing(resource: Resource): string | undefined {
+  switch (resource.kind) {
+    case "file":
+    case "directory":
+    case "symlink":
+      return `path:${posix.normalize(resource.path)}`;
+    case "service":
+    case "container":
+    case "package":
+    case "systemd-unit":
+      return `${resource.kind}:${resource.name}`;
+    default:
+      return undefined;
+  }
+}
+
+/** A cycle of `edges` (names to the names they depend on) as the names along it, first repeated at the end. */
+export function findCycle(edges: ReadonlyMap<string, readonly string[]>): string[] | undefined {
+  const state = new Map<string, 1 | 2>();
+  const stack: string[] = [];
+  const visit = (name: string): string[] | undefined => {
+    state.set(name, 1);
+    stack.push(name);
+    for (const next of edges.get(name) ?? []) {
+      if (!edges.has(next)) continue;
+      const seen = state.get(next);
+      if (seen === 1) return [...stack.slice(stack.indexOf(next)), next];
+      if (seen === undefined) {
+        const cycle = visit(next);
+        if (cycle) return cycle;
+      }
+    }
+    stack.pop();
+    state.set(name, 2);
+    return undefined;
+  };
+  for (const name of edges.keys()) {
+    if (state.has(name)) continue;
+    const cycle = visit(name);
+    if (cycle) return cycle;
+  }
+  return undefined;
+}
+
+/**
+ * What the checks of one assignment need from its own document alone, worked out once per parsed
+ * document: its value keeps its identity while its file is unchanged, so a sync of a large fleet
+ * re-checks only the documents that changed (the checks across documents still run, as lookups).
+ */
+export interface AssignmentFacts {
+  /** Findings that depend on this document alone. */
+  findings: Finding[];
+  /** Canonical paths that must be inside the roots of each node it is placed on. */
+  confined: (ConfinedPath & { index: number })[];
+  /** What each resource owns on a host (before per-node substitution). */
+  owned: { index: number; template: string }[];
+  /** Well-formed `source:` paths, which must exist in the repository. */
+  sources: { index: number; source: string }[];
+  /** Resources already reported as duplicates: not reported again as a conflict with themselves. */
+  duplicates: Set<number>;
+  /** Every `${...}` of its resources and probes, in the order substitution meets them. */
+  references: Reference[];
+}
+
+const assignmentFacts = new WeakMap<Assignment, AssignmentFacts>();
+
+/** The facts of a schema-valid assignment (worked out once per parsed value). */
+export function factsOf(assignment: Assignment): AssignmentFacts {
+  const cached = assignmentFacts.get(assignment);
+  if (cached) return cached;
+  const spec = assignment.spec;
+  const name = assignment.metadata.name;
+  const facts: AssignmentFacts = {
+    findings: [],
+    confined: [],
+    owned: [],
+    sources: [],
+    duplicates: new Set(),
+    references: [],
+  };
+  const names = new Map<string, number>();
+  const edges = new Map<string, string[]>();
+  for (const [i, resource] of spec.resources.entries()) {
+    const resName = resourceName(resource);
+    const first = names.get(resName);
+    if (first !== undefined) {
+      facts.duplicates.add(i);
+      facts.findings.push({
+        severity: "error",
+        code: "resource/duplicate",
+        path: ["spec", "resources", i, resource.name ? "name" : "path"],
+        message: `resource "${resName}" is declared twice in assignment "${name}" (first at spec.resources[${first}])`,
+        fix: "remove the duplicate or give each resource its own name",
+      });
+    } else names.set(resName, i);
+    edges.set(resName, resource.dependsOn ?? []);
+    for (const field of confinedPaths(resource)) {
+      if (field.relativeTo === undefined && (hasDotSegments(field.path) || field.path.includes("//")))
+        facts.findings.push({
+          severity: "error",
+          code: "path/dot-segments",
+          path: ["spec", "resources", i, ...field.field],
+          message: `${JSON.stringify(field.path)} is not a canonical path (it has \`.\`, \`..\` or \`//\`)`,
+          fix: "write the absolute path without `.` or `..` segments",
+        });
+      else facts.confined.push({ index: i, ...field });
+    }
+    if ((resource.kind === "file" || resource.kind === "systemd-unit") && resource.source !== undefined) {
+      const source = resource.source;
+      if (source.startsWith("/") || hasDotSegments(source) || source.startsWith("./"))
+        facts.findings.push({
+          severity: "error",
+          code: "source/path",
+          path: ["spec", "resources", i, "source"],
+          message: `source ${JSON.stringify(source)} must be a path relative to the repository root, without \`.\` or \`..\``,
+          fix: 'write it like "files/nginx.conf"',
+        });
+      else facts.sources.push({ index: i, source });
+    }
+    const template = ownedThing(resource);
+    if (template) facts.owned.push({ index: i, template });
+  }
+  for (const [i, resource] of spec.resources.entries()) {
+    for (const [j, dependency] of (resource.dependsOn ?? []).entries())
+      if (!names.has(dependency))
+        facts.findings.push({
+          severity: "error",
+          code: "depends-on/unknown",
+          path: ["spec", "resources", i, "dependsOn", j],
+          message: `resource "${dependency}" does not exist in assignment "${name}"${didYouMean(dependency, names.keys())}`,
+          fix: "name a resource of the same assignment (its name, or its path for files)",
+        });
+    if (resource.kind === "service")
+      for (const [j, dependency] of (resource.restartOn ?? []).entries())
+        if (!names.has(dependency))
+          facts.findings.push({
+            severity: "error",
+            code: "restart-on/unknown",
+            path: ["spec", "resources", i, "restartOn", j],
+            message: `resource "${dependency}" does not exist in assignment "${name}"${didYouMean(dependency, names.keys())}`,
+            fix: "name a resource of the same assignment",
+          });
+  }
+  const probeNames = new Map<string, number>();
+  for (const [i, probe] of (spec.probes ?? []).entries()) {
+    const first = probeNames.get(probe.name);
+    if (first === undefined) probeNames.set(probe.name, i);
+    else
+      facts.findings.push({
+        severity: "error",
+        code: "probe/duplicate",
+        path: ["spec", "probes", i, "name"],
+        message: `probe "${probe.name}" is declared twice in assignment "${name}" (first at spec.probes[${first}])`,
+        fix: "give each probe its own name: reports and conditions name probes",
+      });
+  }
+  // Only resources with dependencies can be on a cycle; most have none.
+  const cycle = spec.resources.some((r) => r.dependsOn?.length) ? findCycle(edges) : undefined;
+  if (cycle) {
+    const index = names.get(cycle[0]!) ?? 0;
+    facts.findings.push({
+      severity: "error",
+      code: "depends-on/cycle",
+      path: ["spec", "resources", index, "dependsOn"],
+      message: `resources depend on each other in a cycle: ${cycle.join(" → ")}`,
+      fix: "remove one dependsOn so the order is well defined",
+    });
+  }
+  for (const [i, resource] of spec.resources.entries())
+    for (const reference of references(resource, ["resources", i])) facts.references.push(reference);
+  for (const [i, probe] of (spec.probes ?? []).entries())
+    for (const reference of references(probe, ["probes", i])) facts.references.push(reference);
+  assignmentFacts.set(assignment, facts);
+  return facts;
+}
