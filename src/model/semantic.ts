@@ -625,40 +625,7 @@ export class FleetChecks {
       const previous = everything ? undefined : this.states.get(name);
       if (previous) this.forget(previous, touchedThings);
       const doc = this.assignments.get(name);
-      if (!doc) continue;
-      const state: AssignmentState = {
-        name,
-        doc,
-        placed: this.placements.get(name) ?? [],
-        claims: [],
-        local: { findings: [] },
-        owned: { findings: [] },
-      };
-      this.states.set(name, state);
-      const facts = factsOf(doc.value);
-      const local: LocatedFinding[] = [];
-      const suggests = checkAssignment(doc, facts, state.placed, context, (document, finding) =>
-        local.push({ document, finding }),
-      );
-      this.hold(state.local, local);
-      if (suggests) this.suggesting.add(name);
-      for (const dependency of doc.value.spec.dependsOn ?? []) addTo(this.dependents, dependency, name);
-      if (doc.value.spec.dependsOn?.length) this.withDependencies.add(name);
-      for (const { source } of facts.sources) addTo(this.sourceUsers, source, name);
-      state.claims = claimsOf(state, facts);
-      for (const claim of state.claims) {
-        let thing = this.things.get(claim.thing);
-        if (!thing) {
-          thing = { key: claim.thing, claims: [] };
-          this.things.set(claim.thing, thing);
-        }
-        let i = thing.claims.length;
-        while (i > 0 && settledBefore(claim, thing.claims[i - 1]!)) i--;
-        thing.claims.splice(i, 0, claim);
-        thing.byNode = undefined;
-        if (!everything) touchedThings.add(thing);
-      }
-      checked.push(state);
+      if (doc) checked.push(this.check(name, doc, context, everything ? undefined : touchedThings));
     }
     // Conflicts: every claimant of a thing whose claims changed is checked again.
     const affected = new Set<AssignmentState>(checked);
@@ -691,6 +658,54 @@ export class FleetChecks {
   /** Names of the assignments that read the file at `path` through `source:`. */
   readersOf(path: string): Iterable<string> {
     return this.sourceUsers.get(path) ?? [];
+  }
+
+  /**
+   * Checks one assignment (but its conflicts), indexes what it depends on and claims what it owns;
+   * the things it claims are added to `touched` when given.
+   */
+  private check(
+    name: string,
+    doc: AssignmentDocument,
+    context: CheckContext,
+    touched: Set<Thing> | undefined,
+  ): AssignmentState {
+    const state: AssignmentState = {
+      name,
+      doc,
+      placed: this.placements.get(name) ?? [],
+      claims: [],
+      local: { findings: [] },
+      owned: { findings: [] },
+    };
+    this.states.set(name, state);
+    const facts = factsOf(doc.value);
+    const local: LocatedFinding[] = [];
+    const suggests = checkAssignment(doc, facts, state.placed, context, (document, finding) =>
+      local.push({ document, finding }),
+    );
+    this.hold(state.local, local);
+    if (suggests) this.suggesting.add(name);
+    const dependsOn = doc.value.spec.dependsOn;
+    if (dependsOn?.length) {
+      for (const dependency of dependsOn) addTo(this.dependents, dependency, name);
+      this.withDependencies.add(name);
+    }
+    for (const { source } of facts.sources) addTo(this.sourceUsers, source, name);
+    state.claims = claimsOf(state, facts);
+    for (const claim of state.claims) {
+      let thing = this.things.get(claim.thing);
+      if (!thing) {
+        thing = { key: claim.thing, claims: [] };
+        this.things.set(claim.thing, thing);
+      }
+      let i = thing.claims.length;
+      while (i > 0 && settledBefore(claim, thing.claims[i - 1]!)) i--;
+      thing.claims.splice(i, 0, claim);
+      thing.byNode = undefined;
+      touched?.add(thing);
+    }
+    return state;
   }
 
   /** Forgets every assignment's last check and what it indexed. */
