@@ -199,26 +199,40 @@ export function factsOf(assignment: Assignment): AssignmentFacts {
     const thing = ownedThing(resource, i);
     if (thing) owned.push(thing);
   }
-  for (const [i, resource] of spec.resources.entries()) {
-    for (const [j, dependency] of (resource.dependsOn ?? []).entries())
+  /** Findings for the names in `field` of resource `i` that name no resource of this assignment. */
+  const unknownNames = (
+    i: number,
+    field: string,
+    list: readonly string[] | undefined,
+    code: string,
+    fix: string,
+  ) => {
+    for (const [j, dependency] of (list ?? []).entries())
       if (!names.has(dependency))
         findings.push({
           severity: "error",
-          code: "depends-on/unknown",
-          path: ["spec", "resources", i, "dependsOn", j],
+          code,
+          path: ["spec", "resources", i, field, j],
           message: `resource "${dependency}" does not exist in assignment "${name}"${didYouMean(dependency, names.keys())}`,
-          fix: "name a resource of the same assignment (its name, or its path for files)",
+          fix,
         });
+  };
+  for (const [i, resource] of spec.resources.entries()) {
+    unknownNames(
+      i,
+      "dependsOn",
+      resource.dependsOn,
+      "depends-on/unknown",
+      "name a resource of the same assignment (its name, or its path for files)",
+    );
     if (resource.kind === "service")
-      for (const [j, dependency] of (resource.restartOn ?? []).entries())
-        if (!names.has(dependency))
-          findings.push({
-            severity: "error",
-            code: "restart-on/unknown",
-            path: ["spec", "resources", i, "restartOn", j],
-            message: `resource "${dependency}" does not exist in assignment "${name}"${didYouMean(dependency, names.keys())}`,
-            fix: "name a resource of the same assignment",
-          });
+      unknownNames(
+        i,
+        "restartOn",
+        resource.restartOn,
+        "restart-on/unknown",
+        "name a resource of the same assignment",
+      );
   }
   const probeNames = new Map<string, number>();
   for (const [i, probe] of (spec.probes ?? []).entries()) {
