@@ -3,7 +3,14 @@
  * analyses them and posts each chunk's analyses back on the port it was given, then says it is done.
  */
 import { workerData } from "node:worker_threads";
-import { analyzePath, CHUNK_FILES, readBuffer, type WorkerInput, type WorkerMessage } from "./analyze.js";
+import {
+  analyzePath,
+  CHUNK_FILES,
+  readBuffer,
+  type WorkerInput,
+  type WorkerMessage,
+  withoutText,
+} from "./analyze.js";
 
 const { directory, paths, claimed: buffer, results } = workerData as WorkerInput;
 const claimed = new Int32Array(buffer);
@@ -15,8 +22,7 @@ for (let chunk = Atomics.add(claimed, 0, 1); chunk < chunks; chunk = Atomics.add
   for (let i = chunk * CHUNK_FILES; i < end; i++) {
     // The text is left out: copying it to the other thread costs more than reading the file again
     // for the few files that turn out to need a position.
-    const { parsed, documents } = analyzePath(directory, paths[i]!, scratch);
-    analyses.push({ parsed: { documents: parsed.documents, problems: parsed.problems }, documents });
+    analyses.push(withoutText(analyzePath(directory, paths[i]!, scratch)));
   }
   results.postMessage({ chunk, analyses } satisfies WorkerMessage);
 }

@@ -14,7 +14,8 @@ import { MAX_YAML_BYTES, type ParsedFile, parseYamlFile } from "./yaml.js";
 
 /** What one file's bytes say on their own, independent of its path and of other files. */
 export interface FileAnalysis {
-  parsed: ParsedFile;
+  /** The file's text (when kept) and its problems as YAML; its documents are `documents`. */
+  parsed: Omit<ParsedFile, "documents">;
   documents: { index: number; value: unknown; kind?: DocumentKind; name?: string; findings: Finding[] }[];
 }
 
@@ -26,7 +27,18 @@ export function analyzeFile(bytes: Uint8Array): FileAnalysis {
     const name = (value as { metadata?: { name?: unknown } })?.metadata?.name;
     return { index, value, kind, name: typeof name === "string" ? name : undefined, findings };
   });
-  return { parsed, documents } as FileAnalysis;
+  const kept: FileAnalysis["parsed"] = { problems: parsed.problems };
+  if (parsed.text !== undefined) kept.text = parsed.text;
+  return { parsed: kept, documents };
+}
+
+/**
+ * The analysis without the file's text: what analyzeDirectoryFiles gives from either thread (the
+ * loader reads the few files that turn out to need a position again, and a large directory's
+ * texts are not kept in memory for nothing).
+ */
+export function withoutText(analysis: FileAnalysis): FileAnalysis {
+  return { parsed: { problems: analysis.parsed.problems }, documents: analysis.documents };
 }
 
 /** The analysis of a file that could not be read: one diagnostic naming the reason. */
@@ -35,7 +47,6 @@ export function unreadable(error: unknown): FileAnalysis {
     (error as NodeJS.ErrnoException)?.code ?? (error instanceof Error ? error.message : String(error));
   return {
     parsed: {
-      documents: [],
       problems: [
         {
           severity: "error",
@@ -117,7 +128,8 @@ export async function analyzeDirectoryFiles(
   const chunks = Math.ceil(paths.length / CHUNK_FILES);
   const analyzeChunk = (chunk: number) => {
     const end = Math.min(paths.length, (chunk + 1) * CHUNK_FILES);
-    for (let i = chunk * CHUNK_FILES; i < end; i++) results[i] = analyzePath(directory, paths[i]!, scratch);
+    for (let i = chunk * CHUNK_FILES; i < end; i++)
+      results[i] = withoutText(analyzePath(directory, paths[i]!, scratch));
   };
   // Every chunk nobody delivered: all of them when there is no second thread.
   const analyzeRest = () => {

@@ -18,47 +18,67 @@ export function resourceName(resource: Resource): string {
   return resource.kind;
 }
 
-/** A path a resource touches: its field, the path, and for a relative symlink target the link it is relative to. */
+/**
+ * A path a resource touches that must be confined to the node's roots: the resource, its field, the
+ * path, and for a relative symlink target the link it is relative to.
+ */
 export interface ConfinedPath {
-  field: (string | number)[];
+  index: number;
+  field: readonly (string | number)[];
   path: string;
-  relativeTo?: string;
+  relativeTo: string | undefined;
 }
 
-/** Every path-like field of a resource that must be confined to the node's roots. */
-function confinedPaths(resource: Resource): ConfinedPath[] {
-  const out: ConfinedPath[] = [];
-  if ("path" in resource && resource.path) out.push({ field: ["path"], path: resource.path });
+// One array per field for every confined path (facts are kept for every assignment of a fleet).
+const PATH = ["path"] as const;
+const TARGET = ["target"] as const;
+const CREATES = ["creates"] as const;
+const CWD = ["cwd"] as const;
+
+/** Every path-like field of resource `index` that must be confined to the node's roots. */
+function confinedPaths(resource: Resource, index: number, out: ConfinedPath[]): void {
+  const confine = (field: readonly (string | number)[], path: string, relativeTo?: string) =>
+    out.push({ index, field, path, relativeTo });
+  if ("path" in resource && resource.path) confine(PATH, resource.path);
   if (resource.kind === "symlink")
-    out.push(
-      resource.target.startsWith("/")
-        ? { field: ["target"], path: resource.target }
-        : { field: ["target"], path: resource.target, relativeTo: resource.path },
-    );
-  if (resource.kind === "command" && resource.creates)
-    out.push({ field: ["creates"], path: resource.creates });
+    confine(TARGET, resource.target, resource.target.startsWith("/") ? undefined : resource.path);
+  if (resource.kind === "command" && resource.creates) confine(CREATES, resource.creates);
   if ((resource.kind === "command" || resource.kind === "service") && resource.cwd)
-    out.push({ field: ["cwd"], path: resource.cwd });
+    confine(CWD, resource.cwd);
   if (resource.kind === "container")
     for (const [i, volume] of (resource.volumes ?? []).entries()) {
       const host = volume.split(":")[0] ?? "";
-      if (host.startsWith("/")) out.push({ field: ["volumes", i], path: host });
+      if (host.startsWith("/")) confine(["volumes", i], host);
     }
-  return out;
 }
 
-/** What a resource owns on a host, for conflicts between assignments: `path:/etc/x`, `service:web`... */
-function ownedThing(resource: Resource): string | undefined {
+/**
+ * What resource `index` owns on a host, for conflicts between assignments: a path, or a service,
+ * container, package or systemd unit by name. `name` may hold `${node...}` references.
+ */
+export interface OwnedThing {
+  index: number;
+  /** `path`, or the resource kind. */
+  category: string;
+  name: string;
+}
+
+function ownedThing(resource: Resource, index: number): OwnedThing | undefined {
   switch (resource.kind) {
     case "file":
     case "directory":
-    case "symlink":
-      return `path:${posix.normalize(resource.path)}`;
+    case "symlink": {
+      // Most paths are canonical already: the string of the document is kept as it is.
+      const path = resource.path;
+      const canonical =
+        !hasDotSegments(path) && !path.includes("//") && (path === "/" || !path.endsWith("/"));
+      return { index, category: "path", name: canonical ? path : posix.normalize(path) };
+    }
     case "service":
     case "container":
     case "package":
     case "systemd-unit":
-      return `${resource.kind}:${resource.name}`;
+      return { index, category: resource.kind, name: resource.name };
     default:
       return undefined;
   }
@@ -99,20 +119,28 @@ export function findCycle(edges: ReadonlyMap<string, readonly string[]>): string
  */
 export interface AssignmentFacts {
   /** Findings that depend on this document alone. */
-  findings: Finding[];
+  findings: readonly Finding[];
   /** Canonical paths that must be inside the roots of each node it is placed on. */
-  confined: (ConfinedPath & { index: number })[];
+  confined: readonly ConfinedPath[];
   /** What each resource owns on a host (before per-node substitution). */
-  owned: { index: number; template: string }[];
+  owned: readonly OwnedThing[];
   /** Well-formed `source:` paths, which must exist in the repository. */
-  sources: { index: number; source: string }[];
+  sources: readonly { index: number; source: string }[];
   /** Resources already reported as duplicates: not reported again as a conflict with themselves. */
-  duplicates: Set<number>;
+  duplicates: ReadonlySet<number> | undefined;
   /** Every `${...}` of its resources and probes, in the order substitution meets them. */
-  references: Reference[];
+  references: readonly Reference[];
 }
 
 const assignmentFacts = new WeakMap<Assignment, AssignmentFacts>();
+
+/**
+ * The list as kept in facts: arrays grown by `push` reserve room for 17 entries, and facts are kept
+ * for every assignment of a fleet.
+ */
+function kept<T>(list: T[]): readonly T[] {
+  return list.length === 0 ? [] : list.slice();
+}
 
 /** The facts of a schema-valid assignment (worked out once per parsed value). */
 export function factsOf(assignment: Assignment): AssignmentFacts {
@@ -120,22 +148,21 @@ export function factsOf(assignment: Assignment): AssignmentFacts {
   if (cached) return cached;
   const spec = assignment.spec;
   const name = assignment.metadata.name;
-  const facts: AssignmentFacts = {
-    findings: [],
-    confined: [],
-    owned: [],
-    sources: [],
-    duplicates: new Set(),
-    references: [],
-  };
+  const findings: Finding[] = [];
+  const confined: ConfinedPath[] = [];
+  const owned: OwnedThing[] = [];
+  const sources: { index: number; source: string }[] = [];
+  const refs: Reference[] = [];
+  let duplicates: Set<number> | undefined;
   const names = new Map<string, number>();
   const edges = new Map<string, string[]>();
   for (const [i, resource] of spec.resources.entries()) {
     const resName = resourceName(resource);
     const first = names.get(resName);
     if (first !== undefined) {
-      facts.duplicates.add(i);
-      facts.findings.push({
+      duplicates ??= new Set();
+      duplicates.add(i);
+      findings.push({
         severity: "error",
         code: "resource/duplicate",
         path: ["spec", "resources", i, resource.name ? "name" : "path"],
@@ -144,59 +171,75 @@ export function factsOf(assignment: Assignment): AssignmentFacts {
       });
     } else names.set(resName, i);
     edges.set(resName, resource.dependsOn ?? []);
-    for (const field of confinedPaths(resource)) {
+    const touched: ConfinedPath[] = [];
+    confinedPaths(resource, i, touched);
+    for (const field of touched) {
       if (field.relativeTo === undefined && (hasDotSegments(field.path) || field.path.includes("//")))
-        facts.findings.push({
+        findings.push({
           severity: "error",
           code: "path/dot-segments",
           path: ["spec", "resources", i, ...field.field],
           message: `${JSON.stringify(field.path)} is not a canonical path (it has \`.\`, \`..\` or \`//\`)`,
           fix: "write the absolute path without `.` or `..` segments",
         });
-      else facts.confined.push({ index: i, ...field });
+      else confined.push(field);
     }
     if ((resource.kind === "file" || resource.kind === "systemd-unit") && resource.source !== undefined) {
       const source = resource.source;
       if (source.startsWith("/") || hasDotSegments(source) || source.startsWith("./"))
-        facts.findings.push({
+        findings.push({
           severity: "error",
           code: "source/path",
           path: ["spec", "resources", i, "source"],
           message: `source ${JSON.stringify(source)} must be a path relative to the repository root, without \`.\` or \`..\``,
           fix: 'write it like "files/nginx.conf"',
         });
-      else facts.sources.push({ index: i, source });
+      else sources.push({ index: i, source });
     }
-    const template = ownedThing(resource);
-    if (template) facts.owned.push({ index: i, template });
+    const thing = ownedThing(resource, i);
+    if (thing) owned.push(thing);
   }
-  for (const [i, resource] of spec.resources.entries()) {
-    for (const [j, dependency] of (resource.dependsOn ?? []).entries())
+  /** Findings for the names in `field` of resource `i` that name no resource of this assignment. */
+  const unknownNames = (
+    i: number,
+    field: string,
+    list: readonly string[] | undefined,
+    code: string,
+    fix: string,
+  ) => {
+    for (const [j, dependency] of (list ?? []).entries())
       if (!names.has(dependency))
-        facts.findings.push({
+        findings.push({
           severity: "error",
-          code: "depends-on/unknown",
-          path: ["spec", "resources", i, "dependsOn", j],
+          code,
+          path: ["spec", "resources", i, field, j],
           message: `resource "${dependency}" does not exist in assignment "${name}"${didYouMean(dependency, names.keys())}`,
-          fix: "name a resource of the same assignment (its name, or its path for files)",
+          fix,
         });
+  };
+  for (const [i, resource] of spec.resources.entries()) {
+    unknownNames(
+      i,
+      "dependsOn",
+      resource.dependsOn,
+      "depends-on/unknown",
+      "name a resource of the same assignment (its name, or its path for files)",
+    );
     if (resource.kind === "service")
-      for (const [j, dependency] of (resource.restartOn ?? []).entries())
-        if (!names.has(dependency))
-          facts.findings.push({
-            severity: "error",
-            code: "restart-on/unknown",
-            path: ["spec", "resources", i, "restartOn", j],
-            message: `resource "${dependency}" does not exist in assignment "${name}"${didYouMean(dependency, names.keys())}`,
-            fix: "name a resource of the same assignment",
-          });
+      unknownNames(
+        i,
+        "restartOn",
+        resource.restartOn,
+        "restart-on/unknown",
+        "name a resource of the same assignment",
+      );
   }
   const probeNames = new Map<string, number>();
   for (const [i, probe] of (spec.probes ?? []).entries()) {
     const first = probeNames.get(probe.name);
     if (first === undefined) probeNames.set(probe.name, i);
     else
-      facts.findings.push({
+      findings.push({
         severity: "error",
         code: "probe/duplicate",
         path: ["spec", "probes", i, "name"],
@@ -208,7 +251,7 @@ export function factsOf(assignment: Assignment): AssignmentFacts {
   const cycle = spec.resources.some((r) => r.dependsOn?.length) ? findCycle(edges) : undefined;
   if (cycle) {
     const index = names.get(cycle[0]!) ?? 0;
-    facts.findings.push({
+    findings.push({
       severity: "error",
       code: "depends-on/cycle",
       path: ["spec", "resources", index, "dependsOn"],
@@ -217,9 +260,17 @@ export function factsOf(assignment: Assignment): AssignmentFacts {
     });
   }
   for (const [i, resource] of spec.resources.entries())
-    for (const reference of references(resource, ["resources", i])) facts.references.push(reference);
+    for (const reference of references(resource, ["resources", i])) refs.push(reference);
   for (const [i, probe] of (spec.probes ?? []).entries())
-    for (const reference of references(probe, ["probes", i])) facts.references.push(reference);
+    for (const reference of references(probe, ["probes", i])) refs.push(reference);
+  const facts: AssignmentFacts = {
+    findings: kept(findings),
+    confined: kept(confined),
+    owned: kept(owned),
+    sources: kept(sources),
+    duplicates,
+    references: kept(refs),
+  };
   assignmentFacts.set(assignment, facts);
   return facts;
 }

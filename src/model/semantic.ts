@@ -113,22 +113,28 @@ interface Owner {
 }
 
 /**
- * A resource's claim on one thing (`path:/etc/x`) on some nodes. Claims are settled in assignment
- * name order, then in `rank` order within an assignment: the first claim of a thing on a node owns it.
+ * A resource's claim on one thing (the path /etc/x, the service web) on some nodes. Claims are
+ * settled in assignment name order, then in `rank` order within an assignment: the first claim of
+ * a thing on a node owns it.
  */
 interface Claim {
   state: AssignmentState;
   owner: Owner;
   rank: number;
-  thing: string;
+  /** `path`, or a resource kind. */
+  category: string;
+  name: string;
   nodes: readonly Node[];
+  /** The thing, once the claim is indexed. */
+  thing: Thing | undefined;
 }
 
 /** Every claim on one thing, in settling order; who owns it on each node is worked out when asked. */
 interface Thing {
-  key: string;
+  category: string;
+  name: string;
   claims: Claim[];
-  byNode?: Map<Node, Owner>;
+  byNode?: Map<Node, Owner> | undefined;
 }
 
 function settledBefore(a: Claim, b: Claim): boolean {
@@ -151,34 +157,33 @@ function claimsOf(state: AssignmentState, facts: AssignmentFacts): Claim[] {
   const { doc, placed } = state;
   const claims: Claim[] = [];
   if (placed.length === 0) return claims;
-  for (const { index, template } of facts.owned) {
+  for (const { index, category, name } of facts.owned) {
     const owner: Owner = { doc, index };
     // A thing named with `${node...}` is a different thing on each node.
-    if (template.includes("${"))
+    if (name.includes("${"))
       for (const node of placed)
         claims.push({
           state,
           owner,
           rank: claims.length,
-          thing: substituteString(template, { node, assignment: doc.value }, ignoreMissing),
+          category,
+          name: substituteString(name, { node, assignment: doc.value }, ignoreMissing),
           nodes: [node],
+          thing: undefined,
         });
-    else claims.push({ state, owner, rank: claims.length, thing: template, nodes: placed });
+    else claims.push({ state, owner, rank: claims.length, category, name, nodes: placed, thing: undefined });
   }
-  return claims;
+  // Kept for every assignment: without the room a growing array reserves.
+  return claims.slice();
 }
 
 /** Conflicts of an assignment's claims with claims settled before them (its own included). */
-function ownershipFindings(
-  state: AssignmentState,
-  facts: AssignmentFacts,
-  things: ReadonlyMap<string, Thing>,
-): LocatedFinding[] {
+function ownershipFindings(state: AssignmentState, facts: AssignmentFacts): LocatedFinding[] {
   const out: LocatedFinding[] = [];
   const doc = state.doc;
   let reported: Set<number> | undefined;
   for (const claim of state.claims) {
-    const thing = things.get(claim.thing)!;
+    const thing = claim.thing!;
     // Most things have one claim: this one.
     if (thing.claims.length < 2) continue;
     const byNode = ownersOf(thing);
@@ -192,7 +197,7 @@ function ownershipFindings(
       else clashes.set(other, [node]);
     }
     if (!clashes) continue;
-    const what = claim.thing.replace(":", " ");
+    const what = `${claim.category} ${claim.name}`;
     const index = claim.owner.index;
     for (const [other, shared] of clashes) {
       if (other.doc !== doc)
@@ -407,7 +412,7 @@ interface NameGroup extends Held {
   kind: string;
   name: string;
   docs: AnyDocument[];
-  winner?: AnyDocument;
+  winner: AnyDocument | undefined;
 }
 
 /** An assignment as last checked: its document, placement, claims, and what its findings depend on. */
@@ -494,7 +499,8 @@ export class FleetChecks {
   private readonly invalid = new Map<string, number>();
   private readonly states = new Map<string, AssignmentState>();
   private readonly nodeChecks = new Map<string, Held>();
-  private readonly things = new Map<string, Thing>();
+  /** Things claimed, by category and name. */
+  private readonly things = new Map<string, Map<string, Thing>>();
   /** Assignment name → names of the assignments whose spec.dependsOn names it. */
   private readonly dependents = new Map<string, Set<string>>();
   /** `source:` path → names of the assignments that read it. */
@@ -540,9 +546,9 @@ export class FleetChecks {
           continue;
         }
         if (!doc.name) continue;
-        const group = this.group(doc.kind, doc.name);
+        const group = this.group(doc.kind, doc.name, delta > 0 ? doc : undefined);
         if (delta < 0) removeItem(group.docs, doc);
-        else insertDocument(group.docs, doc);
+        else if (!group.docs.includes(doc)) insertDocument(group.docs, doc);
         touched.add(group);
       }
 
@@ -625,40 +631,7 @@ export class FleetChecks {
       const previous = everything ? undefined : this.states.get(name);
       if (previous) this.forget(previous, touchedThings);
       const doc = this.assignments.get(name);
-      if (!doc) continue;
-      const state: AssignmentState = {
-        name,
-        doc,
-        placed: this.placements.get(name) ?? [],
-        claims: [],
-        local: { findings: [] },
-        owned: { findings: [] },
-      };
-      this.states.set(name, state);
-      const facts = factsOf(doc.value);
-      const local: LocatedFinding[] = [];
-      const suggests = checkAssignment(doc, facts, state.placed, context, (document, finding) =>
-        local.push({ document, finding }),
-      );
-      this.hold(state.local, local);
-      if (suggests) this.suggesting.add(name);
-      for (const dependency of doc.value.spec.dependsOn ?? []) addTo(this.dependents, dependency, name);
-      if (doc.value.spec.dependsOn?.length) this.withDependencies.add(name);
-      for (const { source } of facts.sources) addTo(this.sourceUsers, source, name);
-      state.claims = claimsOf(state, facts);
-      for (const claim of state.claims) {
-        let thing = this.things.get(claim.thing);
-        if (!thing) {
-          thing = { key: claim.thing, claims: [] };
-          this.things.set(claim.thing, thing);
-        }
-        let i = thing.claims.length;
-        while (i > 0 && settledBefore(claim, thing.claims[i - 1]!)) i--;
-        thing.claims.splice(i, 0, claim);
-        thing.byNode = undefined;
-        if (!everything) touchedThings.add(thing);
-      }
-      checked.push(state);
+      if (doc) checked.push(this.check(name, doc, context, everything ? undefined : touchedThings));
     }
     // Conflicts: every claimant of a thing whose claims changed is checked again.
     const affected = new Set<AssignmentState>(checked);
@@ -666,15 +639,16 @@ export class FleetChecks {
       if (thing.claims.length === 0) continue;
       for (const claim of thing.claims) affected.add(claim.state);
     }
-    for (const state of affected)
-      this.hold(state.owned, ownershipFindings(state, factsOf(state.doc.value), this.things));
-    for (const thing of touchedThings) if (thing.claims.length === 0) this.things.delete(thing.key);
+    for (const state of affected) this.hold(state.owned, ownershipFindings(state, factsOf(state.doc.value)));
+    for (const thing of touchedThings)
+      if (thing.claims.length === 0) this.things.get(thing.category)?.delete(thing.name);
 
     if (cycleChanged || everything) this.checkCycle();
     return { all: nodeChanges.size > 0, assignments: [...assignmentChanges.keys()] };
   }
 
-  private group(kind: string, name: string): NameGroup {
+  /** The group of documents of one kind and name; a new group starts with `first` in it. */
+  private group(kind: string, name: string, first: AnyDocument | undefined): NameGroup {
     let ofKind = this.named.get(kind);
     if (!ofKind) {
       ofKind = new Map();
@@ -682,7 +656,8 @@ export class FleetChecks {
     }
     let group = ofKind.get(name);
     if (!group) {
-      group = { kind, name, docs: [], findings: [] };
+      // Every field from the start, and a list of the one document: there is a group per name.
+      group = { kind, name, docs: first ? [first] : [], findings: [], winner: undefined };
       ofKind.set(name, group);
     }
     return group;
@@ -691,6 +666,62 @@ export class FleetChecks {
   /** Names of the assignments that read the file at `path` through `source:`. */
   readersOf(path: string): Iterable<string> {
     return this.sourceUsers.get(path) ?? [];
+  }
+
+  /**
+   * Checks one assignment (but its conflicts), indexes what it depends on and claims what it owns;
+   * the things it claims are added to `touched` when given.
+   */
+  private check(
+    name: string,
+    doc: AssignmentDocument,
+    context: CheckContext,
+    touched: Set<Thing> | undefined,
+  ): AssignmentState {
+    const state: AssignmentState = {
+      name,
+      doc,
+      placed: this.placements.get(name) ?? [],
+      claims: [],
+      local: { findings: [] },
+      owned: { findings: [] },
+    };
+    this.states.set(name, state);
+    const facts = factsOf(doc.value);
+    const local: LocatedFinding[] = [];
+    const suggests = checkAssignment(doc, facts, state.placed, context, (document, finding) =>
+      local.push({ document, finding }),
+    );
+    this.hold(state.local, local);
+    if (suggests) this.suggesting.add(name);
+    const dependsOn = doc.value.spec.dependsOn;
+    if (dependsOn?.length) {
+      for (const dependency of dependsOn) addTo(this.dependents, dependency, name);
+      this.withDependencies.add(name);
+    }
+    for (const { source } of facts.sources) addTo(this.sourceUsers, source, name);
+    state.claims = claimsOf(state, facts);
+    for (const claim of state.claims) {
+      let named = this.things.get(claim.category);
+      if (!named) {
+        named = new Map();
+        this.things.set(claim.category, named);
+      }
+      let thing = named.get(claim.name);
+      if (!thing) {
+        // Most things have this one claim only.
+        thing = { category: claim.category, name: claim.name, claims: [claim], byNode: undefined };
+        named.set(claim.name, thing);
+      } else {
+        let i = thing.claims.length;
+        while (i > 0 && settledBefore(claim, thing.claims[i - 1]!)) i--;
+        thing.claims.splice(i, 0, claim);
+        thing.byNode = undefined;
+      }
+      claim.thing = thing;
+      touched?.add(thing);
+    }
+    return state;
   }
 
   /** Forgets every assignment's last check and what it indexed. */
@@ -719,7 +750,7 @@ export class FleetChecks {
     for (const { source } of factsOf(state.doc.value).sources)
       removeFrom(this.sourceUsers, source, state.name);
     for (const claim of state.claims) {
-      const thing = this.things.get(claim.thing);
+      const thing = claim.thing;
       if (!thing) continue;
       removeItem(thing.claims, claim);
       thing.byNode = undefined;
