@@ -21,7 +21,7 @@ import type {
   ResourceOutcome,
   ResourceReport,
 } from "../model/generated.js";
-import { FlushBatch } from "./atomic.js";
+import { type FlushBatch, processFlushes } from "./atomic.js";
 import { checkBundle, WrongNodeError } from "./bundle.js";
 import type { DriverContext, Plan, ToolSettings } from "./driver.js";
 import { inSync } from "./driver.js";
@@ -57,6 +57,8 @@ export interface AgentOptions {
   /** Independent filesystem resources applied at once. Default 1024. */
   concurrency?: number;
   supervisor?: SupervisorOptions;
+  /** Where this agent's writes are flushed to disk; default: one group for the whole process (see FlushBatch). */
+  flusher?: FlushBatch;
 }
 
 /** What an observation of one resource found, before it becomes a report entry. */
@@ -116,6 +118,7 @@ export class Agent {
   private queue: Promise<unknown> = Promise.resolve();
   private supervisor: Promise<Supervisor> | undefined;
   private readonly supervisorOptions: SupervisorOptions;
+  private readonly flusher: FlushBatch;
   /** Latest probe results per assignment, by probe name (a long-running agent reuses fresh ones). */
   private readonly probeResults = new Map<string, Map<string, ProbeReport>>();
 
@@ -130,6 +133,7 @@ export class Agent {
     this.probeSettleMs = options.probeSettleMs ?? DEFAULT_PROBE_SETTLE_MS;
     this.concurrency = options.concurrency ?? 1024;
     this.supervisorOptions = options.supervisor ?? {};
+    this.flusher = options.flusher ?? processFlushes;
     this.startedAt = this.clock();
   }
 
@@ -171,7 +175,7 @@ export class Agent {
         STEWARD_ATTEMPT: attemptId ?? "",
       },
       dirty: new Set(),
-      flusher: new FlushBatch(),
+      flusher: this.flusher,
       tools: this.tools,
       resources,
       memo: new Map(),
@@ -197,7 +201,7 @@ export class Agent {
       if (earlier) return { result: { ...earlier, duplicate: true }, report: await this.report() };
       this.store.rememberNode(this.node);
       const { result, record, runs, probes } = await this.applyBundle(bundle);
-      await this.store.commitAttempt(result, record);
+      await this.store.commitAttempt(result, record, this.flusher);
       return {
         result,
         report: await this.report(

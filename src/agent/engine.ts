@@ -7,7 +7,6 @@
  *     before it are restored to what they were, and the later ones are blocked.
  */
 import type { Resource, ResourceOutcome } from "../model/generated.js";
-import { fsyncDirectory } from "./atomic.js";
 import { type AnyDriver, APPLIED_ACTION, type DriverContext, inSync, type Plan } from "./driver.js";
 import { driverOf } from "./drivers/index.js";
 import { asResourceFailure } from "./failure.js";
@@ -272,7 +271,7 @@ export async function applyResources(
     };
     launch();
   });
-  await Promise.all([...ctx.dirty].map((dir) => fsyncDirectory(dir)));
+  await Promise.all([...ctx.dirty].map((dir) => ctx.flusher.flushDirectory(dir)));
   ctx.dirty.clear();
   return runs as ResourceRun[];
 }

@@ -30,7 +30,7 @@ import type {
   ResourceCounters,
   ResourceOutcome,
 } from "../model/generated.js";
-import { writeFileAtomicSync, writeJsonAtomicSync, writeJsonFilesAtomic } from "./atomic.js";
+import { type AtomicFile, type FlushBatch, writeJsonAtomicSync, writeJsonFilesAtomic } from "./atomic.js";
 
 /** What the agent remembers of one resource across attempts. */
 export interface ResourceRecord {
@@ -204,11 +204,11 @@ export class AgentStore {
   }
 
   /** Saves an attempt's result with the instance's record it produced, flushed together. */
-  async commitAttempt(result: AttemptResult, record?: InstanceRecord): Promise<void> {
+  async commitAttempt(result: AttemptResult, record?: InstanceRecord, batch?: FlushBatch): Promise<void> {
     const attempts = this.ensureDir(join(this.dir, "attempts"));
     const files = record ? this.instanceFiles(record) : [];
     files.push({ path: join(attempts, `${encode(result.attemptId)}.json`), value: result });
-    await writeJsonFilesAtomic(files);
+    await writeJsonFilesAtomic(files, batch);
     if (record) this.rememberBundle(record);
     this.pruneAttempts(attempts);
   }
@@ -295,13 +295,14 @@ export class AgentStore {
   }
 
   /**
-   * Keeps bytes a managed file had before it is overwritten (a repair never destroys: the drifted
-   * content stays recoverable), stored by content hash so the same content is kept once.
+   * Where bytes a managed file had before it is overwritten are kept (a repair never destroys: the
+   * drifted content stays recoverable), by content hash so the same content is kept once; `write`
+   * is the file to write atomically before the overwrite, when that content is not kept yet.
    */
-  keep(bytes: Uint8Array, hash: string): string {
+  keep(bytes: Uint8Array, hash: string): { path: string; write?: AtomicFile } {
     const path = join(this.ensureDir(join(this.dir, "kept")), hash.replace(/^sha256:/, ""));
-    if (!existsSync(path)) writeFileAtomicSync(path, bytes, { mode: 0o600 });
-    return path;
+    if (existsSync(path)) return { path };
+    return { path, write: { path, data: bytes, options: { mode: 0o600 } } };
   }
 
   /** The next report sequence number (persisted, so it increases across agent processes). */
