@@ -506,13 +506,13 @@ export class Hub {
           orphans.push(attemptId);
           continue;
         }
-        const dispatched: AttemptRecord = {
+        const dispatched = {
           ...attempt,
-          status: "dispatched",
+          status: "dispatched" as const,
           dispatchedAt: handedAt.toISOString(),
           leaseExpiresAt: lease,
         };
-        this.store.saveAttempt(dispatched);
+        this.store.saveDispatched(dispatched);
         jobs.push({ attempt: dispatched, node, transport, bundle: JSON.parse(row.bundle) as Bundle });
       }
     });
@@ -539,8 +539,8 @@ export class Hub {
           this.metrics.dispatchesTotal.inc({ transport: transport.name, result: "accepted" });
           this.deliver("dispatched", transport.name, () => {
             this.store.deleteOutbox(attempt.id);
-            // Look again: the lease runs, and its end needs a timer.
-            this.queue.add(attempt.instanceKey);
+            // Look again when the lease ends (the result usually comes first, and is looked at then).
+            this.queue.addAt(attempt.instanceKey, Date.parse(attempt.leaseExpiresAt!));
           });
           log.info(
             { node: node.name, transport: transport.name },

@@ -698,6 +698,19 @@ export class SqliteStore implements Store {
     this.run(UPSERT_ATTEMPT, ATTEMPTS.to(attempt));
   }
 
+  saveDispatched(attempt: AttemptRecord & { leaseExpiresAt: string }): void {
+    this.saveAttempt(attempt);
+    this.run(
+      `UPDATE intents SET deadline_at = ?, updated_at = ?
+        WHERE instance_key = ? AND generation = ? AND last_attempt_id = ? AND status = 'dispatched'`,
+      attempt.leaseExpiresAt,
+      attempt.dispatchedAt ?? attempt.leaseExpiresAt,
+      attempt.instanceKey,
+      attempt.generation,
+      attempt.id,
+    );
+  }
+
   outbox(): OutboxRow[] {
     return this.all("SELECT attempt_id, node, bundle, created_at FROM outbox ORDER BY attempt_id").map(
       (r) => ({
