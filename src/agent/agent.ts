@@ -61,6 +61,16 @@ export interface AgentOptions {
   flusher?: FlushBatch;
 }
 
+/** What `applyAll` did with one attempt: its result, or the error `apply` would have thrown. */
+export type ApplyOutcome = { result: AttemptResult } | { error: unknown };
+
+/** What an apply just observed of one instance, for the report that follows it. */
+interface FreshInstance {
+  record: InstanceRecord;
+  runs?: ResourceRun[];
+  probes?: ProbeReport[];
+}
+
 /** What an observation of one resource found, before it becomes a report entry. */
 interface ResourceObservation {
   observed?: unknown;
@@ -152,7 +162,11 @@ export class Agent {
   }
 
   /** A driver context for one instance at the bundle's generation (`attemptId` set while applying). */
-  private context(bundle: Bundle, attemptId?: string): DriverContext {
+  /**
+   * `paths` may be shared by the instances of one report (nothing changes directories while it is
+   * taken, so what one resolved holds for the next).
+   */
+  private context(bundle: Bundle, attemptId?: string, paths?: HostPaths): DriverContext {
     const spec = bundle.spec;
     const resources: Record<string, Resource> = {};
     for (const resource of spec.resources) resources[resource.name ?? ""] = resource;
@@ -162,7 +176,7 @@ export class Agent {
       generation: bundle.generation,
       ...(attemptId ? { attemptId } : {}),
       state: spec.state,
-      paths: new HostPaths(this.root, spec.roots),
+      paths: paths ?? new HostPaths(this.root, spec.roots),
       runner: this.runner,
       store: this.store,
       clock: this.clock,
@@ -194,28 +208,110 @@ export class Agent {
    * applied) for a bundle this agent must not apply; every other problem is in the result.
    */
   async apply(input: Bundle): Promise<AgentReply> {
+    const bundle = await this.accept(input);
+    const { outcomes, report } = await this.applyAccepted([bundle]);
+    const [outcome] = outcomes;
+    if (!outcome || "error" in outcome) throw outcome?.error;
+    return { result: outcome.result, report };
+  }
+
+  /**
+   * Applies several attempts in the order given, under one hold of the state lock, each committed
+   * durably before the next starts, then takes one full report after all of them (what a queue of
+   * attempts for one node needs: one look at the node, not one per attempt). Each attempt's outcome
+   * is its result, or the error `apply` would have thrown for it alone (a refused bundle, an apply
+   * that failed mid-way); one attempt's error never stops the others.
+   */
+  async applyAll(inputs: readonly Bundle[]): Promise<{ outcomes: ApplyOutcome[]; report: Report }> {
+    const accepted = await Promise.all(
+      inputs.map((input) =>
+        this.accept(input).then(
+          (bundle) => bundle,
+          (error: unknown) => ({ error }),
+        ),
+      ),
+    );
+    return this.applyAccepted(accepted);
+  }
+
+  /** The bundle, once it is valid and for this node (else InvalidBundleError, WrongNodeError). */
+  private async accept(input: Bundle): Promise<Bundle> {
     const bundle = await checkBundle(input);
     if (bundle.spec.node !== this.node) throw new WrongNodeError(bundle.spec.node, this.node);
+    return bundle;
+  }
+
+  private applyAccepted(
+    bundles: readonly (Bundle | { error: unknown })[],
+  ): Promise<{ outcomes: ApplyOutcome[]; report: Report }> {
     return this.exclusive(async () => {
-      const earlier = this.store.attempt(bundle.attemptId);
-      if (earlier) return { result: { ...earlier, duplicate: true }, report: await this.report() };
-      this.store.rememberNode(this.node);
-      const { result, record, runs, probes } = await this.applyBundle(bundle);
-      await this.store.commitAttempt(result, record, this.flusher);
-      return {
-        result,
-        report: await this.report(
-          record && { record, ...(runs ? { runs } : {}), ...(probes ? { probes } : {}) },
-        ),
+      const outcomes: ApplyOutcome[] = [];
+      const fresh = new Map<string, FreshInstance>();
+      // Applied, not yet committed: committed together (one flush), before anything reads them back.
+      const pending: { index: number; result: AttemptResult; record?: InstanceRecord }[] = [];
+      const applied = new Set<string>();
+      const commit = async () => {
+        const commits = pending.splice(0);
+        if (commits.length === 0) return;
+        try {
+          await this.store.commitAttempts(commits, applied, this.flusher);
+        } catch (error) {
+          // Not durable: as if these applies had failed mid-way (the hub hears them lost).
+          for (const { index, record } of commits) {
+            outcomes[index] = { error };
+            if (record) fresh.delete(record.assignment);
+          }
+        }
+        applied.clear();
       };
+      let remembered = false;
+      for (const bundle of bundles) {
+        if ("error" in bundle) {
+          outcomes.push(bundle);
+          continue;
+        }
+        try {
+          // The same instance or attempt again: what the earlier one left must be on disk first.
+          if (
+            pending.some(
+              (c) =>
+                c.result.attemptId === bundle.attemptId || c.result.assignment === bundle.spec.assignment,
+            )
+          )
+            await commit();
+          const earlier = this.store.attempt(bundle.attemptId);
+          if (earlier) {
+            outcomes.push({ result: { ...earlier, duplicate: true } });
+            continue;
+          }
+          if (!remembered) this.store.rememberNode(this.node);
+          remembered = true;
+          const { result, record, runs, probes, dirty } = await this.applyBundle(bundle);
+          for (const dir of dirty) applied.add(dir);
+          pending.push({ index: outcomes.length, result, ...(record ? { record } : {}) });
+          if (record)
+            fresh.set(record.assignment, {
+              record,
+              ...(runs ? { runs } : {}),
+              ...(probes ? { probes } : {}),
+            });
+          outcomes.push({ result });
+        } catch (error) {
+          outcomes.push({ error });
+        }
+      }
+      await commit();
+      return { outcomes, report: await this.report(fresh) };
     });
   }
 
+  /** Applies one bundle; `dirty` are the directories where it renamed files (flushed with its record). */
   private async applyBundle(bundle: Bundle): Promise<{
     result: AttemptResult;
     record?: InstanceRecord;
     runs?: ResourceRun[];
     probes?: ProbeReport[];
+    dirty: Iterable<string>;
   }> {
     const spec = bundle.spec;
     const startedAt = this.clock().toISOString();
@@ -239,6 +335,7 @@ export class Agent {
           resources: [],
           finishedAt: this.clock().toISOString(),
         },
+        dirty: [],
       };
     }
     const ctx = this.context(bundle, bundle.attemptId);
@@ -259,6 +356,7 @@ export class Agent {
           resources: [],
           finishedAt: this.clock().toISOString(),
         },
+        dirty: ctx.dirty,
       };
     }
     const outcomes = runs.map((run) => run.outcome);
@@ -326,7 +424,7 @@ export class Agent {
       at: finishedAt,
     };
     if (result.failureClass) record.lastAttempt.failureClass = result.failureClass;
-    return { result, record, runs, ...(probes ? { probes } : {}) };
+    return { result, record, runs, ...(probes ? { probes } : {}), dirty: ctx.dirty };
   }
 
   private rememberProbes(assignment: string, probes: readonly ProbeReport[]): void {
@@ -344,19 +442,26 @@ export class Agent {
   }
 
   /**
-   * Builds a report. `fresh` carries what an apply just observed for one instance: resources found
+   * Builds a report. `fresh` carries what applies just observed, by assignment: resources found
    * as desired need no second look, changed ones are observed again. `cachedProbes` lets the
    * supervisor reuse probe results that are within their interval.
    */
-  private async report(
-    fresh?: { record: InstanceRecord; runs?: ResourceRun[]; probes?: ProbeReport[] },
-    cachedProbes = false,
-  ): Promise<Report> {
+  private async report(fresh?: ReadonlyMap<string, FreshInstance>, cachedProbes = false): Promise<Report> {
     const instances: InstanceReport[] = [];
+    // One resolution of the node's roots and directories for the whole report, per set of roots.
+    const paths = new Map<string, HostPaths>();
     for (const assignment of this.store.assignments()) {
-      const reuse = fresh?.record.assignment === assignment ? fresh : undefined;
+      const reuse = fresh?.get(assignment);
       const record = reuse?.record ?? this.store.instance(assignment);
-      if (record) instances.push(await this.observeInstance(record, reuse, cachedProbes));
+      if (!record) continue;
+      const roots = record.bundle.spec.roots;
+      const key = roots.join("\0");
+      let shared = paths.get(key);
+      if (!shared) {
+        shared = new HostPaths(this.root, roots);
+        paths.set(key, shared);
+      }
+      instances.push(await this.observeInstance(record, reuse, cachedProbes, shared));
     }
     const now = this.clock();
     return {
@@ -411,10 +516,11 @@ export class Agent {
     record: InstanceRecord,
     fresh: { runs?: ResourceRun[]; probes?: ProbeReport[] } | undefined,
     cachedProbes: boolean,
+    paths: HostPaths,
   ): Promise<InstanceReport> {
     const { bundle } = record;
     const spec = bundle.spec;
-    const ctx = this.context(bundle);
+    const ctx = this.context(bundle, undefined, paths);
     const now = this.clock();
     const budget = budgetOf(bundle);
     const runOnce = this.store.runOnce(spec.assignment);

@@ -13,6 +13,7 @@ import {
   fsyncSync,
   openSync,
   renameSync,
+  statfsSync,
   statSync,
   unlinkSync,
   writeSync,
@@ -113,7 +114,8 @@ interface PendingFlush {
  * create or rename waits behind a journal commit, and a thousand interleaved write-flush-rename
  * sequences were three times slower. A large group is flushed with one syncfs per filesystem
  * (coreutils `sync -f`: Node has no binding for it), which writes every file's bytes and every
- * directory's entries; a small one, or a host without `sync -f`, with fdatasync per file and fsync
+ * directory's entries (none on a filesystem kept in memory, tmpfs: nothing there outlives a power
+ * cut, and a flush would only cost a process); a small one, or a host without `sync -f`, with fdatasync per file and fsync
  * per directory, in parallel.
  */
 export class FlushBatch {
@@ -157,11 +159,7 @@ export class FlushBatch {
     this.pending = [];
     this.flushing = true;
     try {
-      if (
-        batch.length >= SYNCFS_FROM &&
-        syncfsWorks &&
-        (await syncFilesystems(batch.map((entry) => entry.path)))
-      ) {
+      if (batch.length >= SYNCFS_FROM && syncfsWorks && (await syncFilesystems(batch))) {
         for (const entry of batch) entry.resolve();
         return;
       }
@@ -185,14 +183,28 @@ export class FlushBatch {
  */
 export const processFlushes = new FlushBatch();
 
-/** syncfs on the filesystem of each path (one per device); false when that is not possible here. */
-async function syncFilesystems(paths: readonly string[]): Promise<boolean> {
+/** statfs types of filesystems kept in memory only (tmpfs, ramfs): a flush there has nothing to write. */
+const MEMORY_FILESYSTEMS = new Set([0x01021994, 0x858458f6]);
+
+/**
+ * syncfs on the filesystem of each entry (one per device; none on a filesystem in memory only);
+ * false when that is not possible here.
+ */
+async function syncFilesystems(entries: readonly PendingFlush[]): Promise<boolean> {
   const byDevice = new Map<number, string>();
+  // A file is on its directory's filesystem (a mount point's stat is the mounted one's): one stat
+  // per directory, not per file.
+  const seen = new Set<string>();
   try {
-    for (const path of paths) {
-      const device = statSync(path).dev;
-      if (!byDevice.has(device)) byDevice.set(device, path);
+    for (const { path, directory } of entries) {
+      const dir = directory ? path : dirname(path);
+      if (seen.has(dir)) continue;
+      seen.add(dir);
+      const device = statSync(dir).dev;
+      if (!byDevice.has(device)) byDevice.set(device, dir);
     }
+    for (const [device, dir] of byDevice)
+      if (MEMORY_FILESYSTEMS.has(statfsSync(dir).type)) byDevice.delete(device);
   } catch {
     return false;
   }
@@ -255,11 +267,14 @@ export interface AtomicFile {
  * order given (so a file that must exist before another one does — the kept copy of a file's old
  * content before the new content — is renamed first). Nothing is renamed unless every file's bytes
  * are on disk; on failure the temporary files are removed. Returns the directories whose entries
- * changed, for the caller to flush (once, for everything it wrote).
+ * changed, for the caller to flush (once, for everything it wrote). `after` are directories whose
+ * earlier renames must be on disk before these files are renamed: flushed in the same group as the
+ * bytes.
  */
 export async function writeFilesAtomic(
   files: readonly AtomicFile[],
   batch: FlushBatch = processFlushes,
+  after: Iterable<string> = [],
 ): Promise<Set<string>> {
   const written: { tmp: string; file: AtomicFile }[] = [];
   try {
@@ -268,7 +283,10 @@ export async function writeFilesAtomic(
       closeSync(fd);
       written.push({ tmp, file });
     }
-    await Promise.all(written.map(({ tmp }) => batch.flush(tmp)));
+    await Promise.all([
+      ...written.map(({ tmp }) => batch.flush(tmp)),
+      ...[...after].map((dir) => batch.flushDirectory(dir)),
+    ]);
   } catch (error) {
     for (const { tmp } of written) safeUnlink(tmp);
     throw error;
@@ -316,16 +334,18 @@ function fsyncDirectory(path: string): Promise<void> {
 
 /**
  * Writes several JSON state files atomically and durably, flushing them together: their bytes in
- * one group, then the renames, then their directories in one group (an apply's attempt and
- * instance records).
+ * one group (with the directories in `after`: see writeFilesAtomic), then the renames, then their
+ * directories in one group (applies' attempt and instance records).
  */
 export async function writeJsonFilesAtomic(
   files: readonly { path: string; value: unknown }[],
   batch: FlushBatch = processFlushes,
+  after: Iterable<string> = [],
 ): Promise<void> {
   const directories = await writeFilesAtomic(
     files.map(({ path, value }) => ({ path, data: `${JSON.stringify(value)}\n`, options: { mode: 0o600 } })),
     batch,
+    after,
   );
   await Promise.all([...directories].map((dir) => batch.flushDirectory(dir)));
 }

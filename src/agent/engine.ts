@@ -124,7 +124,11 @@ export async function applyResource(
   return run;
 }
 
-/** Applies every resource of an instance; returns one run per resource, in bundle order. */
+/**
+ * Applies every resource of an instance; returns one run per resource, in bundle order. The
+ * directories whose entries changed are left in `ctx.dirty`: the caller flushes them with the
+ * attempt's record (AgentStore.commitAttempts), in one flush.
+ */
 export async function applyResources(
   resources: readonly Resource[],
   ctx: DriverContext,
@@ -271,7 +275,5 @@ export async function applyResources(
     };
     launch();
   });
-  await Promise.all([...ctx.dirty].map((dir) => ctx.flusher.flushDirectory(dir)));
-  ctx.dirty.clear();
   return runs as ResourceRun[];
 }

@@ -18,6 +18,7 @@ import {
   readdirSync,
   readFileSync,
   renameSync,
+  type Stats,
   statSync,
   unlinkSync,
   writeFileSync,
@@ -128,6 +129,53 @@ function readJson<T>(path: string): T | undefined {
   }
 }
 
+/** stat, or undefined when nothing (readable) is there: a missing file costs no exception. */
+function statOrUndefined(path: string): Stats | undefined {
+  try {
+    return statSync(path, { throwIfNoEntry: false });
+  } catch {
+    return undefined;
+  }
+}
+
+/** A JSON file that is usually missing (an attempt not handled yet): read only when stat finds it. */
+function readJsonIfPresent<T>(path: string): T | undefined {
+  return statOrUndefined(path) ? readJson<T>(path) : undefined;
+}
+
+/**
+ * Parsed JSON files, each kept while the file is the same one: every write here renames a new file
+ * into place (a new inode), so a stat tells whether what was parsed is still current, whichever
+ * process wrote it. Values are shared: callers copy before they change anything.
+ */
+class ParsedFiles {
+  private readonly files = new Map<string, { stats: Stats; value: unknown }>();
+
+  read<T>(path: string): T | undefined {
+    const stats = statOrUndefined(path);
+    if (!stats) {
+      this.files.delete(path);
+      return undefined;
+    }
+    const known = this.files.get(path);
+    if (known && sameFile(known.stats, stats)) return known.value as T;
+    const value = readJson<T>(path);
+    if (value === undefined) this.files.delete(path);
+    else this.files.set(path, { stats, value });
+    return value;
+  }
+}
+
+function sameFile(a: Stats, b: Stats): boolean {
+  return (
+    a.ino === b.ino &&
+    a.dev === b.dev &&
+    a.size === b.size &&
+    a.mtimeMs === b.mtimeMs &&
+    a.ctimeMs === b.ctimeMs
+  );
+}
+
 const MAX_ATTEMPTS_KEPT = 1000;
 
 /** The agent's state directory (layout above). Every write is atomic: temp file, fsync, rename. */
@@ -137,6 +185,8 @@ export class AgentStore {
   private readonly bundleOnDisk = new Map<string, string>();
   /** Bundles read or written by this process, by assignment. */
   private readonly bundles = new Map<string, Bundle>();
+  /** Instance records, run-once records and agent.json as last parsed (a long-running agent reads them every second). */
+  private readonly parsed = new ParsedFiles();
 
   constructor(readonly dir: string) {}
 
@@ -160,15 +210,18 @@ export class AgentStore {
       this.bundles.set(assignment, bundle);
     }
     const { heldGeneration: _held, bundleKey: _key, ...record } = history;
-    return { ...record, bundle };
+    // The parsed history is shared: the record's resources are the caller's to change.
+    return { ...record, resources: { ...record.resources }, bundle };
   }
 
   /**
    * The instance's record without its bundle (the bulk of the state): what an apply needs of the
    * past, read without parsing a thousand resources it is about to receive again anyway.
    */
-  history(assignment: string): InstanceHistory | undefined {
-    const stored = readJson<InstanceHistory>(join(this.dir, "instances", `${encode(assignment)}.json`));
+  history(assignment: string): Readonly<InstanceHistory> | undefined {
+    const stored = this.parsed.read<InstanceHistory>(
+      join(this.dir, "instances", `${encode(assignment)}.json`),
+    );
     if (stored?.bundleKey !== undefined) this.bundleOnDisk.set(assignment, stored.bundleKey);
     return stored;
   }
@@ -203,13 +256,24 @@ export class AgentStore {
     this.rememberBundle(record);
   }
 
-  /** Saves an attempt's result with the instance's record it produced, flushed together. */
-  async commitAttempt(result: AttemptResult, record?: InstanceRecord, batch?: FlushBatch): Promise<void> {
+  /**
+   * Saves attempts' results with the instance records they produced (one per instance at most),
+   * flushed together; `applied` are the directories where the applies renamed files, on disk before
+   * any record is (a record never speaks of an apply a crash could undo).
+   */
+  async commitAttempts(
+    commits: readonly { result: AttemptResult; record?: InstanceRecord }[],
+    applied: Iterable<string> = [],
+    batch?: FlushBatch,
+  ): Promise<void> {
     const attempts = this.ensureDir(join(this.dir, "attempts"));
-    const files = record ? this.instanceFiles(record) : [];
-    files.push({ path: join(attempts, `${encode(result.attemptId)}.json`), value: result });
-    await writeJsonFilesAtomic(files, batch);
-    if (record) this.rememberBundle(record);
+    const files: { path: string; value: unknown }[] = [];
+    for (const { result, record } of commits) {
+      if (record) files.push(...this.instanceFiles(record));
+      files.push({ path: join(attempts, `${encode(result.attemptId)}.json`), value: result });
+    }
+    await writeJsonFilesAtomic(files, batch, applied);
+    for (const { record } of commits) if (record) this.rememberBundle(record);
     this.pruneAttempts(attempts);
   }
 
@@ -247,20 +311,19 @@ export class AgentStore {
     return true;
   }
 
-  runOnce(assignment: string): Record<string, RunOnceRecord> {
-    return readJson(join(this.dir, "runonce", `${encode(assignment)}.json`)) ?? {};
+  runOnce(assignment: string): Readonly<Record<string, RunOnceRecord>> {
+    return this.parsed.read(join(this.dir, "runonce", `${encode(assignment)}.json`)) ?? {};
   }
 
   /** Records a command's run at once (durably), so a crash right after cannot make it run twice. */
   recordRunOnce(assignment: string, resource: string, record: RunOnceRecord): void {
     const dir = this.ensureDir(join(this.dir, "runonce"));
-    const all = this.runOnce(assignment);
-    all[resource] = record;
+    const all = { ...this.runOnce(assignment), [resource]: record };
     writeJsonAtomicSync(join(dir, `${encode(assignment)}.json`), all);
   }
 
   attempt(attemptId: string): AttemptResult | undefined {
-    return readJson(join(this.dir, "attempts", `${encode(attemptId)}.json`));
+    return readJsonIfPresent(join(this.dir, "attempts", `${encode(attemptId)}.json`));
   }
 
   /** Keeps the newest attempts only: redeliveries come within minutes, not months. */
@@ -324,7 +387,7 @@ export class AgentStore {
 
   /** The node name this state directory belongs to, remembered from the first apply. */
   node(): string | undefined {
-    return readJson<{ node?: string }>(join(this.dir, "agent.json"))?.node;
+    return this.parsed.read<{ node?: string }>(join(this.dir, "agent.json"))?.node;
   }
 
   rememberNode(node: string): void {
