@@ -254,9 +254,12 @@ export class SqliteStore implements Store {
     { body: string; takenAt: string; observation: Observation }
   >();
   private readonly statements = new Map<string, Database.Statement<unknown[]>>();
+  private readonly inTransaction: (fn: () => unknown) => unknown;
 
   constructor(database: Db | string) {
     this.db = typeof database === "string" ? openDatabase(database) : database;
+    // One wrapper for every transaction: it begins one, or a savepoint inside the current one.
+    this.inTransaction = this.db.transaction((fn: () => unknown) => fn());
   }
 
   private sql(text: string) {
@@ -283,7 +286,7 @@ export class SqliteStore implements Store {
   transaction<T>(fn: () => T): T {
     try {
       // Nested calls become savepoints: a failing inner step rolls back alone.
-      return this.db.transaction(fn)();
+      return this.inTransaction(fn) as T;
     } catch (error) {
       // Rolled back: the cache of stored observations may now be ahead of the database.
       this.observed.clear();
