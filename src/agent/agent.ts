@@ -162,10 +162,7 @@ export class Agent {
   }
 
   /** A driver context for one instance at the bundle's generation (`attemptId` set while applying). */
-  /**
-   * `paths` may be shared by the instances of one report (nothing changes directories while it is
-   * taken, so what one resolved holds for the next).
-   */
+  /** `paths`: shared resolution (see pathsFor); a fresh one by default. */
   private context(bundle: Bundle, attemptId?: string, paths?: HostPaths): DriverContext {
     const spec = bundle.spec;
     const resources: Record<string, Resource> = {};
@@ -196,6 +193,21 @@ export class Agent {
       onServiceExit: (assignment, name) =>
         void this.supervisor?.then((s) => s.serviceExited(assignment, name)),
     };
+  }
+
+  /**
+   * The node's path resolution for `roots`, shared through `shared` by everything one hold of the
+   * state lock does (its applies, then its report): only this agent changes directories meanwhile,
+   * and it tells HostPaths when it does.
+   */
+  private pathsFor(shared: Map<string, HostPaths>, roots: readonly string[]): HostPaths {
+    const key = roots.join("\0");
+    let paths = shared.get(key);
+    if (!paths) {
+      paths = new HostPaths(this.root, roots);
+      shared.set(key, paths);
+    }
+    return paths;
   }
 
   private probeContext(ctx: DriverContext): ProbeContext {
@@ -247,6 +259,7 @@ export class Agent {
     return this.exclusive(async () => {
       const outcomes: ApplyOutcome[] = [];
       const fresh = new Map<string, FreshInstance>();
+      const paths = new Map<string, HostPaths>();
       // Applied, not yet committed: committed together (one flush), before anything reads them back.
       const pending: { index: number; result: AttemptResult; record?: InstanceRecord }[] = [];
       const applied = new Set<string>();
@@ -286,7 +299,7 @@ export class Agent {
           }
           if (!remembered) this.store.rememberNode(this.node);
           remembered = true;
-          const { result, record, runs, probes, dirty } = await this.applyBundle(bundle);
+          const { result, record, runs, probes, dirty } = await this.applyBundle(bundle, paths);
           for (const dir of dirty) applied.add(dir);
           pending.push({ index: outcomes.length, result, ...(record ? { record } : {}) });
           if (record)
@@ -301,12 +314,15 @@ export class Agent {
         }
       }
       await commit();
-      return { outcomes, report: await this.report(fresh) };
+      return { outcomes, report: await this.report(fresh, false, paths) };
     });
   }
 
   /** Applies one bundle; `dirty` are the directories where it renamed files (flushed with its record). */
-  private async applyBundle(bundle: Bundle): Promise<{
+  private async applyBundle(
+    bundle: Bundle,
+    shared: Map<string, HostPaths>,
+  ): Promise<{
     result: AttemptResult;
     record?: InstanceRecord;
     runs?: ResourceRun[];
@@ -338,7 +354,7 @@ export class Agent {
         dirty: [],
       };
     }
-    const ctx = this.context(bundle, bundle.attemptId);
+    const ctx = this.context(bundle, bundle.attemptId, this.pathsFor(shared, spec.roots));
     let runs: ResourceRun[];
     try {
       runs = await applyResources(spec.resources, ctx, this.store.runOnce(spec.assignment), {
@@ -446,22 +462,18 @@ export class Agent {
    * as desired need no second look, changed ones are observed again. `cachedProbes` lets the
    * supervisor reuse probe results that are within their interval.
    */
-  private async report(fresh?: ReadonlyMap<string, FreshInstance>, cachedProbes = false): Promise<Report> {
+  private async report(
+    fresh?: ReadonlyMap<string, FreshInstance>,
+    cachedProbes = false,
+    shared = new Map<string, HostPaths>(),
+  ): Promise<Report> {
     const instances: InstanceReport[] = [];
-    // One resolution of the node's roots and directories for the whole report, per set of roots.
-    const paths = new Map<string, HostPaths>();
     for (const assignment of this.store.assignments()) {
       const reuse = fresh?.get(assignment);
       const record = reuse?.record ?? this.store.instance(assignment);
       if (!record) continue;
-      const roots = record.bundle.spec.roots;
-      const key = roots.join("\0");
-      let shared = paths.get(key);
-      if (!shared) {
-        shared = new HostPaths(this.root, roots);
-        paths.set(key, shared);
-      }
-      instances.push(await this.observeInstance(record, reuse, cachedProbes, shared));
+      const paths = this.pathsFor(shared, record.bundle.spec.roots);
+      instances.push(await this.observeInstance(record, reuse, cachedProbes, paths));
     }
     const now = this.clock();
     return {

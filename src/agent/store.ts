@@ -177,6 +177,8 @@ function sameFile(a: Stats, b: Stats): boolean {
 }
 
 const MAX_ATTEMPTS_KEPT = 1000;
+/** Report sequence numbers reserved per write (see nextSeq). */
+const SEQ_BLOCK = 1000;
 
 /** The agent's state directory (layout above). Every write is atomic: temp file, fsync, rename. */
 export class AgentStore {
@@ -185,6 +187,8 @@ export class AgentStore {
   private readonly bundleOnDisk = new Map<string, string>();
   /** Bundles read or written by this process, by assignment. */
   private readonly bundles = new Map<string, Bundle>();
+  /** Report sequence numbers this process may use, up to `reserved` (see nextSeq). */
+  private seq: { next: number; reserved: number } | undefined;
   /** Instance records, run-once records and agent.json as last parsed (a long-running agent reads them every second). */
   private readonly parsed = new ParsedFiles();
 
@@ -368,21 +372,28 @@ export class AgentStore {
     return { path, write: { path, data: bytes, options: { mode: 0o600 } } };
   }
 
-  /** The next report sequence number (persisted, so it increases across agent processes). */
+  /**
+   * The next report sequence number. Numbers are reserved on disk a block at a time, so a report
+   * costs no write and the next agent process starts above every number this one used.
+   */
   nextSeq(): number {
-    const path = join(this.ensureDir(this.dir), "report-seq");
-    let seq = 0;
-    try {
-      seq = Number(readFileSync(path, "utf8")) || 0;
-    } catch {
-      // First report from this state directory.
+    if (!this.seq || this.seq.next > this.seq.reserved) {
+      const path = join(this.ensureDir(this.dir), "report-seq");
+      let persisted = 0;
+      try {
+        persisted = Number(readFileSync(path, "utf8")) || 0;
+      } catch {
+        // First report from this state directory.
+      }
+      const next = Math.max(persisted, this.seq?.reserved ?? 0) + 1;
+      const reserved = next + SEQ_BLOCK - 1;
+      // Renamed into place but not flushed: a number lost in a power cut repeats, reports carry takenAt.
+      const tmp = `${path}.${process.pid}.tmp`;
+      writeFileSync(tmp, String(reserved), { mode: 0o600 });
+      renameSync(tmp, path);
+      this.seq = { next, reserved };
     }
-    seq += 1;
-    // Renamed into place but not flushed: a number lost in a power cut repeats, reports carry takenAt.
-    const tmp = `${path}.${process.pid}.tmp`;
-    writeFileSync(tmp, String(seq), { mode: 0o600 });
-    renameSync(tmp, path);
-    return seq;
+    return this.seq.next++;
   }
 
   /** The node name this state directory belongs to, remembered from the first apply. */
