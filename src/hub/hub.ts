@@ -37,7 +37,12 @@ export interface HubOptions {
   timing?: Partial<Timing>;
   /** Random source for backoff jitter, in [0, 1). */
   random?: () => number;
-  /** Reconciles per transaction. */
+  /**
+   * Reconciles per transaction (default 1024). The attempts a batch creates are handed over
+   * together, so a commit touching a few instances on each of many nodes reaches each node as one
+   * burst (one apply run and one report per node) rather than one per batch; a batch holds the
+   * event loop for a few hundred milliseconds at most.
+   */
   batchSize?: number;
   /** Safety resync of every unconverged instance, at a slow cadence (0: never). */
   resyncIntervalMs?: number;
@@ -100,7 +105,7 @@ export class Hub {
       backoff: { ...DEFAULT_TIMING.backoff, ...options.timing?.backoff },
     };
     this.random = options.random ?? Math.random;
-    this.batchSize = options.batchSize ?? 256;
+    this.batchSize = options.batchSize ?? 1024;
     this.resyncIntervalMs = options.resyncIntervalMs ?? 10 * 60 * SECOND;
     this.newId = idFactory(this.clock);
     this.metrics = new HubMetrics(this.store);
