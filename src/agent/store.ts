@@ -179,6 +179,8 @@ function sameFile(a: Stats, b: Stats): boolean {
 const MAX_ATTEMPTS_KEPT = 1000;
 /** Report sequence numbers reserved per write (see nextSeq). */
 const SEQ_BLOCK = 1000;
+/** How long a directory must have been unchanged before its times can tell a later change apart. */
+const SETTLED_MS = 1000;
 
 /** The agent's state directory (layout above). Every write is atomic: temp file, fsync, rename. */
 export class AgentStore {
@@ -187,6 +189,8 @@ export class AgentStore {
   private readonly bundleOnDisk = new Map<string, string>();
   /** Bundles read or written by this process, by assignment. */
   private readonly bundles = new Map<string, Bundle>();
+  /** The last listing of every instance, with the directory's stat when it was taken (see instances). */
+  private listing: { dir: Stats; records: readonly InstanceRecord[] } | undefined;
   /** Report sequence numbers this process may use, up to `reserved` (see nextSeq). */
   private seq: { next: number; reserved: number } | undefined;
   /** Instance records, run-once records and agent.json as last parsed (a long-running agent reads them every second). */
@@ -244,11 +248,22 @@ export class AgentStore {
       .sort();
   }
 
-  /** Every instance the agent holds a bundle for, sorted by assignment. */
-  instances(): InstanceRecord[] {
-    return this.assignments()
+  /**
+   * Every instance the agent holds a bundle for, sorted by assignment; shared, not to be changed.
+   * A long-running agent asks every second: the last listing is reused while the instances
+   * directory is unchanged (every record is renamed into it, by this process or another, so a
+   * change to any record changes the directory) and had already settled when it was listed (its
+   * times are only as fine as the kernel's clock tick). A write by this process drops it at once.
+   */
+  instances(): readonly InstanceRecord[] {
+    const dir = statOrUndefined(join(this.dir, "instances"));
+    if (dir && this.listing && sameFile(this.listing.dir, dir)) return this.listing.records;
+    const records = this.assignments()
       .map((assignment) => this.instance(assignment))
       .filter((record): record is InstanceRecord => record !== undefined);
+    const settled = dir !== undefined && Date.now() - Math.max(dir.mtimeMs, dir.ctimeMs) > SETTLED_MS;
+    this.listing = settled ? { dir, records } : undefined;
+    return records;
   }
 
   /**
@@ -256,6 +271,7 @@ export class AgentStore {
    * re-apply of the same generation rewrites the counters, not a thousand resources' content.
    */
   saveInstance(record: InstanceRecord): void {
+    this.listing = undefined;
     for (const { path, value } of this.instanceFiles(record)) writeJsonAtomicSync(path, value);
     this.rememberBundle(record);
   }
@@ -270,6 +286,7 @@ export class AgentStore {
     applied: Iterable<string> = [],
     batch?: FlushBatch,
   ): Promise<void> {
+    this.listing = undefined;
     const attempts = this.ensureDir(join(this.dir, "attempts"));
     const files: { path: string; value: unknown }[] = [];
     for (const { result, record } of commits) {
@@ -303,6 +320,7 @@ export class AgentStore {
 
   /** Stops remembering an instance: its record moves to retired/, nothing on the system changes. */
   retire(assignment: string, at: Date): boolean {
+    this.listing = undefined;
     const from = join(this.dir, "instances", `${encode(assignment)}.json`);
     if (!existsSync(from)) return false;
     const dir = this.ensureDir(join(this.dir, "retired"));
