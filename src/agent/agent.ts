@@ -210,6 +210,13 @@ export class Agent {
     return paths;
   }
 
+  /** What ran of an instance's commands: only `command` resources run once, so others read nothing. */
+  private runOnceOf(spec: Bundle["spec"]): Readonly<Record<string, RunOnceRecord>> {
+    return spec.resources.some((resource) => resource.kind === "command")
+      ? this.store.runOnce(spec.assignment)
+      : {};
+  }
+
   private probeContext(ctx: DriverContext): ProbeContext {
     return { runner: this.runner, env: ctx.env, cwd: ctx.paths.workingDirectory(), clock: this.clock };
   }
@@ -357,7 +364,7 @@ export class Agent {
     const ctx = this.context(bundle, bundle.attemptId, this.pathsFor(shared, spec.roots));
     let runs: ResourceRun[];
     try {
-      runs = await applyResources(spec.resources, ctx, this.store.runOnce(spec.assignment), {
+      runs = await applyResources(spec.resources, ctx, this.runOnceOf(spec), {
         concurrency: this.concurrency,
       });
     } catch (error) {
@@ -496,7 +503,7 @@ export class Agent {
   private async observeResource(
     resource: Resource,
     ctx: DriverContext,
-    runOnce: Record<string, RunOnceRecord>,
+    runOnce: Readonly<Record<string, RunOnceRecord>>,
   ): Promise<ResourceObservation> {
     try {
       const { observed, plan } = await observeAndPlan(resource, ctx, runOnce[resource.name ?? ""], []);
@@ -535,7 +542,7 @@ export class Agent {
     const ctx = this.context(bundle, undefined, paths);
     const now = this.clock();
     const budget = budgetOf(bundle);
-    const runOnce = this.store.runOnce(spec.assignment);
+    const runOnce = this.runOnceOf(spec);
     const reused = new Map<string, ResourceObservation>();
     for (const run of fresh?.runs ?? []) if (run.observation) reused.set(run.name, run.observation);
     const resources = await mapLimited(

@@ -164,6 +164,13 @@ class ParsedFiles {
     else this.files.set(path, { stats, value });
     return value;
   }
+
+  /** Notes what this process just wrote to `path` (holding the state lock, so nobody wrote since). */
+  wrote(path: string, value: unknown): void {
+    const stats = statOrUndefined(path);
+    if (stats) this.files.set(path, { stats, value });
+    else this.files.delete(path);
+  }
 }
 
 function sameFile(a: Stats, b: Stats): boolean {
@@ -177,6 +184,8 @@ function sameFile(a: Stats, b: Stats): boolean {
 }
 
 const MAX_ATTEMPTS_KEPT = 1000;
+/** Attempt files beyond the limit before they are pruned (see pruneAttempts). */
+const PRUNE_MARGIN = 250;
 /** Report sequence numbers reserved per write (see nextSeq). */
 const SEQ_BLOCK = 1000;
 /** How long a directory must have been unchanged before its times can tell a later change apart. */
@@ -191,6 +200,8 @@ export class AgentStore {
   private readonly bundles = new Map<string, Bundle>();
   /** The last listing of every instance, with the directory's stat when it was taken (see instances). */
   private listing: { dir: Stats; records: readonly InstanceRecord[] } | undefined;
+  /** How many files attempts/ holds, as far as this process knows (undefined: not listed yet). */
+  private attemptFiles: number | undefined;
   /** Report sequence numbers this process may use, up to `reserved` (see nextSeq). */
   private seq: { next: number; reserved: number } | undefined;
   /** Instance records, run-once records and agent.json as last parsed (a long-running agent reads them every second). */
@@ -288,14 +299,16 @@ export class AgentStore {
   ): Promise<void> {
     this.listing = undefined;
     const attempts = this.ensureDir(join(this.dir, "attempts"));
+    const instances = `${join(this.dir, "instances")}/`;
     const files: { path: string; value: unknown }[] = [];
     for (const { result, record } of commits) {
       if (record) files.push(...this.instanceFiles(record));
       files.push({ path: join(attempts, `${encode(result.attemptId)}.json`), value: result });
     }
     await writeJsonFilesAtomic(files, batch, applied);
+    for (const { path, value } of files) if (path.startsWith(instances)) this.parsed.wrote(path, value);
     for (const { record } of commits) if (record) this.rememberBundle(record);
-    this.pruneAttempts(attempts);
+    this.pruneAttempts(attempts, commits.length);
   }
 
   /** Notes which bundle is on disk once it was written. */
@@ -348,13 +361,24 @@ export class AgentStore {
     return readJsonIfPresent(join(this.dir, "attempts", `${encode(attemptId)}.json`));
   }
 
-  /** Keeps the newest attempts only: redeliveries come within minutes, not months. */
-  private pruneAttempts(dir: string): void {
+  /**
+   * Keeps the newest attempts only: redeliveries come within minutes, not months. The directory is
+   * listed only once this process's count of it passes the limit by a margin (other processes' files
+   * show at that listing), and then pruned to the limit: not a listing and a stat of every kept
+   * file per commit.
+   */
+  private pruneAttempts(dir: string, added: number): void {
+    if (this.attemptFiles !== undefined) {
+      this.attemptFiles += added;
+      if (this.attemptFiles <= MAX_ATTEMPTS_KEPT + PRUNE_MARGIN) return;
+    }
     const names = readdirSync(dir);
-    if (names.length <= MAX_ATTEMPTS_KEPT) return;
+    this.attemptFiles = names.length;
+    if (names.length <= MAX_ATTEMPTS_KEPT + PRUNE_MARGIN) return;
     const dated = names.map((name) => ({ name, mtime: statSync(join(dir, name)).mtimeMs }));
     dated.sort((a, b) => a.mtime - b.mtime);
     for (const { name } of dated.slice(0, dated.length - MAX_ATTEMPTS_KEPT)) unlinkSync(join(dir, name));
+    this.attemptFiles = MAX_ATTEMPTS_KEPT;
   }
 
   service(assignment: string, name: string): ServiceRecord | undefined {
