@@ -6,7 +6,8 @@
 //   hub_commit_to_converged_1k_ms  a commit changing every instance → all converged at the new generation
 //   hub_first_converge_1k_ms       from an empty state directory to all converged (agents starting)
 //   hub_reports_per_s              full node reports taken in per second (durable, then reconciled)
-// Set BENCH_DIR to put the state on another file system (e.g. /dev/shm: no fsync cost).
+// Set BENCH_DIR to put the state on another file system (e.g. /dev/shm: no fsync cost), and
+// BENCH_PHASES=1 to see when each step of the hub ran during the change.
 import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
@@ -90,15 +91,47 @@ await runtime.start();
 await waitConverged(1);
 const first = performance.now() - t0;
 
+// BENCH_PHASES=1: when each step of the hub first and last ran during the change, and for how long.
+const phases = new Map();
+if (process.env.BENCH_PHASES) {
+  const hub = runtime.hub;
+  const mark = (name, busy) => {
+    const at = performance.now() - t0;
+    const phase = phases.get(name) ?? { n: 0, first: at, busy: 0 };
+    phase.n++;
+    phase.last = at;
+    phase.busy += busy;
+    phases.set(name, phase);
+  };
+  for (const name of ["takeInRevisions", "process", "relay", "flushInbox", "ingestResult", "ingestReport"]) {
+    const step = hub[name];
+    hub[name] = function (...args) {
+      const started = performance.now();
+      try {
+        return step.apply(this, args);
+      } finally {
+        mark(name, performance.now() - started);
+      }
+    };
+  }
+  hub.onReconcile((outcome) => mark(`reconcile:${outcome.outcome}`, 0));
+}
+
 // A commit that changes every instance: sync (nudged as a webhook would), reconcile, apply, report.
 writeFleet(2);
 commit("version 2");
+// The HTTP client loads on first use: not the hub's time.
+await fetch(`${runtime.http.url}/healthz`);
 const cpu0 = process.cpuUsage();
 t0 = performance.now();
 await fetch(`${runtime.http.url}/nudge`, { method: "POST", body: JSON.stringify({ sync: true }) });
 await waitConverged(2);
 const change = performance.now() - t0;
 const cpu = process.cpuUsage(cpu0);
+for (const [name, p] of phases)
+  console.log(
+    `# phase ${name.padEnd(22)} ×${String(p.n).padStart(5)}  from ${p.first.toFixed(0).padStart(5)} ms  to ${p.last.toFixed(0).padStart(5)} ms  busy ${p.busy.toFixed(0).padStart(4)} ms`,
+  );
 
 // Report ingestion: real full reports, taken again and again (each newer than the last).
 const events = runtime.hub.eventsFor("local");

@@ -21,7 +21,7 @@ import type {
   ResourceOutcome,
   ResourceReport,
 } from "../model/generated.js";
-import { FlushBatch } from "./atomic.js";
+import { type FlushBatch, processFlushes } from "./atomic.js";
 import { checkBundle, WrongNodeError } from "./bundle.js";
 import type { DriverContext, Plan, ToolSettings } from "./driver.js";
 import { inSync } from "./driver.js";
@@ -57,6 +57,18 @@ export interface AgentOptions {
   /** Independent filesystem resources applied at once. Default 1024. */
   concurrency?: number;
   supervisor?: SupervisorOptions;
+  /** Where this agent's writes are flushed to disk; default: one group for the whole process (see FlushBatch). */
+  flusher?: FlushBatch;
+}
+
+/** What `applyAll` did with one attempt: its result, or the error `apply` would have thrown. */
+export type ApplyOutcome = { result: AttemptResult } | { error: unknown };
+
+/** What an apply just observed of one instance, for the report that follows it. */
+interface FreshInstance {
+  record: InstanceRecord;
+  runs?: ResourceRun[];
+  probes?: ProbeReport[];
 }
 
 /** What an observation of one resource found, before it becomes a report entry. */
@@ -116,6 +128,7 @@ export class Agent {
   private queue: Promise<unknown> = Promise.resolve();
   private supervisor: Promise<Supervisor> | undefined;
   private readonly supervisorOptions: SupervisorOptions;
+  private readonly flusher: FlushBatch;
   /** Latest probe results per assignment, by probe name (a long-running agent reuses fresh ones). */
   private readonly probeResults = new Map<string, Map<string, ProbeReport>>();
 
@@ -130,6 +143,7 @@ export class Agent {
     this.probeSettleMs = options.probeSettleMs ?? DEFAULT_PROBE_SETTLE_MS;
     this.concurrency = options.concurrency ?? 1024;
     this.supervisorOptions = options.supervisor ?? {};
+    this.flusher = options.flusher ?? processFlushes;
     this.startedAt = this.clock();
   }
 
@@ -148,7 +162,8 @@ export class Agent {
   }
 
   /** A driver context for one instance at the bundle's generation (`attemptId` set while applying). */
-  private context(bundle: Bundle, attemptId?: string): DriverContext {
+  /** `paths`: shared resolution (see pathsFor); a fresh one by default. */
+  private context(bundle: Bundle, attemptId?: string, paths?: HostPaths): DriverContext {
     const spec = bundle.spec;
     const resources: Record<string, Resource> = {};
     for (const resource of spec.resources) resources[resource.name ?? ""] = resource;
@@ -158,7 +173,7 @@ export class Agent {
       generation: bundle.generation,
       ...(attemptId ? { attemptId } : {}),
       state: spec.state,
-      paths: new HostPaths(this.root, spec.roots),
+      paths: paths ?? new HostPaths(this.root, spec.roots),
       runner: this.runner,
       store: this.store,
       clock: this.clock,
@@ -171,13 +186,35 @@ export class Agent {
         STEWARD_ATTEMPT: attemptId ?? "",
       },
       dirty: new Set(),
-      flusher: new FlushBatch(),
+      flusher: this.flusher,
       tools: this.tools,
       resources,
       memo: new Map(),
       onServiceExit: (assignment, name) =>
         void this.supervisor?.then((s) => s.serviceExited(assignment, name)),
     };
+  }
+
+  /**
+   * The node's path resolution for `roots`, shared through `shared` by everything one hold of the
+   * state lock does (its applies, then its report): only this agent changes directories meanwhile,
+   * and it tells HostPaths when it does.
+   */
+  private pathsFor(shared: Map<string, HostPaths>, roots: readonly string[]): HostPaths {
+    const key = roots.join("\0");
+    let paths = shared.get(key);
+    if (!paths) {
+      paths = new HostPaths(this.root, roots);
+      shared.set(key, paths);
+    }
+    return paths;
+  }
+
+  /** What ran of an instance's commands: only `command` resources run once, so others read nothing. */
+  private runOnceOf(spec: Bundle["spec"]): Readonly<Record<string, RunOnceRecord>> {
+    return spec.resources.some((resource) => resource.kind === "command")
+      ? this.store.runOnce(spec.assignment)
+      : {};
   }
 
   private probeContext(ctx: DriverContext): ProbeContext {
@@ -190,28 +227,114 @@ export class Agent {
    * applied) for a bundle this agent must not apply; every other problem is in the result.
    */
   async apply(input: Bundle): Promise<AgentReply> {
+    const bundle = await this.accept(input);
+    const { outcomes, report } = await this.applyAccepted([bundle]);
+    const [outcome] = outcomes;
+    if (!outcome || "error" in outcome) throw outcome?.error;
+    return { result: outcome.result, report };
+  }
+
+  /**
+   * Applies several attempts in the order given, under one hold of the state lock, each committed
+   * durably before the next starts, then takes one full report after all of them (what a queue of
+   * attempts for one node needs: one look at the node, not one per attempt). Each attempt's outcome
+   * is its result, or the error `apply` would have thrown for it alone (a refused bundle, an apply
+   * that failed mid-way); one attempt's error never stops the others.
+   */
+  async applyAll(inputs: readonly Bundle[]): Promise<{ outcomes: ApplyOutcome[]; report: Report }> {
+    const accepted = await Promise.all(
+      inputs.map((input) =>
+        this.accept(input).then(
+          (bundle) => bundle,
+          (error: unknown) => ({ error }),
+        ),
+      ),
+    );
+    return this.applyAccepted(accepted);
+  }
+
+  /** The bundle, once it is valid and for this node (else InvalidBundleError, WrongNodeError). */
+  private async accept(input: Bundle): Promise<Bundle> {
     const bundle = await checkBundle(input);
     if (bundle.spec.node !== this.node) throw new WrongNodeError(bundle.spec.node, this.node);
+    return bundle;
+  }
+
+  private applyAccepted(
+    bundles: readonly (Bundle | { error: unknown })[],
+  ): Promise<{ outcomes: ApplyOutcome[]; report: Report }> {
     return this.exclusive(async () => {
-      const earlier = this.store.attempt(bundle.attemptId);
-      if (earlier) return { result: { ...earlier, duplicate: true }, report: await this.report() };
-      this.store.rememberNode(this.node);
-      const { result, record, runs, probes } = await this.applyBundle(bundle);
-      await this.store.commitAttempt(result, record);
-      return {
-        result,
-        report: await this.report(
-          record && { record, ...(runs ? { runs } : {}), ...(probes ? { probes } : {}) },
-        ),
+      const outcomes: ApplyOutcome[] = [];
+      const fresh = new Map<string, FreshInstance>();
+      const paths = new Map<string, HostPaths>();
+      // Applied, not yet committed: committed together (one flush), before anything reads them back.
+      const pending: { index: number; result: AttemptResult; record?: InstanceRecord }[] = [];
+      const applied = new Set<string>();
+      const commit = async () => {
+        const commits = pending.splice(0);
+        if (commits.length === 0) return;
+        try {
+          await this.store.commitAttempts(commits, applied, this.flusher);
+        } catch (error) {
+          // Not durable: as if these applies had failed mid-way (the hub hears them lost).
+          for (const { index, record } of commits) {
+            outcomes[index] = { error };
+            if (record) fresh.delete(record.assignment);
+          }
+        }
+        applied.clear();
       };
+      let remembered = false;
+      for (const bundle of bundles) {
+        if ("error" in bundle) {
+          outcomes.push(bundle);
+          continue;
+        }
+        try {
+          // The same instance or attempt again: what the earlier one left must be on disk first.
+          if (
+            pending.some(
+              (c) =>
+                c.result.attemptId === bundle.attemptId || c.result.assignment === bundle.spec.assignment,
+            )
+          )
+            await commit();
+          const earlier = this.store.attempt(bundle.attemptId);
+          if (earlier) {
+            outcomes.push({ result: { ...earlier, duplicate: true } });
+            continue;
+          }
+          if (!remembered) this.store.rememberNode(this.node);
+          remembered = true;
+          const { result, record, runs, probes, dirty } = await this.applyBundle(bundle, paths);
+          for (const dir of dirty) applied.add(dir);
+          pending.push({ index: outcomes.length, result, ...(record ? { record } : {}) });
+          if (record)
+            fresh.set(record.assignment, {
+              record,
+              ...(runs ? { runs } : {}),
+              ...(probes ? { probes } : {}),
+            });
+          outcomes.push({ result });
+        } catch (error) {
+          outcomes.push({ error });
+        }
+      }
+      await commit();
+      return { outcomes, report: await this.report(fresh, false, paths) };
     });
   }
 
-  private async applyBundle(bundle: Bundle): Promise<{
+  /** Applies one bundle; `dirty` are the directories where it renamed files (flushed with its record). */
+  private async applyBundle(
+    bundle: Bundle,
+    shared: Map<string, HostPaths>,
+  ): Promise<{
     result: AttemptResult;
     record?: InstanceRecord;
     runs?: ResourceRun[];
     probes?: ProbeReport[];
+    dirty: Iterable<string>;
   }> {
     const spec = bundle.spec;
     const startedAt = this.clock().toISOString();
@@ -235,12 +358,13 @@ export class Agent {
           resources: [],
           finishedAt: this.clock().toISOString(),
         },
+        dirty: [],
       };
     }
-    const ctx = this.context(bundle, bundle.attemptId);
+    const ctx = this.context(bundle, bundle.attemptId, this.pathsFor(shared, spec.roots));
     let runs: ResourceRun[];
     try {
-      runs = await applyResources(spec.resources, ctx, this.store.runOnce(spec.assignment), {
+      runs = await applyResources(spec.resources, ctx, this.runOnceOf(spec), {
         concurrency: this.concurrency,
       });
     } catch (error) {
@@ -255,6 +379,7 @@ export class Agent {
           resources: [],
           finishedAt: this.clock().toISOString(),
         },
+        dirty: ctx.dirty,
       };
     }
     const outcomes = runs.map((run) => run.outcome);
@@ -322,7 +447,7 @@ export class Agent {
       at: finishedAt,
     };
     if (result.failureClass) record.lastAttempt.failureClass = result.failureClass;
-    return { result, record, runs, ...(probes ? { probes } : {}) };
+    return { result, record, runs, ...(probes ? { probes } : {}), dirty: ctx.dirty };
   }
 
   private rememberProbes(assignment: string, probes: readonly ProbeReport[]): void {
@@ -340,19 +465,22 @@ export class Agent {
   }
 
   /**
-   * Builds a report. `fresh` carries what an apply just observed for one instance: resources found
+   * Builds a report. `fresh` carries what applies just observed, by assignment: resources found
    * as desired need no second look, changed ones are observed again. `cachedProbes` lets the
    * supervisor reuse probe results that are within their interval.
    */
   private async report(
-    fresh?: { record: InstanceRecord; runs?: ResourceRun[]; probes?: ProbeReport[] },
+    fresh?: ReadonlyMap<string, FreshInstance>,
     cachedProbes = false,
+    shared = new Map<string, HostPaths>(),
   ): Promise<Report> {
     const instances: InstanceReport[] = [];
     for (const assignment of this.store.assignments()) {
-      const reuse = fresh?.record.assignment === assignment ? fresh : undefined;
+      const reuse = fresh?.get(assignment);
       const record = reuse?.record ?? this.store.instance(assignment);
-      if (record) instances.push(await this.observeInstance(record, reuse, cachedProbes));
+      if (!record) continue;
+      const paths = this.pathsFor(shared, record.bundle.spec.roots);
+      instances.push(await this.observeInstance(record, reuse, cachedProbes, paths));
     }
     const now = this.clock();
     return {
@@ -375,7 +503,7 @@ export class Agent {
   private async observeResource(
     resource: Resource,
     ctx: DriverContext,
-    runOnce: Record<string, RunOnceRecord>,
+    runOnce: Readonly<Record<string, RunOnceRecord>>,
   ): Promise<ResourceObservation> {
     try {
       const { observed, plan } = await observeAndPlan(resource, ctx, runOnce[resource.name ?? ""], []);
@@ -407,13 +535,14 @@ export class Agent {
     record: InstanceRecord,
     fresh: { runs?: ResourceRun[]; probes?: ProbeReport[] } | undefined,
     cachedProbes: boolean,
+    paths: HostPaths,
   ): Promise<InstanceReport> {
     const { bundle } = record;
     const spec = bundle.spec;
-    const ctx = this.context(bundle);
+    const ctx = this.context(bundle, undefined, paths);
     const now = this.clock();
     const budget = budgetOf(bundle);
-    const runOnce = this.store.runOnce(spec.assignment);
+    const runOnce = this.runOnceOf(spec);
     const reused = new Map<string, ResourceObservation>();
     for (const run of fresh?.runs ?? []) if (run.observation) reused.set(run.name, run.observation);
     const resources = await mapLimited(

@@ -13,6 +13,7 @@ import {
   fsyncSync,
   openSync,
   renameSync,
+  statfsSync,
   statSync,
   unlinkSync,
   writeSync,
@@ -97,52 +98,113 @@ const SYNCFS_FROM = 8;
 /** Whether `sync -f` (syncfs) worked on this host; cleared at the first failure. */
 let syncfsWorks = true;
 
+interface PendingFlush {
+  path: string;
+  /** A directory's entries (a rename in it), or a file's bytes. */
+  directory: boolean;
+  resolve: () => void;
+  reject: (error: unknown) => void;
+}
+
 /**
- * Flushes temporary files in batches. Every write that reaches `flush` in the same turn of the
- * event loop joins one batch, and the batch settles only when all of its files are on disk, so the
- * next files are created while no flush is in flight (on ext4 a create waits behind a journal
- * commit: interleaving a thousand write-flush-rename sequences was three times slower). A large
- * batch is flushed with one syncfs per filesystem (coreutils `sync -f`: Node has no binding for
- * it), a small one, or a host without `sync -f`, with fdatasync per file in parallel.
+ * Flushes to disk in groups (a group commit). Every flush asked for while no group is being flushed
+ * joins the next group, and a flush resolves only when its whole group is on disk. One group is in
+ * flight at a time: the files of many applies (many nodes of the local transport, many agents in
+ * one process) share one flush instead of queueing a flush each on the disk's journal — on ext4 a
+ * create or rename waits behind a journal commit, and a thousand interleaved write-flush-rename
+ * sequences were three times slower. A large group is flushed with one syncfs per filesystem
+ * (coreutils `sync -f`: Node has no binding for it), which writes every file's bytes and every
+ * directory's entries (none on a filesystem kept in memory, tmpfs: nothing there outlives a power
+ * cut, and a flush would only cost a process); a small one, or a host without `sync -f`, with fdatasync per file and fsync
+ * per directory, in parallel.
  */
 export class FlushBatch {
-  private pending: { path: string; resolve: () => void; reject: (error: unknown) => void }[] = [];
+  private pending: PendingFlush[] = [];
+  private flushing = false;
+  private scheduled = false;
 
   /** Resolves once the file at `path` (complete and closed) is on disk. */
   flush(path: string): Promise<void> {
+    return this.enqueue(path, false);
+  }
+
+  /**
+   * Resolves once the entries of the directory at `path` are on disk (a rename is durable only once
+   * its directory is). Never rejects: some filesystems refuse to flush a directory, and the rename
+   * itself already happened.
+   */
+  flushDirectory(path: string): Promise<void> {
+    return this.enqueue(path, true);
+  }
+
+  private enqueue(path: string, directory: boolean): Promise<void> {
     return new Promise((resolve, reject) => {
-      this.pending.push({ path, resolve, reject });
-      if (this.pending.length === 1) setImmediate(() => void this.run());
+      this.pending.push({ path, directory, resolve, reject });
+      this.schedule();
+    });
+  }
+
+  private schedule(): void {
+    if (this.flushing || this.scheduled || this.pending.length === 0) return;
+    this.scheduled = true;
+    // The rest of this turn's writes join the group.
+    setImmediate(() => {
+      this.scheduled = false;
+      void this.run();
     });
   }
 
   private async run(): Promise<void> {
     const batch = this.pending;
     this.pending = [];
-    if (
-      batch.length >= SYNCFS_FROM &&
-      syncfsWorks &&
-      (await syncFilesystems(batch.map((entry) => entry.path)))
-    ) {
-      for (const entry of batch) entry.resolve();
-      return;
+    this.flushing = true;
+    try {
+      if (batch.length >= SYNCFS_FROM && syncfsWorks && (await syncFilesystems(batch))) {
+        for (const entry of batch) entry.resolve();
+        return;
+      }
+      const results = await Promise.allSettled(
+        batch.map(({ path, directory }) => (directory ? fsyncDirectory(path) : flushFile(path))),
+      );
+      results.forEach((result, i) => {
+        if (result.status === "fulfilled") batch[i]!.resolve();
+        else batch[i]!.reject(result.reason);
+      });
+    } finally {
+      this.flushing = false;
+      this.schedule();
     }
-    const results = await Promise.allSettled(batch.map(({ path }) => flushFile(path)));
-    results.forEach((result, i) => {
-      if (result.status === "fulfilled") batch[i]!.resolve();
-      else batch[i]!.reject(result.reason);
-    });
   }
 }
 
-/** syncfs on the filesystem of each path (one per device); false when that is not possible here. */
-async function syncFilesystems(paths: readonly string[]): Promise<boolean> {
+/**
+ * The flushes of this process (or worker thread): every agent in it shares the group, so the local
+ * transport's nodes and a NATS bench's agents flush together.
+ */
+export const processFlushes = new FlushBatch();
+
+/** statfs types of filesystems kept in memory only (tmpfs, ramfs): a flush there has nothing to write. */
+const MEMORY_FILESYSTEMS = new Set([0x01021994, 0x858458f6]);
+
+/**
+ * syncfs on the filesystem of each entry (one per device; none on a filesystem in memory only);
+ * false when that is not possible here.
+ */
+async function syncFilesystems(entries: readonly PendingFlush[]): Promise<boolean> {
   const byDevice = new Map<number, string>();
+  // A file is on its directory's filesystem (a mount point's stat is the mounted one's): one stat
+  // per directory, not per file.
+  const seen = new Set<string>();
   try {
-    for (const path of paths) {
-      const device = statSync(path).dev;
-      if (!byDevice.has(device)) byDevice.set(device, path);
+    for (const { path, directory } of entries) {
+      const dir = directory ? path : dirname(path);
+      if (seen.has(dir)) continue;
+      seen.add(dir);
+      const device = statSync(dir).dev;
+      if (!byDevice.has(device)) byDevice.set(device, dir);
     }
+    for (const [device, dir] of byDevice)
+      if (MEMORY_FILESYSTEMS.has(statfsSync(dir).type)) byDevice.delete(device);
   } catch {
     return false;
   }
@@ -180,24 +242,66 @@ function flushFile(path: string): Promise<void> {
 }
 
 /**
- * Writes `data` to `path` atomically: temporary file, flushed (in a batch with the other writes of
- * the same moment when `batch` is given), then renamed over `path`.
+ * Writes `data` to `path` atomically: temporary file, flushed (in a group with the other writes of
+ * the same moment: see FlushBatch), then renamed over `path`. The rename itself is durable once the
+ * directory is flushed (`FlushBatch.flushDirectory`), which the caller does once for many files.
  */
 export async function writeFileAtomic(
   path: string,
   data: Uint8Array | string,
   options: AtomicWriteOptions = {},
-  batch: FlushBatch = new FlushBatch(),
+  batch: FlushBatch = processFlushes,
 ): Promise<void> {
-  const { tmp, fd } = writeTemporary(path, data, options);
-  closeSync(fd);
+  await writeFilesAtomic([{ path, data, options }], batch);
+}
+
+/** One file of `writeFilesAtomic`. */
+export interface AtomicFile {
+  path: string;
+  data: Uint8Array | string;
+  options?: AtomicWriteOptions;
+}
+
+/**
+ * Writes several files atomically with one flush for all of their bytes, then renames them in the
+ * order given (so a file that must exist before another one does — the kept copy of a file's old
+ * content before the new content — is renamed first). Nothing is renamed unless every file's bytes
+ * are on disk; on failure the temporary files are removed. Returns the directories whose entries
+ * changed, for the caller to flush (once, for everything it wrote). `after` are directories whose
+ * earlier renames must be on disk before these files are renamed: flushed in the same group as the
+ * bytes.
+ */
+export async function writeFilesAtomic(
+  files: readonly AtomicFile[],
+  batch: FlushBatch = processFlushes,
+  after: Iterable<string> = [],
+): Promise<Set<string>> {
+  const written: { tmp: string; file: AtomicFile }[] = [];
   try {
-    await batch.flush(tmp);
+    for (const file of files) {
+      const { tmp, fd } = writeTemporary(file.path, file.data, file.options ?? {});
+      closeSync(fd);
+      written.push({ tmp, file });
+    }
+    await Promise.all([
+      ...written.map(({ tmp }) => batch.flush(tmp)),
+      ...[...after].map((dir) => batch.flushDirectory(dir)),
+    ]);
   } catch (error) {
-    safeUnlink(tmp);
+    for (const { tmp } of written) safeUnlink(tmp);
     throw error;
   }
-  commit(tmp, path, options);
+  const directories = new Set<string>();
+  for (const [i, { tmp, file }] of written.entries()) {
+    try {
+      commit(tmp, file.path, file.options ?? {});
+    } catch (error) {
+      for (const later of written.slice(i + 1)) safeUnlink(later.tmp);
+      throw error;
+    }
+    directories.add(dirname(file.path));
+  }
+  return directories;
 }
 
 function commit(tmp: string, path: string, options: AtomicWriteOptions): void {
@@ -211,7 +315,7 @@ function commit(tmp: string, path: string, options: AtomicWriteOptions): void {
 }
 
 /** Flushes a directory's entries (a rename is durable only once its directory is). */
-export function fsyncDirectory(path: string): Promise<void> {
+function fsyncDirectory(path: string): Promise<void> {
   return new Promise((resolve) => {
     let fd: number;
     try {
@@ -229,36 +333,21 @@ export function fsyncDirectory(path: string): Promise<void> {
 }
 
 /**
- * Writes several JSON state files atomically and durably, flushing them together: their data in
- * parallel, then the renames, then each directory once (an apply's attempt and instance records).
+ * Writes several JSON state files atomically and durably, flushing them together: their bytes in
+ * one group (with the directories in `after`: see writeFilesAtomic), then the renames, then their
+ * directories in one group (applies' attempt and instance records).
  */
 export async function writeJsonFilesAtomic(
   files: readonly { path: string; value: unknown }[],
+  batch: FlushBatch = processFlushes,
+  after: Iterable<string> = [],
 ): Promise<void> {
-  const written: { tmp: string; fd: number; path: string }[] = [];
-  try {
-    for (const { path, value } of files)
-      written.push({ ...writeTemporary(path, `${JSON.stringify(value)}\n`, { mode: 0o600 }), path });
-    await Promise.all(
-      written.map(
-        ({ fd }) =>
-          new Promise<void>((resolve, reject) =>
-            fdatasync(fd, (error) => (error ? reject(error) : resolve())),
-          ),
-      ),
-    );
-  } catch (error) {
-    for (const { tmp, fd } of written) {
-      closeSync(fd);
-      safeUnlink(tmp);
-    }
-    throw error;
-  }
-  for (const { tmp, fd, path } of written) {
-    closeSync(fd);
-    renameSync(tmp, path);
-  }
-  await Promise.all([...new Set(files.map(({ path }) => dirname(path)))].map((dir) => fsyncDirectory(dir)));
+  const directories = await writeFilesAtomic(
+    files.map(({ path, value }) => ({ path, data: `${JSON.stringify(value)}\n`, options: { mode: 0o600 } })),
+    batch,
+    after,
+  );
+  await Promise.all([...directories].map((dir) => batch.flushDirectory(dir)));
 }
 
 /** Writes JSON state atomically and durably (state must survive a crash of the agent). */

@@ -35,7 +35,7 @@ export interface DriverContext {
   clock: () => Date;
   /** The environment commands and services start from (PATH, HOME, STEWARD_*). */
   env: Record<string, string>;
-  /** Directories whose entries changed; the engine flushes them once at the end of an attempt. */
+  /** Directories whose entries changed; flushed once, with the attempt's record (AgentStore.commitAttempts). */
   dirty: Set<string>;
   /** Flushes written files together (see FlushBatch). */
   flusher: FlushBatch;

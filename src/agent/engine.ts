@@ -7,7 +7,6 @@
  *     before it are restored to what they were, and the later ones are blocked.
  */
 import type { Resource, ResourceOutcome } from "../model/generated.js";
-import { fsyncDirectory } from "./atomic.js";
 import { type AnyDriver, APPLIED_ACTION, type DriverContext, inSync, type Plan } from "./driver.js";
 import { driverOf } from "./drivers/index.js";
 import { asResourceFailure } from "./failure.js";
@@ -125,7 +124,11 @@ export async function applyResource(
   return run;
 }
 
-/** Applies every resource of an instance; returns one run per resource, in bundle order. */
+/**
+ * Applies every resource of an instance; returns one run per resource, in bundle order. The
+ * directories whose entries changed are left in `ctx.dirty`: the caller flushes them with the
+ * attempt's record (AgentStore.commitAttempts), in one flush.
+ */
 export async function applyResources(
   resources: readonly Resource[],
   ctx: DriverContext,
@@ -272,7 +275,5 @@ export async function applyResources(
     };
     launch();
   });
-  await Promise.all([...ctx.dirty].map((dir) => fsyncDirectory(dir)));
-  ctx.dirty.clear();
   return runs as ResourceRun[];
 }

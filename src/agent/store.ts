@@ -18,6 +18,7 @@ import {
   readdirSync,
   readFileSync,
   renameSync,
+  type Stats,
   statSync,
   unlinkSync,
   writeFileSync,
@@ -30,7 +31,7 @@ import type {
   ResourceCounters,
   ResourceOutcome,
 } from "../model/generated.js";
-import { writeFileAtomicSync, writeJsonAtomicSync, writeJsonFilesAtomic } from "./atomic.js";
+import { type AtomicFile, type FlushBatch, writeJsonAtomicSync, writeJsonFilesAtomic } from "./atomic.js";
 
 /** What the agent remembers of one resource across attempts. */
 export interface ResourceRecord {
@@ -128,7 +129,67 @@ function readJson<T>(path: string): T | undefined {
   }
 }
 
+/** stat, or undefined when nothing (readable) is there: a missing file costs no exception. */
+function statOrUndefined(path: string): Stats | undefined {
+  try {
+    return statSync(path, { throwIfNoEntry: false });
+  } catch {
+    return undefined;
+  }
+}
+
+/** A JSON file that is usually missing (an attempt not handled yet): read only when stat finds it. */
+function readJsonIfPresent<T>(path: string): T | undefined {
+  return statOrUndefined(path) ? readJson<T>(path) : undefined;
+}
+
+/**
+ * Parsed JSON files, each kept while the file is the same one: every write here renames a new file
+ * into place (a new inode), so a stat tells whether what was parsed is still current, whichever
+ * process wrote it. Values are shared: callers copy before they change anything.
+ */
+class ParsedFiles {
+  private readonly files = new Map<string, { stats: Stats; value: unknown }>();
+
+  read<T>(path: string): T | undefined {
+    const stats = statOrUndefined(path);
+    if (!stats) {
+      this.files.delete(path);
+      return undefined;
+    }
+    const known = this.files.get(path);
+    if (known && sameFile(known.stats, stats)) return known.value as T;
+    const value = readJson<T>(path);
+    if (value === undefined) this.files.delete(path);
+    else this.files.set(path, { stats, value });
+    return value;
+  }
+
+  /** Notes what this process just wrote to `path` (holding the state lock, so nobody wrote since). */
+  wrote(path: string, value: unknown): void {
+    const stats = statOrUndefined(path);
+    if (stats) this.files.set(path, { stats, value });
+    else this.files.delete(path);
+  }
+}
+
+function sameFile(a: Stats, b: Stats): boolean {
+  return (
+    a.ino === b.ino &&
+    a.dev === b.dev &&
+    a.size === b.size &&
+    a.mtimeMs === b.mtimeMs &&
+    a.ctimeMs === b.ctimeMs
+  );
+}
+
 const MAX_ATTEMPTS_KEPT = 1000;
+/** Attempt files beyond the limit before they are pruned (see pruneAttempts). */
+const PRUNE_MARGIN = 250;
+/** Report sequence numbers reserved per write (see nextSeq). */
+const SEQ_BLOCK = 1000;
+/** How long a directory must have been unchanged before its times can tell a later change apart. */
+const SETTLED_MS = 1000;
 
 /** The agent's state directory (layout above). Every write is atomic: temp file, fsync, rename. */
 export class AgentStore {
@@ -137,6 +198,14 @@ export class AgentStore {
   private readonly bundleOnDisk = new Map<string, string>();
   /** Bundles read or written by this process, by assignment. */
   private readonly bundles = new Map<string, Bundle>();
+  /** The last listing of every instance, with the directory's stat when it was taken (see instances). */
+  private listing: { dir: Stats; records: readonly InstanceRecord[] } | undefined;
+  /** How many files attempts/ holds, as far as this process knows (undefined: not listed yet). */
+  private attemptFiles: number | undefined;
+  /** Report sequence numbers this process may use, up to `reserved` (see nextSeq). */
+  private seq: { next: number; reserved: number } | undefined;
+  /** Instance records, run-once records and agent.json as last parsed (a long-running agent reads them every second). */
+  private readonly parsed = new ParsedFiles();
 
   constructor(readonly dir: string) {}
 
@@ -160,15 +229,18 @@ export class AgentStore {
       this.bundles.set(assignment, bundle);
     }
     const { heldGeneration: _held, bundleKey: _key, ...record } = history;
-    return { ...record, bundle };
+    // The parsed history is shared: the record's resources are the caller's to change.
+    return { ...record, resources: { ...record.resources }, bundle };
   }
 
   /**
    * The instance's record without its bundle (the bulk of the state): what an apply needs of the
    * past, read without parsing a thousand resources it is about to receive again anyway.
    */
-  history(assignment: string): InstanceHistory | undefined {
-    const stored = readJson<InstanceHistory>(join(this.dir, "instances", `${encode(assignment)}.json`));
+  history(assignment: string): Readonly<InstanceHistory> | undefined {
+    const stored = this.parsed.read<InstanceHistory>(
+      join(this.dir, "instances", `${encode(assignment)}.json`),
+    );
     if (stored?.bundleKey !== undefined) this.bundleOnDisk.set(assignment, stored.bundleKey);
     return stored;
   }
@@ -187,11 +259,22 @@ export class AgentStore {
       .sort();
   }
 
-  /** Every instance the agent holds a bundle for, sorted by assignment. */
-  instances(): InstanceRecord[] {
-    return this.assignments()
+  /**
+   * Every instance the agent holds a bundle for, sorted by assignment; shared, not to be changed.
+   * A long-running agent asks every second: the last listing is reused while the instances
+   * directory is unchanged (every record is renamed into it, by this process or another, so a
+   * change to any record changes the directory) and had already settled when it was listed (its
+   * times are only as fine as the kernel's clock tick). A write by this process drops it at once.
+   */
+  instances(): readonly InstanceRecord[] {
+    const dir = statOrUndefined(join(this.dir, "instances"));
+    if (dir && this.listing && sameFile(this.listing.dir, dir)) return this.listing.records;
+    const records = this.assignments()
       .map((assignment) => this.instance(assignment))
       .filter((record): record is InstanceRecord => record !== undefined);
+    const settled = dir !== undefined && Date.now() - Math.max(dir.mtimeMs, dir.ctimeMs) > SETTLED_MS;
+    this.listing = settled ? { dir, records } : undefined;
+    return records;
   }
 
   /**
@@ -199,18 +282,33 @@ export class AgentStore {
    * re-apply of the same generation rewrites the counters, not a thousand resources' content.
    */
   saveInstance(record: InstanceRecord): void {
+    this.listing = undefined;
     for (const { path, value } of this.instanceFiles(record)) writeJsonAtomicSync(path, value);
     this.rememberBundle(record);
   }
 
-  /** Saves an attempt's result with the instance's record it produced, flushed together. */
-  async commitAttempt(result: AttemptResult, record?: InstanceRecord): Promise<void> {
+  /**
+   * Saves attempts' results with the instance records they produced (one per instance at most),
+   * flushed together; `applied` are the directories where the applies renamed files, on disk before
+   * any record is (a record never speaks of an apply a crash could undo).
+   */
+  async commitAttempts(
+    commits: readonly { result: AttemptResult; record?: InstanceRecord }[],
+    applied: Iterable<string> = [],
+    batch?: FlushBatch,
+  ): Promise<void> {
+    this.listing = undefined;
     const attempts = this.ensureDir(join(this.dir, "attempts"));
-    const files = record ? this.instanceFiles(record) : [];
-    files.push({ path: join(attempts, `${encode(result.attemptId)}.json`), value: result });
-    await writeJsonFilesAtomic(files);
-    if (record) this.rememberBundle(record);
-    this.pruneAttempts(attempts);
+    const instances = `${join(this.dir, "instances")}/`;
+    const files: { path: string; value: unknown }[] = [];
+    for (const { result, record } of commits) {
+      if (record) files.push(...this.instanceFiles(record));
+      files.push({ path: join(attempts, `${encode(result.attemptId)}.json`), value: result });
+    }
+    await writeJsonFilesAtomic(files, batch, applied);
+    for (const { path, value } of files) if (path.startsWith(instances)) this.parsed.wrote(path, value);
+    for (const { record } of commits) if (record) this.rememberBundle(record);
+    this.pruneAttempts(attempts, commits.length);
   }
 
   /** Notes which bundle is on disk once it was written. */
@@ -235,6 +333,7 @@ export class AgentStore {
 
   /** Stops remembering an instance: its record moves to retired/, nothing on the system changes. */
   retire(assignment: string, at: Date): boolean {
+    this.listing = undefined;
     const from = join(this.dir, "instances", `${encode(assignment)}.json`);
     if (!existsSync(from)) return false;
     const dir = this.ensureDir(join(this.dir, "retired"));
@@ -247,29 +346,39 @@ export class AgentStore {
     return true;
   }
 
-  runOnce(assignment: string): Record<string, RunOnceRecord> {
-    return readJson(join(this.dir, "runonce", `${encode(assignment)}.json`)) ?? {};
+  runOnce(assignment: string): Readonly<Record<string, RunOnceRecord>> {
+    return this.parsed.read(join(this.dir, "runonce", `${encode(assignment)}.json`)) ?? {};
   }
 
   /** Records a command's run at once (durably), so a crash right after cannot make it run twice. */
   recordRunOnce(assignment: string, resource: string, record: RunOnceRecord): void {
     const dir = this.ensureDir(join(this.dir, "runonce"));
-    const all = this.runOnce(assignment);
-    all[resource] = record;
+    const all = { ...this.runOnce(assignment), [resource]: record };
     writeJsonAtomicSync(join(dir, `${encode(assignment)}.json`), all);
   }
 
   attempt(attemptId: string): AttemptResult | undefined {
-    return readJson(join(this.dir, "attempts", `${encode(attemptId)}.json`));
+    return readJsonIfPresent(join(this.dir, "attempts", `${encode(attemptId)}.json`));
   }
 
-  /** Keeps the newest attempts only: redeliveries come within minutes, not months. */
-  private pruneAttempts(dir: string): void {
+  /**
+   * Keeps the newest attempts only: redeliveries come within minutes, not months. The directory is
+   * listed only once this process's count of it passes the limit by a margin (other processes' files
+   * show at that listing), and then pruned to the limit: not a listing and a stat of every kept
+   * file per commit.
+   */
+  private pruneAttempts(dir: string, added: number): void {
+    if (this.attemptFiles !== undefined) {
+      this.attemptFiles += added;
+      if (this.attemptFiles <= MAX_ATTEMPTS_KEPT + PRUNE_MARGIN) return;
+    }
     const names = readdirSync(dir);
-    if (names.length <= MAX_ATTEMPTS_KEPT) return;
+    this.attemptFiles = names.length;
+    if (names.length <= MAX_ATTEMPTS_KEPT + PRUNE_MARGIN) return;
     const dated = names.map((name) => ({ name, mtime: statSync(join(dir, name)).mtimeMs }));
     dated.sort((a, b) => a.mtime - b.mtime);
     for (const { name } of dated.slice(0, dated.length - MAX_ATTEMPTS_KEPT)) unlinkSync(join(dir, name));
+    this.attemptFiles = MAX_ATTEMPTS_KEPT;
   }
 
   service(assignment: string, name: string): ServiceRecord | undefined {
@@ -295,35 +404,43 @@ export class AgentStore {
   }
 
   /**
-   * Keeps bytes a managed file had before it is overwritten (a repair never destroys: the drifted
-   * content stays recoverable), stored by content hash so the same content is kept once.
+   * Where bytes a managed file had before it is overwritten are kept (a repair never destroys: the
+   * drifted content stays recoverable), by content hash so the same content is kept once; `write`
+   * is the file to write atomically before the overwrite, when that content is not kept yet.
    */
-  keep(bytes: Uint8Array, hash: string): string {
+  keep(bytes: Uint8Array, hash: string): { path: string; write?: AtomicFile } {
     const path = join(this.ensureDir(join(this.dir, "kept")), hash.replace(/^sha256:/, ""));
-    if (!existsSync(path)) writeFileAtomicSync(path, bytes, { mode: 0o600 });
-    return path;
+    if (existsSync(path)) return { path };
+    return { path, write: { path, data: bytes, options: { mode: 0o600 } } };
   }
 
-  /** The next report sequence number (persisted, so it increases across agent processes). */
+  /**
+   * The next report sequence number. Numbers are reserved on disk a block at a time, so a report
+   * costs no write and the next agent process starts above every number this one used.
+   */
   nextSeq(): number {
-    const path = join(this.ensureDir(this.dir), "report-seq");
-    let seq = 0;
-    try {
-      seq = Number(readFileSync(path, "utf8")) || 0;
-    } catch {
-      // First report from this state directory.
+    if (!this.seq || this.seq.next > this.seq.reserved) {
+      const path = join(this.ensureDir(this.dir), "report-seq");
+      let persisted = 0;
+      try {
+        persisted = Number(readFileSync(path, "utf8")) || 0;
+      } catch {
+        // First report from this state directory.
+      }
+      const next = Math.max(persisted, this.seq?.reserved ?? 0) + 1;
+      const reserved = next + SEQ_BLOCK - 1;
+      // Renamed into place but not flushed: a number lost in a power cut repeats, reports carry takenAt.
+      const tmp = `${path}.${process.pid}.tmp`;
+      writeFileSync(tmp, String(reserved), { mode: 0o600 });
+      renameSync(tmp, path);
+      this.seq = { next, reserved };
     }
-    seq += 1;
-    // Renamed into place but not flushed: a number lost in a power cut repeats, reports carry takenAt.
-    const tmp = `${path}.${process.pid}.tmp`;
-    writeFileSync(tmp, String(seq), { mode: 0o600 });
-    renameSync(tmp, path);
-    return seq;
+    return this.seq.next++;
   }
 
   /** The node name this state directory belongs to, remembered from the first apply. */
   node(): string | undefined {
-    return readJson<{ node?: string }>(join(this.dir, "agent.json"))?.node;
+    return this.parsed.read<{ node?: string }>(join(this.dir, "agent.json"))?.node;
   }
 
   rememberNode(node: string): void {

@@ -25,7 +25,7 @@ export interface SupervisorOptions {
 
 /** What the supervisor needs from the agent. */
 export interface SupervisedAgent {
-  instances(): InstanceRecord[];
+  instances(): readonly InstanceRecord[];
   /** Counts a crash the supervisor saw as a failure of the resource. */
   recordCrash(assignment: string, resource: string, crash: ResourceOutcome): Promise<void>;
   /** Repairs one resource by the ordinary path. */

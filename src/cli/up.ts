@@ -238,6 +238,10 @@ export function upCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: 
         show(outcome);
         if (options.once && (outcome.done || Date.now() - started > timeoutMs)) break;
       }
+      // Convergence shows in observations first: let the hub record it (reconcile what the last
+      // reports queued) before it stops, so its records say what was printed.
+      if (options.once)
+        await Promise.race([runtime.hub.idle(), new Promise((wake) => setTimeout(wake, 2_000).unref())]);
       const seconds = ((Date.now() - started) / 1000).toFixed(1);
       const done = outcome.reachable.filter((i) => i.converged).length;
       const nodes = new Set(outcome.reachable.map((i) => i.node)).size;

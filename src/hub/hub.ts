@@ -43,7 +43,12 @@ export interface HubOptions {
   timing?: Partial<Timing>;
   /** Random source for backoff jitter, in [0, 1). */
   random?: () => number;
-  /** Reconciles per transaction. */
+  /**
+   * Reconciles per transaction (default 1024). The attempts a batch creates are handed over
+   * together, so a commit touching a few instances on each of many nodes reaches each node as one
+   * burst (one apply run and one report per node) rather than one per batch; a batch holds the
+   * event loop for a few hundred milliseconds at most.
+   */
   batchSize?: number;
   /** Safety resync of every unconverged instance, at a slow cadence (0: never). */
   resyncIntervalMs?: number;
@@ -134,7 +139,7 @@ export class Hub {
       backoff: { ...DEFAULT_TIMING.backoff, ...options.timing?.backoff },
     };
     this.random = options.random ?? Math.random;
-    this.batchSize = options.batchSize ?? 256;
+    this.batchSize = options.batchSize ?? 1024;
     this.resyncIntervalMs = options.resyncIntervalMs ?? 10 * 60 * SECOND;
     this.newId = idFactory(this.clock);
     this.metrics = new HubMetrics(this.store);
@@ -557,13 +562,13 @@ export class Hub {
           orphans.push(attemptId);
           continue;
         }
-        const dispatched: AttemptRecord = {
+        const dispatched = {
           ...attempt,
-          status: "dispatched",
+          status: "dispatched" as const,
           dispatchedAt: handedAt.toISOString(),
           leaseExpiresAt: lease,
         };
-        this.store.saveAttempt(dispatched);
+        this.store.saveDispatched(dispatched);
         jobs.push({ attempt: dispatched, node, transport, bundle: JSON.parse(row.bundle) as Bundle });
       }
     });
@@ -591,8 +596,8 @@ export class Hub {
           // Not recorded (a stopping hub): the outbox row stays, and the next start settles it.
           this.deliver("dispatched", transport.name, () => {
             this.store.deleteOutbox(attempt.id);
-            // Look again: the lease runs, and its end needs a timer.
-            this.queue.add(attempt.instanceKey);
+            // Look again when the lease ends (the result usually comes first, and is looked at then).
+            this.queue.addAt(attempt.instanceKey, Date.parse(attempt.leaseExpiresAt!));
           }).catch(() => undefined);
           log.info(
             { node: node.name, transport: transport.name },

@@ -118,8 +118,14 @@ export function bundleOf(desired: DesiredInstance, attemptId: string, issuedAt: 
   };
 }
 
-const sameIntent = (a: IntentRecord, b: IntentRecord) =>
-  JSON.stringify({ ...a, updatedAt: "" }) === JSON.stringify({ ...b, updatedAt: "" });
+/** Whether two intents differ in anything but `updatedAt` (every field is a scalar; absent is undefined). */
+function sameIntent(a: IntentRecord, b: IntentRecord): boolean {
+  const x = a as unknown as Record<string, unknown>;
+  const y = b as unknown as Record<string, unknown>;
+  for (const key in x) if (key !== "updatedAt" && x[key] !== y[key]) return false;
+  for (const key in y) if (key !== "updatedAt" && x[key] !== y[key]) return false;
+  return true;
+}
 
 export function reconcileInstance(ctx: ReconcileContext, key: string): ReconcileOutcome {
   const { store } = ctx;

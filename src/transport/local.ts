@@ -5,19 +5,28 @@
  *
  * Attempts and report requests run one at a time per node, in order; nodes run in parallel.
  * `dispatch` resolves as soon as the attempt is queued (accepted); the result and the fresh report
- * follow as events. An agent that throws mid-apply loses the result: the hub hears `lost`.
+ * follow as events. Attempts that queue up for a node while it is busy are applied together, each
+ * with its result, followed by one report (a burst of changes costs one look at the node). An agent that throws mid-apply loses the result: the hub hears `lost`.
  * `stopNode`/`startNode` stop and start a node's agent (its supervision and heartbeats), as a host
  * that goes down and comes back: while stopped, dispatches fail as transient and nothing is heard.
  */
 import { join } from "node:path";
 import { type Clock, systemClock } from "../hub/clock.js";
 import { DispatchError, type Transport, type TransportEvents } from "../hub/transport.js";
-import type { AgentReply, Bundle, Node, Report } from "../model/generated.js";
+import type { AgentReply, AttemptResult, Bundle, Node, Report } from "../model/generated.js";
 import { refusedResult } from "./refused.js";
 
 /** What the local transport needs of an agent (src/agent's Agent has this shape). */
 export interface LocalAgent {
   apply(bundle: Bundle): Promise<AgentReply>;
+  /**
+   * Applies several attempts in order, then takes one report after all of them (src/agent's
+   * Agent.applyAll). Each outcome is a result, or the error `apply` would have thrown for it alone.
+   * Without it, the transport applies queued attempts one by one, with a report after each.
+   */
+  applyAll?(
+    bundles: readonly Bundle[],
+  ): Promise<{ outcomes: ({ result: AttemptResult } | { error: unknown })[]; report: Report }>;
   observe(): Promise<Report>;
   /** Long-running supervision: services, probes on their cadence, reports when something changes. */
   start?(onReport: (report: Report) => void | Promise<void>): void | Promise<void>;
@@ -41,6 +50,9 @@ interface LocalNode {
   agent: LocalAgent;
   /** The tail of this node's work chain: everything for a node runs in order. */
   tail: Promise<void>;
+  /** Attempts dispatched and not yet taken up by the node's queue (`drainQueued`: a job will take them). */
+  pending: Bundle[];
+  drainQueued: boolean;
   running: boolean;
   cancelHeartbeat?: () => void;
 }
@@ -64,36 +76,74 @@ export class LocalTransport implements Transport {
 
   async dispatch(bundle: Bundle, node: Node): Promise<void> {
     const local = await this.nodeFor(node, "dispatch");
+    local.pending.push(bundle);
+    if (local.drainQueued) return;
+    local.drainQueued = true;
     this.enqueue(local, async (events) => {
-      let reply: AgentReply;
-      try {
-        reply = await local.agent.apply(bundle);
-      } catch (error) {
-        if (isRefusal(error)) {
-          // The agent refused the bundle before applying anything: a permanent failure, not a lost result.
-          await events.result(
-            refusedResult(
-              bundle,
-              local.name,
-              {
-                reason: error.name && error.name !== "Error" ? error.name : "BundleRefused",
-                message: error.message,
-              },
-              this.clock.now(),
-            ),
-          );
-          await events.report(await local.agent.observe());
-        } else
-          await events.lost(
-            bundle.attemptId,
-            local.name,
-            `the local agent failed mid-apply: ${(error as Error).message}`,
-          );
+      local.drainQueued = false;
+      const bundles = local.pending.splice(0);
+      if (local.agent.applyAll) {
+        let applied: Awaited<ReturnType<NonNullable<LocalAgent["applyAll"]>>>;
+        try {
+          applied = await local.agent.applyAll(bundles);
+        } catch (error) {
+          // Nothing says what happened to any of them (the state lock, the report failed).
+          for (const queued of bundles) await this.failed(local, queued, error, events, false);
+          return;
+        }
+        const { outcomes, report } = applied;
+        for (const [i, outcome] of outcomes.entries())
+          if ("error" in outcome) await this.failed(local, bundles[i]!, outcome.error, events, false);
+          else await events.result(outcome.result);
+        await events.report(report);
         return;
       }
-      await events.result(reply.result);
-      await events.report(reply.report);
+      for (const queued of bundles) {
+        let reply: AgentReply;
+        try {
+          reply = await local.agent.apply(queued);
+        } catch (error) {
+          await this.failed(local, queued, error, events, true);
+          continue;
+        }
+        await events.result(reply.result);
+        await events.report(reply.report);
+      }
     });
+  }
+
+  /**
+   * An attempt the agent did not apply: refused before anything was applied (a permanent failure,
+   * with a report when `observe` says so), or lost mid-apply (the hub hears `lost`).
+   */
+  private async failed(
+    local: LocalNode,
+    bundle: Bundle,
+    error: unknown,
+    events: TransportEvents,
+    observe: boolean,
+  ): Promise<void> {
+    if (!isRefusal(error)) {
+      await events.lost(
+        bundle.attemptId,
+        local.name,
+        `the local agent failed mid-apply: ${(error as Error).message}`,
+      );
+      return;
+    }
+    // The agent refused the bundle before applying anything: a permanent failure, not a lost result.
+    await events.result(
+      refusedResult(
+        bundle,
+        local.name,
+        {
+          reason: error.name && error.name !== "Error" ? error.name : "BundleRefused",
+          message: error.message,
+        },
+        this.clock.now(),
+      ),
+    );
+    if (observe) await events.report(await local.agent.observe());
   }
 
   async requestReport(node: Node): Promise<void> {
@@ -164,6 +214,8 @@ export class LocalTransport implements Transport {
       name,
       agent: this.options.agentFor(name, paths, this.clock),
       tail: Promise.resolve(),
+      pending: [],
+      drainQueued: false,
       running: true,
     };
     this.nodes.set(name, local);

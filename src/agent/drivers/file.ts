@@ -7,7 +7,7 @@
 import { unlinkSync } from "node:fs";
 import { posix } from "node:path";
 import type { FileResource } from "../../model/generated.js";
-import { writeFileAtomic } from "../atomic.js";
+import { type AtomicFile, writeFileAtomic, writeFilesAtomic } from "../atomic.js";
 import type { Applied, Driver, Plan } from "../driver.js";
 import {
   absentPlan,
@@ -113,15 +113,19 @@ export const fileDriver: Driver<FileResource, FileObservation, FileSnapshot> = {
       applyOwnership(host, resource, observed.ownership);
       return { action: "updated" };
     }
+    const writes: AtomicFile[] = [];
     let kept: string | undefined;
     if (observed.exists) {
       const previous = readContent(host, observed.size ?? 0);
-      kept = ctx.store.keep(previous, sha256(previous));
+      const keep = ctx.store.keep(previous, sha256(previous));
+      kept = keep.path;
+      // The old content is renamed into place before the new content replaces it: both are flushed together.
+      if (keep.write) writes.push(keep.write);
     }
     ctx.paths.ensureParent(host);
     const target = targetOwnership(resource, observed.ownership, 0o644);
-    await writeFileAtomic(host, bytes ?? Buffer.alloc(0), target, ctx.flusher);
-    ctx.dirty.add(posix.dirname(host));
+    writes.push({ path: host, data: bytes ?? Buffer.alloc(0), options: target });
+    for (const dir of await writeFilesAtomic(writes, ctx.flusher)) ctx.dirty.add(dir);
     if (!observed.exists) return { action: "created" };
     return { action: "updated", message: `previous content kept at ${kept}` };
   },

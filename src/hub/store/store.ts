@@ -129,6 +129,12 @@ export interface Store {
   /** Inserts an attempt and its outbox row (call inside the transaction that decided it). */
   insertAttempt(attempt: AttemptRecord, bundle: string): void;
   saveAttempt(attempt: AttemptRecord): void;
+  /**
+   * Saves an attempt being handed over (status `dispatched`, its lease set) and, while it is still
+   * its intent's in-flight attempt, moves the intent's deadline to the lease's end: what a reconcile
+   * of the intent would write, without one.
+   */
+  saveDispatched(attempt: AttemptRecord & { leaseExpiresAt: string }): void;
   outbox(): OutboxRow[];
   outboxRow(attemptId: string): OutboxRow | undefined;
   deleteOutbox(attemptId: string): void;
