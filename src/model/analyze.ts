@@ -100,62 +100,150 @@ export const PARALLEL_MIN_FILES = 2000;
 export const CHUNK_FILES = 64;
 
 /** Messages from analyze-worker.ts. */
-export type WorkerMessage = { chunk: number; analyses: FileAnalysis[] } | { done: true };
+export type WorkerMessage = { chunk: number; analyses: (FileAnalysis | undefined)[] } | { done: true };
 
-/** What analyze-worker.ts receives: the files, a shared counter of chunks claimed so far, and where to post. */
+/** What analyze-worker.ts starts with: where to post its analyses. */
 export interface WorkerInput {
-  directory: string;
-  paths: string[];
-  claimed: SharedArrayBuffer;
   results: MessagePort;
+}
+
+/**
+ * The files' bytes, read by the first thread for both: one shared buffer, and per file its start
+ * and end in it (`[2i]`, `[2i + 1]`), or -1 for a file the first thread analysed itself.
+ */
+export interface SharedFiles {
+  data: SharedArrayBuffer;
+  bounds: Int32Array;
+  /** The next chunk to claim (an Int32Array's first entry), shared by both threads. */
+  claimed: Int32Array;
+}
+
+/** The bytes of file `i` of shared files, or undefined when the first thread took it on itself. */
+export function sharedBytes(files: SharedFiles, i: number): Uint8Array | undefined {
+  const start = files.bounds[2 * i]!;
+  return start < 0 ? undefined : new Uint8Array(files.data, start, files.bounds[2 * i + 1]! - start);
+}
+
+/**
+ * Reads every file into one shared buffer; a file that cannot be read, or that is too large to be
+ * a fleet document, is analysed right away into `results` instead.
+ */
+function readShared(directory: string, paths: readonly string[], results: FileAnalysis[]): SharedFiles {
+  const scratch = readBuffer();
+  const read: (Uint8Array | undefined)[] = [];
+  let total = 0;
+  for (const [i, path] of paths.entries()) {
+    let bytes: Uint8Array;
+    try {
+      bytes = readWhole(join(directory, path), scratch);
+    } catch (error) {
+      results[i] = unreadable(error);
+      read.push(undefined);
+      continue;
+    }
+    if (bytes.length > MAX_YAML_BYTES) {
+      results[i] = withoutText(analyzeFile(bytes));
+      read.push(undefined);
+      continue;
+    }
+    read.push(bytes);
+    total += bytes.length;
+  }
+  const data = new SharedArrayBuffer(total);
+  const view = new Uint8Array(data);
+  const bounds = new Int32Array(2 * paths.length);
+  let at = 0;
+  for (const [i, bytes] of read.entries()) {
+    if (!bytes) {
+      bounds[2 * i] = -1;
+      continue;
+    }
+    view.set(bytes, at);
+    bounds[2 * i] = at;
+    at += bytes.length;
+    bounds[2 * i + 1] = at;
+  }
+  return { data, bounds, claimed: new Int32Array(new SharedArrayBuffer(4)) };
+}
+
+/** Analyses the files of chunk `chunk` that have shared bytes, into `out` (by file index). */
+export function analyzeSharedChunk(
+  files: SharedFiles,
+  count: number,
+  chunk: number,
+  out: (index: number, analysis: FileAnalysis) => void,
+): void {
+  const end = Math.min(count, (chunk + 1) * CHUNK_FILES);
+  for (let i = chunk * CHUNK_FILES; i < end; i++) {
+    const bytes = sharedBytes(files, i);
+    if (bytes) out(i, withoutText(analyzeFile(bytes)));
+  }
 }
 
 const workerUrl = new URL("./analyze-worker.js", import.meta.url);
 
 /**
- * Analyses files of `directory`, in order. Each thread claims the next chunk of files from a shared
- * counter, so the work balances itself whatever the second thread's start-up costs; between its own
- * chunks this thread takes in what the other delivered, so that is not left to do at the end. If
- * the second thread cannot start or fails, this thread analyses what it had claimed. Small inputs,
- * and code run from TypeScript sources (tests), use this thread only.
+ * Analyses files of `directory`, in order, without their text. For a large directory a second
+ * thread is started first, and loads its modules while this one reads every file into shared
+ * memory (reads from two threads at once contend and end up slower); then each thread claims the
+ * next chunk of files from a shared counter, so the work balances itself whatever the second
+ * thread's start-up costs, and between its own chunks this thread takes in what the other
+ * delivered. If the second thread cannot start or fails, this thread analyses what it had claimed.
+ * Small inputs, and code run from TypeScript sources (tests), use this thread only.
  */
 export async function analyzeDirectoryFiles(
   directory: string,
   paths: readonly string[],
 ): Promise<FileAnalysis[]> {
-  const scratch = readBuffer();
   const results: (FileAnalysis | undefined)[] = new Array(paths.length);
-  const chunks = Math.ceil(paths.length / CHUNK_FILES);
-  const analyzeChunk = (chunk: number) => {
-    const end = Math.min(paths.length, (chunk + 1) * CHUNK_FILES);
-    for (let i = chunk * CHUNK_FILES; i < end; i++)
-      results[i] = withoutText(analyzePath(directory, paths[i]!, scratch));
-  };
-  // Every chunk nobody delivered: all of them when there is no second thread.
-  const analyzeRest = () => {
-    for (let chunk = 0; chunk < chunks; chunk++)
-      if (results[chunk * CHUNK_FILES] === undefined) analyzeChunk(chunk);
-    return results as FileAnalysis[];
-  };
-  if (paths.length < PARALLEL_MIN_FILES || !existsSync(fileURLToPath(workerUrl))) return analyzeRest();
-  const claimed = new Int32Array(new SharedArrayBuffer(4));
+  if (paths.length < PARALLEL_MIN_FILES || !existsSync(fileURLToPath(workerUrl))) {
+    const scratch = readBuffer();
+    return paths.map((path) => withoutText(analyzePath(directory, path, scratch)));
+  }
   const { port1: inbox, port2: outbox } = new MessageChannel();
-  let worker: Worker;
+  let worker: Worker | undefined;
   try {
     worker = new Worker(workerUrl, {
-      workerData: {
-        directory,
-        paths: [...paths],
-        claimed: claimed.buffer,
-        results: outbox,
-      } satisfies WorkerInput,
+      workerData: { results: outbox } satisfies WorkerInput,
       transferList: [outbox],
     });
   } catch {
     // No second thread here (resource limits): this one does everything.
-    inbox.close();
-    return analyzeRest();
   }
+  try {
+    return await analyzeInParallel(directory, paths, results, worker, inbox);
+  } finally {
+    inbox.close();
+    await worker?.terminate();
+  }
+}
+
+/** The two-thread part of analyzeDirectoryFiles: read, hand the files over, analyse side by side. */
+async function analyzeInParallel(
+  directory: string,
+  paths: readonly string[],
+  results: (FileAnalysis | undefined)[],
+  worker: Worker | undefined,
+  inbox: MessagePort,
+): Promise<FileAnalysis[]> {
+  const files = readShared(directory, paths, results as FileAnalysis[]);
+  const chunks = Math.ceil(paths.length / CHUNK_FILES);
+  const store = (i: number, analysis: FileAnalysis) => {
+    results[i] = analysis;
+  };
+  // Every chunk nobody delivered: all of them when there is no second thread.
+  const analyzeRest = () => {
+    for (let chunk = 0; chunk < chunks; chunk++) {
+      const end = Math.min(paths.length, (chunk + 1) * CHUNK_FILES);
+      for (let i = chunk * CHUNK_FILES; i < end; i++) {
+        // Files without shared bytes were analysed while they were read.
+        if (results[i] === undefined) results[i] = withoutText(analyzeFile(sharedBytes(files, i)!));
+      }
+    }
+    return results as FileAnalysis[];
+  };
+  if (!worker) return analyzeRest();
+  worker.postMessage({ files, count: paths.length });
   let done = false;
   const take = (message: WorkerMessage) => {
     if ("done" in message) {
@@ -163,16 +251,21 @@ export async function analyzeDirectoryFiles(
       return;
     }
     const start = message.chunk * CHUNK_FILES;
-    for (const [i, analysis] of message.analyses.entries()) results[start + i] = analysis;
+    for (const [i, analysis] of message.analyses.entries()) if (analysis) results[start + i] = analysis;
   };
   const drain = () => {
     for (let received = receiveMessageOnPort(inbox); received; received = receiveMessageOnPort(inbox))
       take(received.message as WorkerMessage);
   };
-  for (let chunk = Atomics.add(claimed, 0, 1); chunk < chunks; chunk = Atomics.add(claimed, 0, 1)) {
-    analyzeChunk(chunk);
+  for (
+    let chunk = Atomics.add(files.claimed, 0, 1);
+    chunk < chunks;
+    chunk = Atomics.add(files.claimed, 0, 1)
+  ) {
+    analyzeSharedChunk(files, paths.length, chunk, store);
     drain();
   }
+  const running = worker;
   if (!done)
     await new Promise<void>((resolve) => {
       inbox.on("message", (message: WorkerMessage) => {
@@ -180,13 +273,11 @@ export async function analyzeDirectoryFiles(
         if (done) resolve();
       });
       // A worker that fails leaves its claimed chunks undelivered; they are analysed here below.
-      worker.on("error", () => resolve());
-      worker.on("exit", () => resolve());
+      running.on("error", () => resolve());
+      running.on("exit", () => resolve());
       // Delivered between the last drain and listening.
       drain();
       if (done) resolve();
     });
-  inbox.close();
-  await worker.terminate();
   return analyzeRest();
 }
