@@ -1,7 +1,7 @@
 /**
  * The second thread of `analyzeDirectoryFiles`: loads its modules while the first thread reads the
- * files, then, given the shared files, claims chunks from the shared counter, analyses them and
- * posts each chunk's analyses back on the port it was given, then says it is done.
+ * files, then, given the shared files, claims chunks from the shared counter, analyses them (once
+ * read) and posts each chunk's analyses back on the port it was given, then says it is done.
  */
 import { parentPort, workerData } from "node:worker_threads";
 import {
@@ -14,18 +14,18 @@ import {
 } from "./analyze.js";
 
 const { results } = workerData as WorkerInput;
-parentPort!.once("message", ({ files, count }: { files: SharedFiles; count: number }) => {
-  const chunks = Math.ceil(count / CHUNK_FILES);
+parentPort!.once("message", (files: SharedFiles) => {
+  const chunks = Math.ceil(files.count / CHUNK_FILES);
   for (
     let chunk = Atomics.add(files.claimed, 0, 1);
     chunk < chunks;
     chunk = Atomics.add(files.claimed, 0, 1)
   ) {
-    // Files the first thread analysed itself are left as holes.
+    // Files the first thread analyses itself are left as holes.
     const analyses: (FileAnalysis | undefined)[] = new Array(
-      Math.min(CHUNK_FILES, count - chunk * CHUNK_FILES),
+      Math.min(CHUNK_FILES, files.count - chunk * CHUNK_FILES),
     );
-    analyzeSharedChunk(files, count, chunk, (i, analysis) => {
+    analyzeSharedChunk(files, chunk, (i, analysis) => {
       analyses[i - chunk * CHUNK_FILES] = analysis;
     });
     results.postMessage({ chunk, analyses } as WorkerMessage);

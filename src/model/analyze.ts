@@ -108,72 +108,90 @@ export interface WorkerInput {
 }
 
 /**
- * The files' bytes, read by the first thread for both: one shared buffer, and per file its start
- * and end in it (`[2i]`, `[2i + 1]`), or -1 for a file the first thread analysed itself.
+ * The files' bytes, read by the first thread for both into one shared buffer, in order: per file its
+ * start and end in it (`bounds[2i]`, `[2i + 1]`), or a negative start for a file the first thread
+ * analyses itself. `ready[0]` counts the files read so far (waited on with Atomics), `claimed[0]`
+ * the chunks claimed by either thread.
  */
 export interface SharedFiles {
   data: SharedArrayBuffer;
   bounds: Int32Array;
-  /** The next chunk to claim (an Int32Array's first entry), shared by both threads. */
+  ready: Int32Array;
   claimed: Int32Array;
+  count: number;
 }
 
-/** The bytes of file `i` of shared files, or undefined when the first thread took it on itself. */
+/** Room reserved per file: memory is only used as it is written, and a fuller buffer is no error. */
+const SHARED_BYTES_PER_FILE = 16 * 1024;
+const SHARED_BYTES_MAX = 512 * 1024 * 1024;
+
+function sharedFiles(count: number, bytesPerFile: number): SharedFiles {
+  const int32s = (length: number) => new Int32Array(new SharedArrayBuffer(4 * length));
+  return {
+    data: new SharedArrayBuffer(Math.min(SHARED_BYTES_MAX, count * bytesPerFile)),
+    bounds: int32s(2 * count),
+    ready: int32s(1),
+    claimed: int32s(1),
+    count,
+  };
+}
+
+/** The bytes of file `i` of shared files, or undefined when the first thread analyses it itself. */
 export function sharedBytes(files: SharedFiles, i: number): Uint8Array | undefined {
   const start = files.bounds[2 * i]!;
   return start < 0 ? undefined : new Uint8Array(files.data, start, files.bounds[2 * i + 1]! - start);
 }
 
 /**
- * Reads every file into one shared buffer; a file that cannot be read, or that is too large to be
- * a fleet document, is analysed right away into `results` instead.
+ * Reads every file into the shared buffer, saying after each chunk how far it got. A file that
+ * cannot be read, or that is too large to be a fleet document, is analysed right away into
+ * `results` instead; once the buffer is full, the files that do not fit are left to this thread.
  */
-function readShared(directory: string, paths: readonly string[], results: FileAnalysis[]): SharedFiles {
+function readShared(
+  directory: string,
+  paths: readonly string[],
+  files: SharedFiles,
+  results: FileAnalysis[],
+): void {
   const scratch = readBuffer();
-  const read: (Uint8Array | undefined)[] = [];
-  let total = 0;
+  const view = new Uint8Array(files.data);
+  let at = 0;
   for (const [i, path] of paths.entries()) {
-    let bytes: Uint8Array;
+    let bytes: Uint8Array | undefined;
     try {
       bytes = readWhole(join(directory, path), scratch);
     } catch (error) {
       results[i] = unreadable(error);
-      read.push(undefined);
-      continue;
     }
-    if (bytes.length > MAX_YAML_BYTES) {
+    if (bytes && bytes.length > MAX_YAML_BYTES) {
       results[i] = withoutText(analyzeFile(bytes));
-      read.push(undefined);
-      continue;
+      bytes = undefined;
     }
-    read.push(bytes);
-    total += bytes.length;
-  }
-  const data = new SharedArrayBuffer(total);
-  const view = new Uint8Array(data);
-  const bounds = new Int32Array(2 * paths.length);
-  let at = 0;
-  for (const [i, bytes] of read.entries()) {
-    if (!bytes) {
-      bounds[2 * i] = -1;
-      continue;
+    if (bytes && at + bytes.length <= view.length) {
+      view.set(bytes, at);
+      files.bounds[2 * i] = at;
+      at += bytes.length;
+      files.bounds[2 * i + 1] = at;
+    } else files.bounds[2 * i] = -1;
+    if ((i + 1) % CHUNK_FILES === 0 || i + 1 === paths.length) {
+      Atomics.store(files.ready, 0, i + 1);
+      Atomics.notify(files.ready, 0);
     }
-    view.set(bytes, at);
-    bounds[2 * i] = at;
-    at += bytes.length;
-    bounds[2 * i + 1] = at;
   }
-  return { data, bounds, claimed: new Int32Array(new SharedArrayBuffer(4)) };
 }
 
-/** Analyses the files of chunk `chunk` that have shared bytes, into `out` (by file index). */
+/**
+ * Analyses the files of chunk `chunk` that have shared bytes, into `out` (by file index), once the
+ * first thread has read them.
+ */
 export function analyzeSharedChunk(
   files: SharedFiles,
-  count: number,
   chunk: number,
   out: (index: number, analysis: FileAnalysis) => void,
 ): void {
-  const end = Math.min(count, (chunk + 1) * CHUNK_FILES);
+  const end = Math.min(files.count, (chunk + 1) * CHUNK_FILES);
+  for (let ready = Atomics.load(files.ready, 0); ready < end; ready = Atomics.load(files.ready, 0))
+    Atomics.wait(files.ready, 0, ready);
   for (let i = chunk * CHUNK_FILES; i < end; i++) {
     const bytes = sharedBytes(files, i);
     if (bytes) out(i, withoutText(analyzeFile(bytes)));
@@ -189,45 +207,55 @@ const workerUrl = new URL("./analyze-worker.js", import.meta.url);
  * next chunk of files from a shared counter, so the work balances itself whatever the second
  * thread's start-up costs, and between its own chunks this thread takes in what the other
  * delivered. If the second thread cannot start or fails, this thread analyses what it had claimed.
- * Small inputs, and code run from TypeScript sources (tests), use this thread only.
+ * Small inputs are read and analysed file by file on this thread; code run from TypeScript sources
+ * (tests) has no second thread.
  */
 export async function analyzeDirectoryFiles(
   directory: string,
   paths: readonly string[],
+  /** Room in the shared buffer per file (tests make it small, to fill the buffer). */
+  sharedBytesPerFile = SHARED_BYTES_PER_FILE,
 ): Promise<FileAnalysis[]> {
   const results: (FileAnalysis | undefined)[] = new Array(paths.length);
-  if (paths.length < PARALLEL_MIN_FILES || !existsSync(fileURLToPath(workerUrl))) {
+  if (paths.length < PARALLEL_MIN_FILES) {
     const scratch = readBuffer();
     return paths.map((path) => withoutText(analyzePath(directory, path, scratch)));
   }
   const { port1: inbox, port2: outbox } = new MessageChannel();
   let worker: Worker | undefined;
   try {
-    worker = new Worker(workerUrl, {
-      workerData: { results: outbox } satisfies WorkerInput,
-      transferList: [outbox],
-    });
+    // Run from TypeScript sources there is no compiled worker: this thread does everything.
+    if (existsSync(fileURLToPath(workerUrl)))
+      worker = new Worker(workerUrl, {
+        workerData: { results: outbox } satisfies WorkerInput,
+        transferList: [outbox],
+      });
   } catch {
     // No second thread here (resource limits): this one does everything.
   }
   try {
-    return await analyzeInParallel(directory, paths, results, worker, inbox);
+    return await analyzeInParallel(directory, paths, results, worker, inbox, sharedBytesPerFile);
   } finally {
     inbox.close();
     await worker?.terminate();
   }
 }
 
-/** The two-thread part of analyzeDirectoryFiles: read, hand the files over, analyse side by side. */
+/** The two-thread part of analyzeDirectoryFiles: read into shared memory, analyse side by side. */
 async function analyzeInParallel(
   directory: string,
   paths: readonly string[],
   results: (FileAnalysis | undefined)[],
   worker: Worker | undefined,
   inbox: MessagePort,
+  bytesPerFile: number,
 ): Promise<FileAnalysis[]> {
-  const files = readShared(directory, paths, results as FileAnalysis[]);
+  const files = sharedFiles(paths.length, bytesPerFile);
+  // The other thread starts on the first chunks while this one is still reading the rest.
+  worker?.postMessage(files);
+  readShared(directory, paths, files, results as FileAnalysis[]);
   const chunks = Math.ceil(paths.length / CHUNK_FILES);
+  const scratch = readBuffer();
   const store = (i: number, analysis: FileAnalysis) => {
     results[i] = analysis;
   };
@@ -236,14 +264,15 @@ async function analyzeInParallel(
     for (let chunk = 0; chunk < chunks; chunk++) {
       const end = Math.min(paths.length, (chunk + 1) * CHUNK_FILES);
       for (let i = chunk * CHUNK_FILES; i < end; i++) {
-        // Files without shared bytes were analysed while they were read.
-        if (results[i] === undefined) results[i] = withoutText(analyzeFile(sharedBytes(files, i)!));
+        if (results[i] !== undefined) continue;
+        // Files that did not fit in the shared buffer are read again here.
+        const bytes = sharedBytes(files, i);
+        results[i] = withoutText(bytes ? analyzeFile(bytes) : analyzePath(directory, paths[i]!, scratch));
       }
     }
     return results as FileAnalysis[];
   };
   if (!worker) return analyzeRest();
-  worker.postMessage({ files, count: paths.length });
   let done = false;
   const take = (message: WorkerMessage) => {
     if ("done" in message) {
@@ -262,7 +291,7 @@ async function analyzeInParallel(
     chunk < chunks;
     chunk = Atomics.add(files.claimed, 0, 1)
   ) {
-    analyzeSharedChunk(files, paths.length, chunk, store);
+    analyzeSharedChunk(files, chunk, store);
     drain();
   }
   const running = worker;
