@@ -153,26 +153,37 @@ function readShared(
   files: SharedFiles,
   results: FileAnalysis[],
 ): void {
-  const scratch = readBuffer();
   const view = new Uint8Array(files.data);
   let at = 0;
   for (const [i, path] of paths.entries()) {
-    let bytes: Uint8Array | undefined;
+    files.bounds[2 * i] = -1;
+    const full = join(directory, path);
+    // Straight into the shared buffer; one byte more than a document may have says "too large".
+    const room = Math.min(MAX_YAML_BYTES + 1, view.length - at);
+    let size = -1;
     try {
-      bytes = readWhole(join(directory, path), scratch);
+      const fd = openSync(full, "r");
+      try {
+        size = readSync(fd, view, at, room, 0);
+      } finally {
+        closeSync(fd);
+      }
     } catch (error) {
       results[i] = unreadable(error);
     }
-    if (bytes && bytes.length > MAX_YAML_BYTES) {
-      results[i] = withoutText(analyzeFile(bytes));
-      bytes = undefined;
-    }
-    if (bytes && at + bytes.length <= view.length) {
-      view.set(bytes, at);
+    if (size >= 0 && size < room) {
       files.bounds[2 * i] = at;
-      at += bytes.length;
+      at += size;
       files.bounds[2 * i + 1] = at;
-    } else files.bounds[2 * i] = -1;
+    } else if (size >= 0 && room === MAX_YAML_BYTES + 1) {
+      // Too large: analysed now from all of its bytes (the analysis only says so).
+      try {
+        results[i] = withoutText(analyzeFile(readFileSync(full)));
+      } catch (error) {
+        results[i] = unreadable(error);
+      }
+    }
+    // Otherwise the buffer is full: the file is read again by this thread when it analyses it.
     if ((i + 1) % CHUNK_FILES === 0 || i + 1 === paths.length) {
       Atomics.store(files.ready, 0, i + 1);
       Atomics.notify(files.ready, 0);
