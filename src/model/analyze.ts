@@ -100,62 +100,190 @@ export const PARALLEL_MIN_FILES = 2000;
 export const CHUNK_FILES = 64;
 
 /** Messages from analyze-worker.ts. */
-export type WorkerMessage = { chunk: number; analyses: FileAnalysis[] } | { done: true };
+export type WorkerMessage = { chunk: number; analyses: (FileAnalysis | undefined)[] } | { done: true };
 
-/** What analyze-worker.ts receives: the files, a shared counter of chunks claimed so far, and where to post. */
+/** What analyze-worker.ts starts with: where to post its analyses. */
 export interface WorkerInput {
-  directory: string;
-  paths: string[];
-  claimed: SharedArrayBuffer;
   results: MessagePort;
+}
+
+/**
+ * The files' bytes, read by the first thread for both into one shared buffer, in order: per file its
+ * start and end in it (`bounds[2i]`, `[2i + 1]`), or a negative start for a file the first thread
+ * analyses itself. `ready[0]` counts the files read so far (waited on with Atomics), `claimed[0]`
+ * the chunks claimed by either thread.
+ */
+export interface SharedFiles {
+  data: SharedArrayBuffer;
+  bounds: Int32Array;
+  ready: Int32Array;
+  claimed: Int32Array;
+  count: number;
+}
+
+/** Room reserved per file: memory is only used as it is written, and a fuller buffer is no error. */
+const SHARED_BYTES_PER_FILE = 16 * 1024;
+const SHARED_BYTES_MAX = 512 * 1024 * 1024;
+
+function sharedFiles(count: number, bytesPerFile: number): SharedFiles {
+  const int32s = (length: number) => new Int32Array(new SharedArrayBuffer(4 * length));
+  return {
+    data: new SharedArrayBuffer(Math.min(SHARED_BYTES_MAX, count * bytesPerFile)),
+    bounds: int32s(2 * count),
+    ready: int32s(1),
+    claimed: int32s(1),
+    count,
+  };
+}
+
+/** The bytes of file `i` of shared files, or undefined when the first thread analyses it itself. */
+export function sharedBytes(files: SharedFiles, i: number): Uint8Array | undefined {
+  const start = files.bounds[2 * i]!;
+  return start < 0 ? undefined : new Uint8Array(files.data, start, files.bounds[2 * i + 1]! - start);
+}
+
+/**
+ * Reads every file into the shared buffer, saying after each chunk how far it got. A file that
+ * cannot be read, or that is too large to be a fleet document, is analysed right away into
+ * `results` instead; once the buffer is full, the files that do not fit are left to this thread.
+ */
+function readShared(
+  directory: string,
+  paths: readonly string[],
+  files: SharedFiles,
+  results: FileAnalysis[],
+): void {
+  const view = new Uint8Array(files.data);
+  let at = 0;
+  for (const [i, path] of paths.entries()) {
+    files.bounds[2 * i] = -1;
+    const full = join(directory, path);
+    // Straight into the shared buffer; one byte more than a document may have says "too large".
+    const room = Math.min(MAX_YAML_BYTES + 1, view.length - at);
+    let size = -1;
+    try {
+      const fd = openSync(full, "r");
+      try {
+        size = readSync(fd, view, at, room, 0);
+      } finally {
+        closeSync(fd);
+      }
+    } catch (error) {
+      results[i] = unreadable(error);
+    }
+    if (size >= 0 && size < room) {
+      files.bounds[2 * i] = at;
+      at += size;
+      files.bounds[2 * i + 1] = at;
+    } else if (size >= 0 && room === MAX_YAML_BYTES + 1) {
+      // Too large: analysed now from all of its bytes (the analysis only says so).
+      try {
+        results[i] = withoutText(analyzeFile(readFileSync(full)));
+      } catch (error) {
+        results[i] = unreadable(error);
+      }
+    }
+    // Otherwise the buffer is full: the file is read again by this thread when it analyses it.
+    if ((i + 1) % CHUNK_FILES === 0 || i + 1 === paths.length) {
+      Atomics.store(files.ready, 0, i + 1);
+      Atomics.notify(files.ready, 0);
+    }
+  }
+}
+
+/**
+ * Analyses the files of chunk `chunk` that have shared bytes, into `out` (by file index), once the
+ * first thread has read them.
+ */
+export function analyzeSharedChunk(
+  files: SharedFiles,
+  chunk: number,
+  out: (index: number, analysis: FileAnalysis) => void,
+): void {
+  const end = Math.min(files.count, (chunk + 1) * CHUNK_FILES);
+  for (let ready = Atomics.load(files.ready, 0); ready < end; ready = Atomics.load(files.ready, 0))
+    Atomics.wait(files.ready, 0, ready);
+  for (let i = chunk * CHUNK_FILES; i < end; i++) {
+    const bytes = sharedBytes(files, i);
+    if (bytes) out(i, withoutText(analyzeFile(bytes)));
+  }
 }
 
 const workerUrl = new URL("./analyze-worker.js", import.meta.url);
 
 /**
- * Analyses files of `directory`, in order. Each thread claims the next chunk of files from a shared
- * counter, so the work balances itself whatever the second thread's start-up costs; between its own
- * chunks this thread takes in what the other delivered, so that is not left to do at the end. If
- * the second thread cannot start or fails, this thread analyses what it had claimed. Small inputs,
- * and code run from TypeScript sources (tests), use this thread only.
+ * Analyses files of `directory`, in order, without their text. For a large directory a second
+ * thread is started first, and loads its modules while this one reads every file into shared
+ * memory (reads from two threads at once contend and end up slower); then each thread claims the
+ * next chunk of files from a shared counter, so the work balances itself whatever the second
+ * thread's start-up costs, and between its own chunks this thread takes in what the other
+ * delivered. If the second thread cannot start or fails, this thread analyses what it had claimed.
+ * Small inputs are read and analysed file by file on this thread; code run from TypeScript sources
+ * (tests) has no second thread.
  */
 export async function analyzeDirectoryFiles(
   directory: string,
   paths: readonly string[],
+  /** Room in the shared buffer per file (tests make it small, to fill the buffer). */
+  sharedBytesPerFile = SHARED_BYTES_PER_FILE,
 ): Promise<FileAnalysis[]> {
-  const scratch = readBuffer();
   const results: (FileAnalysis | undefined)[] = new Array(paths.length);
+  if (paths.length < PARALLEL_MIN_FILES) {
+    const scratch = readBuffer();
+    return paths.map((path) => withoutText(analyzePath(directory, path, scratch)));
+  }
+  const { port1: inbox, port2: outbox } = new MessageChannel();
+  let worker: Worker | undefined;
+  try {
+    // Run from TypeScript sources there is no compiled worker: this thread does everything.
+    if (existsSync(fileURLToPath(workerUrl)))
+      worker = new Worker(workerUrl, {
+        workerData: { results: outbox } satisfies WorkerInput,
+        transferList: [outbox],
+      });
+  } catch {
+    // No second thread here (resource limits): this one does everything.
+  }
+  try {
+    return await analyzeInParallel(directory, paths, results, worker, inbox, sharedBytesPerFile);
+  } finally {
+    inbox.close();
+    await worker?.terminate();
+  }
+}
+
+/** The two-thread part of analyzeDirectoryFiles: read into shared memory, analyse side by side. */
+async function analyzeInParallel(
+  directory: string,
+  paths: readonly string[],
+  results: (FileAnalysis | undefined)[],
+  worker: Worker | undefined,
+  inbox: MessagePort,
+  bytesPerFile: number,
+): Promise<FileAnalysis[]> {
+  const files = sharedFiles(paths.length, bytesPerFile);
+  // The other thread starts on the first chunks while this one is still reading the rest.
+  worker?.postMessage(files);
+  readShared(directory, paths, files, results as FileAnalysis[]);
   const chunks = Math.ceil(paths.length / CHUNK_FILES);
-  const analyzeChunk = (chunk: number) => {
-    const end = Math.min(paths.length, (chunk + 1) * CHUNK_FILES);
-    for (let i = chunk * CHUNK_FILES; i < end; i++)
-      results[i] = withoutText(analyzePath(directory, paths[i]!, scratch));
+  const scratch = readBuffer();
+  const store = (i: number, analysis: FileAnalysis) => {
+    results[i] = analysis;
   };
   // Every chunk nobody delivered: all of them when there is no second thread.
   const analyzeRest = () => {
-    for (let chunk = 0; chunk < chunks; chunk++)
-      if (results[chunk * CHUNK_FILES] === undefined) analyzeChunk(chunk);
+    for (let chunk = 0; chunk < chunks; chunk++) {
+      const end = Math.min(paths.length, (chunk + 1) * CHUNK_FILES);
+      for (let i = chunk * CHUNK_FILES; i < end; i++) {
+        if (results[i] !== undefined) continue;
+        // Files that did not fit in the shared buffer are read again here.
+        const bytes = sharedBytes(files, i);
+        results[i] = withoutText(bytes ? analyzeFile(bytes) : analyzePath(directory, paths[i]!, scratch));
+      }
+    }
     return results as FileAnalysis[];
   };
-  if (paths.length < PARALLEL_MIN_FILES || !existsSync(fileURLToPath(workerUrl))) return analyzeRest();
-  const claimed = new Int32Array(new SharedArrayBuffer(4));
-  const { port1: inbox, port2: outbox } = new MessageChannel();
-  let worker: Worker;
-  try {
-    worker = new Worker(workerUrl, {
-      workerData: {
-        directory,
-        paths: [...paths],
-        claimed: claimed.buffer,
-        results: outbox,
-      } satisfies WorkerInput,
-      transferList: [outbox],
-    });
-  } catch {
-    // No second thread here (resource limits): this one does everything.
-    inbox.close();
-    return analyzeRest();
-  }
+  if (!worker) return analyzeRest();
   let done = false;
   const take = (message: WorkerMessage) => {
     if ("done" in message) {
@@ -163,16 +291,21 @@ export async function analyzeDirectoryFiles(
       return;
     }
     const start = message.chunk * CHUNK_FILES;
-    for (const [i, analysis] of message.analyses.entries()) results[start + i] = analysis;
+    for (const [i, analysis] of message.analyses.entries()) if (analysis) results[start + i] = analysis;
   };
   const drain = () => {
     for (let received = receiveMessageOnPort(inbox); received; received = receiveMessageOnPort(inbox))
       take(received.message as WorkerMessage);
   };
-  for (let chunk = Atomics.add(claimed, 0, 1); chunk < chunks; chunk = Atomics.add(claimed, 0, 1)) {
-    analyzeChunk(chunk);
+  for (
+    let chunk = Atomics.add(files.claimed, 0, 1);
+    chunk < chunks;
+    chunk = Atomics.add(files.claimed, 0, 1)
+  ) {
+    analyzeSharedChunk(files, chunk, store);
     drain();
   }
+  const running = worker;
   if (!done)
     await new Promise<void>((resolve) => {
       inbox.on("message", (message: WorkerMessage) => {
@@ -180,13 +313,11 @@ export async function analyzeDirectoryFiles(
         if (done) resolve();
       });
       // A worker that fails leaves its claimed chunks undelivered; they are analysed here below.
-      worker.on("error", () => resolve());
-      worker.on("exit", () => resolve());
+      running.on("error", () => resolve());
+      running.on("exit", () => resolve());
       // Delivered between the last drain and listening.
       drain();
       if (done) resolve();
     });
-  inbox.close();
-  await worker.terminate();
   return analyzeRest();
 }

@@ -30,6 +30,8 @@ spec:
 ${mistake}`;
   }
   files["assignments/broken.yaml"] = "a: [\n";
+  // Analysed while the files are read, not by either thread's chunks.
+  files["assignments/huge.yaml"] = `note: ${"x".repeat(1024 * 1024)}\n`;
   return tempRepo(files);
 }
 
@@ -46,8 +48,11 @@ describe("validate - large repositories", () => {
       diagnostics: { code: string; file: string }[];
     };
     expect(JSON.parse(inProcess.stdout)).toEqual(output);
-    expect(output.files).toBe(20 + PARALLEL_MIN_FILES + 501);
+    expect(output.files).toBe(20 + PARALLEL_MIN_FILES + 502);
     expect(output.diagnostics.map((d) => d.code)).toContain("yaml/syntax");
+    expect(output.diagnostics).toContainEqual(
+      expect.objectContaining({ code: "file/too-large", file: "assignments/huge.yaml" }),
+    );
     expect(output.diagnostics.filter((d) => d.code === "schema/unknown-field")).toHaveLength(
       Math.ceil((PARALLEL_MIN_FILES + 500) / 397),
     );
