@@ -6,10 +6,13 @@
 //   hub_commit_to_converged_1k_ms  a commit changing every instance → all converged at the new generation
 //   hub_first_converge_1k_ms       from an empty state directory to all converged (agents starting)
 //   hub_reports_per_s              full node reports taken in per second (durable, then reconciled)
-// Set BENCH_DIR to put the state on another file system (e.g. /dev/shm: no fsync cost), and
-// BENCH_PHASES=1 to see when each step of the hub ran during the change.
+// The hub's state (SQLite, git cache) is on disk, in BENCH_DIR (default: the temporary directory).
+// The agents' roots and state go to memory (/dev/shm) when there is one, as in bench/nats.mjs: 200
+// hosts do not share one disk, and on one machine their fsyncs would queue on a single device, which
+// measures that device rather than steward. BENCH_AGENTS_DIR overrides (e.g. BENCH_AGENTS_DIR=/tmp
+// for everything on one disk). BENCH_PHASES=1 shows when each step of the hub ran during the change.
 import { execFileSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
@@ -22,6 +25,8 @@ const REPORTS = Number(process.env.BENCH_REPORTS ?? 20_000);
 const TOTAL = NODES * ASSIGNMENTS;
 
 const dir = mkdtempSync(join(process.env.BENCH_DIR ?? tmpdir(), "steward-bench-hub-"));
+const agentsBase = process.env.BENCH_AGENTS_DIR ?? (existsSync("/dev/shm") ? "/dev/shm" : tmpdir());
+const agentsDir = mkdtempSync(join(agentsBase, "steward-bench-hub-agents-"));
 const repo = join(dir, "fleet");
 const env = { ...process.env, GIT_CONFIG_NOSYSTEM: "1", HOME: dir };
 const git = (...args) => execFileSync("git", args, { cwd: repo, env, stdio: "pipe" });
@@ -57,14 +62,14 @@ const runtime = new HubRuntime({
     dir: state,
     db: join(state, "hub.db"),
     hubFile: join(state, "hub.json"),
-    root: join(dir, "root"),
+    root: join(agentsDir, "root"),
     repo,
     git: join(state, "git"),
     log: join(state, "hub.log"),
   },
   repo,
   branch: "main",
-  root: join(dir, "root"),
+  root: join(agentsDir, "root"),
   listen: "127.0.0.1:0",
   syncIntervalMs: 3_600_000,
   statusFlags: { status: "none" },
@@ -86,6 +91,9 @@ async function waitConverged(generation) {
 }
 
 mkdirSync(state, { recursive: true });
+// Each local node keeps its agent state in <state>/agents/<node>/ and applies under <root>/<node>/.
+mkdirSync(join(agentsDir, "agents"));
+symlinkSync(join(agentsDir, "agents"), join(state, "agents"));
 let t0 = performance.now();
 await runtime.start();
 await waitConverged(1);
@@ -164,9 +172,10 @@ const ingest = performance.now() - t0;
 
 await runtime.stop();
 rmSync(dir, { recursive: true, force: true });
+rmSync(agentsDir, { recursive: true, force: true });
 
 console.log(
-  `# ${TOTAL} instances: ${NODES} local nodes × ${ASSIGNMENTS} assignments; state in ${process.env.BENCH_DIR ?? tmpdir()}`,
+  `# ${TOTAL} instances: ${NODES} local nodes × ${ASSIGNMENTS} assignments; hub state in ${dir}, agents in ${agentsDir}`,
 );
 console.log(`figure hub_commit_to_converged_1k_ms ${change.toFixed(0)} ms`);
 console.log(
