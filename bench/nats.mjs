@@ -9,7 +9,8 @@
 // full reports waiting on the stream (published while the hub was down) taken in by a starting hub.
 // BENCH_PATH=transport measures the transport alone in this process: dispatch → apply → the report
 // showing the instance converged, and reports delivered to handlers that only count.
-// BENCH_AGENT=echo swaps the Agent for one that applies nothing (see bench/nats-agents.mjs).
+// BENCH_AGENT=echo swaps the Agent for one that applies nothing (see bench/nats-agents.mjs);
+// BENCH_AGENT_PROF=DIR writes a CPU profile of each agent process into DIR.
 // Prints `figure nats_converged_p50_ms`, `figure nats_converged_p99_ms`, `figure nats_reports_per_s`.
 import { execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -84,10 +85,20 @@ async function startAgents() {
     Array.from({ length: PROCESSES }, (_, p) => {
       const share = nodes.slice(p * perProcess, (p + 1) * perProcess);
       const config = { url: server.url, dir: agentsDir, credsDir, nodes: share, heartbeatIntervalMs: 5_000 };
-      const child = spawn(process.execPath, [join(root, "bench/nats-agents.mjs"), JSON.stringify(config)], {
-        stdio: ["ignore", "pipe", "inherit"],
-        env: process.env,
-      });
+      const child = spawn(
+        process.execPath,
+        [
+          ...(process.env.BENCH_AGENT_PROF
+            ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_AGENT_PROF}`]
+            : []),
+          join(root, "bench/nats-agents.mjs"),
+          JSON.stringify(config),
+        ],
+        {
+          stdio: ["ignore", "pipe", "inherit"],
+          env: process.env,
+        },
+      );
       children.push(child);
       return new Promise((resolve, reject) => {
         child.stdout.on("data", (chunk) => chunk.toString().includes("ready") && resolve());
