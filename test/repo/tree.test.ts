@@ -117,8 +117,9 @@ describe("tree index", () => {
         else changes[name] = `app ${step}.${i}\n`;
       }
       const dir = `dirs/d${pick(4)}`;
-      if (random() < 0.3) rmSync(join(repo.dir, dir), { recursive: true, force: true });
-      else if (random() < 0.3) changes[`${dir}/f${pick(3)}.yaml`] = `in ${dir} ${step}\n`;
+      const roll = random();
+      if (roll < 0.3) rmSync(join(repo.dir, dir), { recursive: true, force: true });
+      else if (roll < 0.51) changes[`${dir}/f${pick(3)}.yaml`] = `in ${dir} ${step}\n`;
       // A path that is a file, then a directory, then a file again.
       if (random() < 0.2) {
         rmSync(join(repo.dir, "flip"), { recursive: true, force: true });
