@@ -1,8 +1,8 @@
 /**
  * The agent's side of the NATS transport: the loop `steward agent --nats URL --creds FILE --node NAME`
- * runs. It pulls the node's attempts from its durable consumer, one at a time, applies each with the
- * Agent, publishes the result and a fresh full report (also kept in KV `steward-observed`), and only
- * then acknowledges. A crash anywhere before the acknowledgement means redelivery, and the Agent's
+ * runs. It pulls the node's attempts from its durable consumer (with those already waiting behind the
+ * first, up to a bound), applies them with the Agent, publishes each result and one fresh full report
+ * (also kept in KV `steward-observed`), and only then acknowledges. A crash anywhere before the acknowledgement means redelivery, and the Agent's
  * local record of attempt ids turns a redelivered attempt into a replay of its earlier result.
  *
  * Alongside: a heartbeat per node and per instance with a running service, and answers to the hub's
@@ -51,6 +51,9 @@ export const AGENT_RUNNING = "agent running over NATS";
 
 /** How long one pull request waits on the server; bounds the pause after a server restart. */
 export const PULL_EXPIRES_MS = 3_000;
+
+/** Attempts applied together at most (those already waiting when one is taken). */
+const MAX_BATCH = 16;
 
 /**
  * A publish whose acknowledgement is lost (the server went down as it was sent) is retried soon
@@ -154,10 +157,11 @@ class AgentLoop {
         continue;
       }
       if (!msg) continue;
-      // Stopped while the pull was out: hand the attempt back at once rather than after its deadline.
-      if (this.stopped) msg.nak();
+      const msgs = [msg, ...(await this.waitingBehind(consumer, msg))];
+      // Stopped while the pull was out: hand the attempts back at once rather than after their deadline.
+      if (this.stopped) for (const m of msgs) m.nak();
       else {
-        this.handling = this.handle(msg);
+        this.handling = this.handle(msgs);
         await this.handling;
         this.handling = undefined;
       }
@@ -182,14 +186,32 @@ class AgentLoop {
     return undefined;
   }
 
-  private async handle(msg: JsMsg): Promise<void> {
+  /**
+   * Attempts already waiting behind `msg` (its `pending` count, free with each message): taken now,
+   * so they are applied together with it and answered by one report. Bounded, and best effort: a
+   * count gone stale (a newer attempt replaced a waiting one) ends the fetch at its short expiry.
+   */
+  private async waitingBehind(consumer: Consumer, msg: JsMsg): Promise<JsMsg[]> {
+    const waiting = Math.min(msg.info.pending, MAX_BATCH - 1);
+    if (waiting <= 0 || !this.options.agent.applyAll) return [];
+    const more: JsMsg[] = [];
+    try {
+      for await (const m of await consumer.fetch({ max_messages: waiting, expires: 1_000 })) more.push(m);
+    } catch (error) {
+      this.log.warn({ node: this.node, error: String(error) }, "fetching waiting attempts failed");
+    }
+    return more;
+  }
+
+  /** The bundle a message carries; a message that is none for this node is terminated. */
+  private bundleOf(msg: JsMsg): Bundle | undefined {
     let bundle: Bundle;
     try {
       bundle = msg.json<Bundle>();
     } catch {
       this.log.error({ node: this.node, seq: msg.seq }, "attempt is not JSON; rejected");
       msg.term("not JSON");
-      return;
+      return undefined;
     }
     if (
       bundle?.kind !== "Bundle" ||
@@ -198,37 +220,84 @@ class AgentLoop {
     ) {
       this.log.error({ node: this.node, seq: msg.seq }, "attempt is not a bundle for this node; rejected");
       msg.term("not a bundle for this node");
-      return;
+      return undefined;
     }
-    const assignment = bundle.spec.assignment;
-    const newest = this.applied.get(assignment) ?? 0;
-    if (bundle.generation < newest) {
-      await this.publishResult(this.superseded(bundle, newest));
-      msg.ack();
-      return;
+    return bundle;
+  }
+
+  /**
+   * Applies the attempts in order (several under one hold of the Agent, one report after all),
+   * publishes each result and the report, and only then acknowledges each.
+   */
+  private async handle(msgs: readonly JsMsg[]): Promise<void> {
+    const work: { msg: JsMsg; bundle: Bundle }[] = [];
+    for (const msg of msgs) {
+      const bundle = this.bundleOf(msg);
+      if (!bundle) continue;
+      const newest = this.applied.get(bundle.spec.assignment) ?? 0;
+      if (bundle.generation < newest) {
+        await this.publishResult(this.superseded(bundle, newest));
+        msg.ack();
+      } else work.push({ msg, bundle });
     }
-    const progress = setInterval(() => msg.working(), this.options.progressIntervalMs ?? 1_000);
-    let reply: AgentReply;
+    if (work.length === 0) return;
+    const progress = setInterval(() => {
+      for (const { msg } of work) msg.working();
+    }, this.options.progressIntervalMs ?? 1_000);
+    let outcomes: ({ result: AttemptResult } | { error: unknown })[];
+    let report: Report;
     try {
-      reply = await this.options.agent.apply(bundle);
+      const agent = this.options.agent;
+      if (work.length > 1 && agent.applyAll) {
+        ({ outcomes, report } = await agent.applyAll(work.map((w) => w.bundle)));
+      } else {
+        // One at a time (an Agent without applyAll); the last reply's report covers them all.
+        outcomes = [];
+        let last: Report | undefined;
+        for (const { bundle } of work) {
+          const reply: AgentReply = await agent.apply(bundle);
+          outcomes.push({ result: reply.result });
+          last = reply.report;
+        }
+        report = last as Report;
+      }
     } catch (error) {
       // The Agent itself failed (not the attempt): let the server redeliver within its bound.
-      this.log.error({ node: this.node, attemptId: bundle.attemptId, error: String(error) }, "apply failed");
-      msg.nak(1_000);
+      this.log.error({ node: this.node, error: String(error) }, "apply failed");
+      for (const { msg } of work) msg.nak(1_000);
       return;
     } finally {
       clearInterval(progress);
     }
-    this.applied.set(assignment, Math.max(newest, bundle.generation));
+    const answered: { msg: JsMsg; result: AttemptResult }[] = [];
+    work.forEach(({ msg, bundle }, i) => {
+      const outcome = outcomes[i];
+      if (outcome && "result" in outcome) answered.push({ msg, result: outcome.result });
+      else {
+        this.log.error(
+          { node: this.node, attemptId: bundle.attemptId, error: String(outcome?.error) },
+          "apply failed",
+        );
+        msg.nak(1_000);
+      }
+    });
+    for (const { result } of answered)
+      this.applied.set(
+        result.assignment,
+        Math.max(this.applied.get(result.assignment) ?? 0, result.generation),
+      );
     try {
-      // Sent together on one connection, so the stream still holds the result before the report.
-      await Promise.all([this.publishResult(reply.result), this.publishReport(reply.report)]);
-      msg.ack();
+      // Sent together on one connection, so the stream still holds the results before the report.
+      await Promise.all([
+        ...answered.map(({ result }) => this.publishResult(result)),
+        this.publishReport(report),
+      ]);
+      for (const { msg } of answered) msg.ack();
     } catch (error) {
-      // Not acknowledged: the attempt comes back and the Agent replays its result.
+      // Not acknowledged: the attempts come back and the Agent replays their results.
       this.log.warn(
-        { node: this.node, attemptId: bundle.attemptId, error: String(error) },
-        "could not publish the result; the attempt will be redelivered",
+        { node: this.node, attempts: answered.map(({ result }) => result.attemptId), error: String(error) },
+        "could not publish the results; the attempts will be redelivered",
       );
     }
   }

@@ -18,7 +18,7 @@ describe("nats offline node - converges the current generation, not every interm
     await bed?.dispose();
   });
 
-  it("nats offline node - an agent offline during two commits applies only the latest when it returns", async () => {
+  it("nats offline node - an agent offline during two commits applies only the latest when it returns, the waiting attempts together", async () => {
     const { hub, recorded } = bed;
     const web2 = testBundle("edge-2", "web", 2, "running", counting);
     const web3 = testBundle("edge-2", "web", 3, "running", counting);
@@ -47,6 +47,16 @@ describe("nats offline node - converges the current generation, not every interm
     );
     expect(countedRuns(root, "web")).toEqual([`3 ${web3.attemptId}`]);
     expect(countedRuns(root, "proxy")).toEqual([`1 ${proxy1.attemptId}`]);
+    // Both waiting attempts were taken together and answered by one report: no report shows one
+    // of them applied without the other.
+    const generations = recorded.reports
+      .map((r) => ({
+        web: r.instances.find((i) => i.assignment === "web")?.generation,
+        proxy: r.instances.find((i) => i.assignment === "proxy")?.generation,
+      }))
+      .filter((g) => g.web === 3 || g.proxy === 1);
+    expect(generations.length).toBeGreaterThan(0);
+    expect(generations.every((g) => g.web === 3 && g.proxy === 1)).toBe(true);
     expect(recorded.results.some((r) => r.attemptId === web2.attemptId)).toBe(false);
   });
 
