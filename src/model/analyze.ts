@@ -5,6 +5,7 @@
  * the time `steward validate` takes.
  */
 import { closeSync, existsSync, openSync, readFileSync, readSync } from "node:fs";
+import { availableParallelism, loadavg } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from "node:worker_threads";
@@ -212,12 +213,25 @@ export function analyzeSharedChunk(
 const workerUrl = new URL("./analyze-worker.js", import.meta.url);
 
 /**
+ * Whether a second thread is worth starting: it costs its start-up and copying its results back,
+ * which only pays off with a core to spare (the load average says how busy the cores are, as for
+ * `make -l`). STEWARD_ANALYSIS_THREADS=1 or 2 decides instead (tests use it to take each path).
+ */
+export function secondThreadPays(env: NodeJS.ProcessEnv = process.env): boolean {
+  const threads = env.STEWARD_ANALYSIS_THREADS;
+  if (threads === "1" || threads === "2") return threads === "2";
+  const cores = availableParallelism();
+  return cores > 1 && loadavg()[0]! < cores - 0.5;
+}
+
+/**
  * Analyses files of `directory`, in order, without their text. For a large directory a second
- * thread is started first, and loads its modules while this one reads every file into shared
- * memory (reads from two threads at once contend and end up slower); then each thread claims the
- * next chunk of files from a shared counter, so the work balances itself whatever the second
- * thread's start-up costs, and between its own chunks this thread takes in what the other
- * delivered. If the second thread cannot start or fails, this thread analyses what it had claimed.
+ * thread is started first (when it pays, see secondThreadPays), and loads its modules while this
+ * one reads every file into shared memory (reads from two threads at once contend and end up
+ * slower); then each thread claims the next chunk of files from a shared counter, so the work
+ * balances itself whatever the second thread's start-up costs, and between its own chunks this
+ * thread takes in what the other delivered. If the second thread cannot start or fails, this
+ * thread analyses what it had claimed.
  * Small inputs are read and analysed file by file on this thread; code run from TypeScript sources
  * (tests) has no second thread.
  */
@@ -236,7 +250,7 @@ export async function analyzeDirectoryFiles(
   let worker: Worker | undefined;
   try {
     // Run from TypeScript sources there is no compiled worker: this thread does everything.
-    if (existsSync(fileURLToPath(workerUrl)))
+    if (secondThreadPays() && existsSync(fileURLToPath(workerUrl)))
       worker = new Worker(workerUrl, {
         workerData: { results: outbox } satisfies WorkerInput,
         transferList: [outbox],

@@ -37,18 +37,23 @@ const CWD = ["cwd"] as const;
 
 /** Every path-like field of resource `index` that must be confined to the node's roots. */
 function confinedPaths(resource: Resource, index: number, out: ConfinedPath[]): void {
-  const confine = (field: readonly (string | number)[], path: string, relativeTo?: string) =>
-    out.push({ index, field, path, relativeTo });
-  if ("path" in resource && resource.path) confine(PATH, resource.path);
+  if ("path" in resource && resource.path)
+    out.push({ index, field: PATH, path: resource.path, relativeTo: undefined });
   if (resource.kind === "symlink")
-    confine(TARGET, resource.target, resource.target.startsWith("/") ? undefined : resource.path);
-  if (resource.kind === "command" && resource.creates) confine(CREATES, resource.creates);
+    out.push({
+      index,
+      field: TARGET,
+      path: resource.target,
+      relativeTo: resource.target.startsWith("/") ? undefined : resource.path,
+    });
+  if (resource.kind === "command" && resource.creates)
+    out.push({ index, field: CREATES, path: resource.creates, relativeTo: undefined });
   if ((resource.kind === "command" || resource.kind === "service") && resource.cwd)
-    confine(CWD, resource.cwd);
+    out.push({ index, field: CWD, path: resource.cwd, relativeTo: undefined });
   if (resource.kind === "container")
     for (const [i, volume] of (resource.volumes ?? []).entries()) {
       const host = volume.split(":")[0] ?? "";
-      if (host.startsWith("/")) confine(["volumes", i], host);
+      if (host.startsWith("/")) out.push({ index, field: ["volumes", i], path: host, relativeTo: undefined });
     }
 }
 
@@ -155,8 +160,10 @@ export function factsOf(assignment: Assignment): AssignmentFacts {
   const refs: Reference[] = [];
   let duplicates: Set<number> | undefined;
   const names = new Map<string, number>();
-  const edges = new Map<string, string[]>();
-  for (const [i, resource] of spec.resources.entries()) {
+  const resources = spec.resources;
+  const touched: ConfinedPath[] = [];
+  for (let i = 0; i < resources.length; i++) {
+    const resource = resources[i]!;
     const resName = resourceName(resource);
     const first = names.get(resName);
     if (first !== undefined) {
@@ -170,8 +177,7 @@ export function factsOf(assignment: Assignment): AssignmentFacts {
         fix: "remove the duplicate or give each resource its own name",
       });
     } else names.set(resName, i);
-    edges.set(resName, resource.dependsOn ?? []);
-    const touched: ConfinedPath[] = [];
+    touched.length = 0;
     confinedPaths(resource, i, touched);
     for (const field of touched) {
       if (field.relativeTo === undefined && (hasDotSegments(field.path) || field.path.includes("//")))
@@ -248,7 +254,12 @@ export function factsOf(assignment: Assignment): AssignmentFacts {
       });
   }
   // Only resources with dependencies can be on a cycle; most have none.
-  const cycle = spec.resources.some((r) => r.dependsOn?.length) ? findCycle(edges) : undefined;
+  let cycle: string[] | undefined;
+  if (resources.some((r) => r.dependsOn?.length)) {
+    const edges = new Map<string, readonly string[]>();
+    for (const resource of resources) edges.set(resourceName(resource), resource.dependsOn ?? []);
+    cycle = findCycle(edges);
+  }
   if (cycle) {
     const index = names.get(cycle[0]!) ?? 0;
     findings.push({

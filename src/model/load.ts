@@ -139,10 +139,10 @@ function sortedFiles(files: readonly RepoFile[]): readonly RepoFile[] {
 const notIgnored = () => false;
 
 /**
- * What the last load of a repository found, so the next load works by difference: it compares the
- * two file lists (git trees give the same RepoFile for an unchanged file), analyses the files that
- * changed, and hands their documents' changes to FleetChecks and Rendering. A first load is the same
- * code with every file new.
+ * What the last load of a repository found, so the next load works by difference: it takes what
+ * changed from the source (`changesSince`: git trees compare by object id) or else compares the two
+ * file lists, analyses the files that changed, and hands their documents' changes to FleetChecks
+ * and Rendering. A first load is the same code with every file new.
  */
 class LoadState {
   /** The files of the last load, by path. */

@@ -3,8 +3,9 @@
  * the one-thread path: the built process (which uses the worker) against main() run from the sources
  * (which cannot start the worker and analyses everything itself).
  */
-import { describe, expect, it } from "vitest";
-import { PARALLEL_MIN_FILES } from "../../src/model/analyze.js";
+import { availableParallelism, loadavg } from "node:os";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { PARALLEL_MIN_FILES, secondThreadPays } from "../../src/model/analyze.js";
 import { runBin, runCli } from "../helpers/cli.js";
 import { nodeYaml, tempRepo } from "../helpers/repo.js";
 
@@ -36,6 +37,22 @@ ${mistake}`;
 }
 
 describe("validate - large repositories", () => {
+  // The built process inherits this: it starts the second thread whatever the machine's load.
+  beforeAll(() => {
+    process.env.STEWARD_ANALYSIS_THREADS = "2";
+  });
+  afterAll(() => {
+    delete process.env.STEWARD_ANALYSIS_THREADS;
+  });
+
+  it("validate - a second thread is started when told, or when a core is to spare", () => {
+    expect(secondThreadPays({ STEWARD_ANALYSIS_THREADS: "2" })).toBe(true);
+    expect(secondThreadPays({ STEWARD_ANALYSIS_THREADS: "1" })).toBe(false);
+    expect(secondThreadPays({})).toBe(
+      availableParallelism() > 1 && loadavg()[0]! < availableParallelism() - 0.5,
+    );
+  });
+
   it("validate - two threads and one thread report the same diagnostics and counts", async () => {
     const dir = largeRepo();
     const inProcess = await runCli(["validate", dir, "--format", "json"]);

@@ -49,6 +49,7 @@ function observed(result: LoadResult) {
   };
 }
 
+// STEWARD_TEST_HISTORIES=400 runs many more histories (a minute or so) after a change to the loader.
 const HISTORIES = Number(process.env.STEWARD_TEST_HISTORIES ?? 12);
 const REVISIONS = 40;
 
