@@ -1,5 +1,9 @@
 // Large fleet repositories for the benchmarks, written with `git fast-import`: the node documents
-// and the commit streams both bench:sync and bench:action use (each writes its own assignments).
+// and the commit streams both bench:sync and bench:action use (each writes its own assignments);
+// and where a simulated fleet's agents keep their files (bench:hub, bench:nats).
+import { existsSync, mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 
 /** `node-000`, `node-001`... */
 export const nodeName = (i) => `node-${String(i).padStart(3, "0")}`;
@@ -38,4 +42,14 @@ export function commitStream(branch, message, files, parent) {
         ? `D ${path}\n`
         : `M 100644 inline ${path}\ndata ${Buffer.byteLength(content)}\n${content}\n`;
   return `${stream}\n`;
+}
+
+/**
+ * A fresh directory for the agents of a simulated fleet: in memory (/dev/shm) when there is one,
+ * since many hosts do not share one disk and on one machine their fsyncs would queue on a single
+ * device; BENCH_AGENTS_DIR overrides.
+ */
+export function agentsDirectory(prefix) {
+  const base = process.env.BENCH_AGENTS_DIR ?? (existsSync("/dev/shm") ? "/dev/shm" : tmpdir());
+  return mkdtempSync(join(base, prefix));
 }

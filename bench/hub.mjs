@@ -11,13 +11,16 @@
 // hosts do not share one disk, and on one machine their fsyncs would queue on a single device, which
 // measures that device rather than steward. BENCH_AGENTS_DIR overrides (e.g. BENCH_AGENTS_DIR=/tmp
 // for everything on one disk). BENCH_PHASES=1 shows when each step of the hub ran during the change.
+
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import pino from "pino";
 import { HubRuntime } from "../dist/cli/hub.js";
+import { statePathsIn } from "../dist/cli/hub-state.js";
+import { agentsDirectory } from "./fleet.mjs";
 
 const NODES = Number(process.env.BENCH_NODES ?? 200);
 const ASSIGNMENTS = Number(process.env.BENCH_ASSIGNMENTS ?? 5);
@@ -25,8 +28,7 @@ const REPORTS = Number(process.env.BENCH_REPORTS ?? 20_000);
 const TOTAL = NODES * ASSIGNMENTS;
 
 const dir = mkdtempSync(join(process.env.BENCH_DIR ?? tmpdir(), "steward-bench-hub-"));
-const agentsBase = process.env.BENCH_AGENTS_DIR ?? (existsSync("/dev/shm") ? "/dev/shm" : tmpdir());
-const agentsDir = mkdtempSync(join(agentsBase, "steward-bench-hub-agents-"));
+const agentsDir = agentsDirectory("steward-bench-hub-agents-");
 const repo = join(dir, "fleet");
 const env = { ...process.env, GIT_CONFIG_NOSYSTEM: "1", HOME: dir };
 const git = (...args) => execFileSync("git", args, { cwd: repo, env, stdio: "pipe" });
@@ -58,15 +60,7 @@ commit("version 1");
 
 const state = join(dir, "state");
 const runtime = new HubRuntime({
-  paths: {
-    dir: state,
-    db: join(state, "hub.db"),
-    hubFile: join(state, "hub.json"),
-    root: join(agentsDir, "root"),
-    repo,
-    git: join(state, "git"),
-    log: join(state, "hub.log"),
-  },
+  paths: { ...statePathsIn(state), root: join(agentsDir, "root"), repo },
   repo,
   branch: "main",
   root: join(agentsDir, "root"),

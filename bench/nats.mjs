@@ -1,4 +1,13 @@
 #!/usr/bin/env node
+import { execFileSync, spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpus, loadavg, tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { connect, nkeyAuthenticator } from "@nats-io/transport-node";
+import pino from "pino";
+import { ulid } from "ulid";
 // A fleet on NATS: a real nats-server (configuration and per-node credentials from `steward nats
 // config`), 200 agents in 4 processes (a real Agent each, with its own connection, root and state),
 // and the hub. One commit changes every instance (200 nodes × 2 assignments).
@@ -12,15 +21,7 @@
 // BENCH_AGENT=echo swaps the Agent for one that applies nothing (see bench/nats-agents.mjs);
 // BENCH_AGENT_PROF=DIR writes a CPU profile of each agent process into DIR.
 // Prints `figure nats_converged_p50_ms`, `figure nats_converged_p99_ms`, `figure nats_reports_per_s`.
-import { execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { cpus, loadavg, tmpdir } from "node:os";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { jetstream, jetstreamManager } from "@nats-io/jetstream";
-import { connect, nkeyAuthenticator } from "@nats-io/transport-node";
-import pino from "pino";
-import { ulid } from "ulid";
+import { agentsDirectory } from "./fleet.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const NODES = Number(process.env.BENCH_NODES ?? 200);
@@ -38,8 +39,7 @@ const dir = mkdtempSync(join(tmpdir(), "steward-bench-nats-"));
 // 200 hosts do not share one disk: on one machine their fsyncs would queue on a single device, so
 // the agents' roots and state go to memory (/dev/shm) when there is one. The server's store and the
 // hub's database stay on disk. BENCH_AGENTS_DIR overrides.
-const agentsBase = process.env.BENCH_AGENTS_DIR ?? (existsSync("/dev/shm") ? "/dev/shm" : tmpdir());
-const agentsDir = mkdtempSync(join(agentsBase, "steward-bench-nats-agents-"));
+const agentsDir = agentsDirectory("steward-bench-nats-agents-");
 const nodes = Array.from({ length: NODES }, (_, i) => `node-${i}`);
 const busDir = join(dir, "nats");
 writeNatsConfig(planNatsConfig({ dir: busDir, nodes }, () => undefined, newUserSeed));
@@ -132,6 +132,7 @@ async function preloadReports(latest, count) {
 /** The product path: syncer, hub and store, NATS transport, agents. */
 async function throughTheHub() {
   const { HubRuntime } = await import("../dist/cli/hub.js");
+  const { statePathsIn } = await import("../dist/cli/hub-state.js");
   const { createNatsTransport } = await import("../dist/transport/nats/hub.js");
   const repo = join(dir, "fleet");
   const env = { ...process.env, GIT_CONFIG_NOSYSTEM: "1", HOME: dir };
@@ -175,15 +176,7 @@ async function throughTheHub() {
   mkdirSync(state, { recursive: true });
   const runtime = () =>
     new HubRuntime({
-      paths: {
-        dir: state,
-        db: join(state, "hub.db"),
-        hubFile: join(state, "hub.json"),
-        root: join(dir, "root"),
-        repo,
-        git: join(state, "git"),
-        log: join(state, "hub.log"),
-      },
+      paths: { ...statePathsIn(state), root: join(dir, "root"), repo },
       repo,
       branch: "main",
       listen: "127.0.0.1:0",
@@ -375,7 +368,7 @@ try {
     PATH === "transport" ? await throughTheTransport() : await throughTheHub();
   const agents = process.env.BENCH_AGENT === "echo" ? "echo agents (nothing applied)" : "agents";
   console.log(
-    `# ${NODES} ${agents} in ${PROCESSES} processes, ${times.length} instances, agents' files in ${agentsBase}; ${what}`,
+    `# ${NODES} ${agents} in ${PROCESSES} processes, ${times.length} instances, agents' files in ${agentsDir}; ${what}`,
   );
   if (cpuBefore && cpuAfter) {
     const used = (key) => cpuAfter[key] - cpuBefore[key];

@@ -27,7 +27,11 @@ export interface StatePaths {
 }
 
 export function statePaths(io: CliIo, globals: GlobalOptions): StatePaths {
-  const dir = resolve(io.cwd, globals.state);
+  return statePathsIn(resolve(io.cwd, globals.state));
+}
+
+/** The files of a state directory `dir` (absolute). */
+export function statePathsIn(dir: string): StatePaths {
   return {
     dir,
     db: join(dir, "hub.db"),

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { writeHubFile } from "../../src/cli/hub-state.js";
+import { statePathsIn, writeHubFile } from "../../src/cli/hub-state.js";
 import { EXIT } from "../../src/cli/io.js";
 import { type HubHttp, startHubHttp } from "../../src/hub/http.js";
 import { runCli } from "../helpers/cli.js";
@@ -89,15 +89,12 @@ describe("hub - cli", () => {
     });
 
     http = await startHubHttp({ hub: h.hub });
-    writeHubFile(
-      { dir: h.dir, db: "", hubFile: `${h.dir}/hub.json`, root: "", repo: "", git: "", log: "" },
-      {
-        pid: process.pid,
-        url: http.url,
-        startedAt: new Date().toISOString(),
-        transports: ["local"],
-      },
-    );
+    writeHubFile(statePathsIn(h.dir), {
+      pid: process.pid,
+      url: http.url,
+      startedAt: new Date().toISOString(),
+      transports: ["local"],
+    });
     const back = await steward(h.dir, "undrain", "n1");
     expect(back).toMatchObject({ code: EXIT.ok, stdout: "node n1 is back in service\n" });
     expect(h.store.node("n1")!.draining).toBe(false);
