@@ -8,7 +8,13 @@ import type { AttemptResult, Bundle, Node, Report } from "../model/generated.js"
 
 export type TransportName = "local" | "nats" | "ssh";
 
-/** What the hub hears from a transport. Handlers may be async; the transport awaits them in order per node. */
+/**
+ * What the hub hears from a transport. Each handler's promise settles once the event is recorded (a
+ * transport that acknowledges, like NATS, acknowledges only then). Events are recorded in the order
+ * the handlers are called, so a transport need not wait for one event's promise before handing over
+ * the next: a node's results and the report that follows them, handed over together, are recorded
+ * together and looked at once.
+ */
 export interface TransportEvents {
   /** A full report from a node: an observation, never a desired target. */
   report(report: Report): void | Promise<void>;

@@ -94,8 +94,12 @@ export class LocalTransport implements Transport {
         const { outcomes, report } = applied;
         for (const [i, outcome] of outcomes.entries())
           if ("error" in outcome) await this.failed(local, bundles[i]!, outcome.error, events, false);
-          else await events.result(outcome.result);
-        await events.report(report);
+        // Handed over together (the hub records events in the order they come, see TransportEvents):
+        // the results and the report are recorded in one go, and looked at once.
+        await Promise.all([
+          ...outcomes.flatMap((outcome) => ("result" in outcome ? [events.result(outcome.result)] : [])),
+          events.report(report),
+        ]);
         return;
       }
       for (const queued of bundles) {
@@ -106,8 +110,7 @@ export class LocalTransport implements Transport {
           await this.failed(local, queued, error, events, true);
           continue;
         }
-        await events.result(reply.result);
-        await events.report(reply.report);
+        await Promise.all([events.result(reply.result), events.report(reply.report)]);
       }
     });
   }

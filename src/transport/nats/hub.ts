@@ -48,7 +48,6 @@ import { ConditionMirror } from "./conditions.js";
 import { causedBy, connectNats, type NatsTls } from "./connect.js";
 import { type HeartbeatKey, parseHeartbeat, SilenceWatch } from "./heartbeats.js";
 import { type NatsLog, silentLog } from "./log.js";
-import { KeyedSerial } from "./serial.js";
 import {
   ATTEMPTS_STREAM,
   HUB_REPORTS_CONSUMER,
@@ -182,7 +181,8 @@ class NatsHubTransport implements NatsTransport {
   private jsm: JetStreamManager | undefined;
   private mirror: ConditionMirror | undefined;
   private events: TransportEvents | undefined;
-  private readonly serial = new KeyedSerial();
+  /** Events handed to the hub and not yet recorded: `stop` waits for them. */
+  private readonly handing = new Set<Promise<unknown>>();
   private readonly nodesReady = new Map<string, Promise<void>>();
   private readonly subscriptions: Subscription[] = [];
   private readonly stoppers: (() => Promise<unknown> | unknown)[] = [];
@@ -257,10 +257,9 @@ class NatsHubTransport implements NatsTransport {
       }),
     );
     const interval = this.options.heartbeat?.intervalMs ?? DEFAULT_INTERVAL_MS;
-    for (const report of await this.lastReports()) {
-      this.watch.expect({ node: report.node }, interval);
-      await this.serial.run(report.node, async () => events.report(report));
-    }
+    const last = await this.lastReports();
+    for (const report of last) this.watch.expect({ node: report.node }, interval);
+    await Promise.all(last.map((report) => this.hand(() => events.report(report))));
     for (const node of this.options.nodes ?? []) await this.addNode(node);
     await this.consumeAgentMessages();
     if (this.options.onTaskEvent) await this.consumeTaskEvents(this.options.onTaskEvent);
@@ -446,7 +445,7 @@ class NatsHubTransport implements NatsTransport {
     });
     this.stoppers.push(async () => {
       await messages.close();
-      await this.serial.idle();
+      while (this.handing.size > 0) await Promise.allSettled([...this.handing]);
     });
   }
 
@@ -467,19 +466,21 @@ class NatsHubTransport implements NatsTransport {
       return msg.term("node mismatch");
     }
     try {
-      await this.serial.run(node, async () => {
-        if (kind === "report") await events.report(body as Report);
-        else {
-          await events.result(body as AttemptResult);
-          if (this.degradedNodes.delete(node))
-            await events.health({
+      // Handed over at once, in the stream's order, which the hub keeps (see TransportEvents): a
+      // node's results and the report after them are recorded together.
+      if (kind === "report") await this.hand(() => events.report(body as Report));
+      else {
+        await this.hand(() => events.result(body as AttemptResult));
+        if (this.degradedNodes.delete(node))
+          await this.hand(() =>
+            events.health({
               status: "recovered",
               node,
               reason: "MaxDeliveriesExceeded",
               message: `node ${node} completed an attempt again`,
-            });
-        }
-      });
+            }),
+          );
+      }
       msg.ack();
       if (this.hubDeliveriesExhausted) {
         this.hubDeliveriesExhausted = false;
@@ -537,7 +538,9 @@ class NatsHubTransport implements NatsTransport {
     }
     const at = this.clock();
     this.watch.beat(key, beat.intervalMs, at);
-    if (assignment === undefined) void this.serial.run(node, async () => this.events?.heartbeat(node, at));
+    const events = this.events;
+    if (assignment === undefined && events)
+      void this.hand(() => events.heartbeat(node, at)).catch(() => undefined);
   }
 
   private onSilence(status: SilenceChange["status"], key: HeartbeatKey, since: Date): void {
@@ -578,13 +581,15 @@ class NatsHubTransport implements NatsTransport {
         const bundle = stored?.json<Bundle>();
         if (bundle?.attemptId) {
           const node = exhausted.node;
-          await this.serial.run(node, async () =>
-            this.events?.lost(
-              bundle.attemptId,
-              node,
-              "MaxDeliveriesExceeded: the agent never finished the attempt",
-            ),
-          );
+          const events = this.events;
+          if (events)
+            await this.hand(() =>
+              events.lost(
+                bundle.attemptId,
+                node,
+                "MaxDeliveriesExceeded: the agent never finished the attempt",
+              ),
+            );
         }
       }
       // Left in a work-queue stream, it would be handed out again if the consumer were recreated.
@@ -682,12 +687,26 @@ class NatsHubTransport implements NatsTransport {
     return this.js;
   }
 
-  /** Delivers a health event in the order of its node's other events (never call it from within one). */
+  /** Hands an event to the hub now (so in order with its node's other events), tracked until recorded. */
+  private hand(deliver: () => void | Promise<void>): Promise<void> {
+    let handed: Promise<void>;
+    try {
+      handed = Promise.resolve(deliver());
+    } catch (error) {
+      handed = Promise.reject(error);
+    }
+    this.handing.add(handed);
+    const done = () => this.handing.delete(handed);
+    handed.then(done, done);
+    return handed;
+  }
+
+  /** Delivers a health event in the order of its node's other events. */
   private async emitHealth(health: TransportHealth): Promise<void> {
     const events = this.events;
     if (!events || this.stopped) return;
     try {
-      await this.serial.run(health.node ?? "", async () => events.health(health));
+      await this.hand(() => events.health(health));
     } catch (error) {
       this.log.error({ ...health, error: String(error) }, "the hub's health handler failed");
     }
