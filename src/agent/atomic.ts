@@ -21,11 +21,13 @@ import {
 import { basename, dirname, join } from "node:path";
 
 let counter = 0;
+/** Read once: `process.pid` is a system call each time. */
+const PID = process.pid;
 
 /** A temporary name next to `path`: hidden, and unique within this process and across processes. */
 export function temporaryPath(path: string): string {
   counter = (counter + 1) % 1_000_000;
-  return join(dirname(path), `.${basename(path)}.steward-${process.pid}-${counter}.tmp`);
+  return join(dirname(path), `.${basename(path)}.steward-${PID}-${counter}.tmp`);
 }
 
 /** Mode and ownership of a file written atomically, and a seam for crash tests. */
@@ -114,9 +116,9 @@ interface PendingFlush {
  * create or rename waits behind a journal commit, and a thousand interleaved write-flush-rename
  * sequences were three times slower. A large group is flushed with one syncfs per filesystem
  * (coreutils `sync -f`: Node has no binding for it), which writes every file's bytes and every
- * directory's entries (none on a filesystem kept in memory, tmpfs: nothing there outlives a power
- * cut, and a flush would only cost a process); a small one, or a host without `sync -f`, with fdatasync per file and fsync
- * per directory, in parallel.
+ * directory's entries; a small one, or a host without `sync -f`, with fdatasync per file and fsync
+ * per directory, in parallel. On a filesystem kept in memory (tmpfs) nothing outlives a power cut,
+ * so a flush there resolves at once, with no system call.
  */
 export class FlushBatch {
   private pending: PendingFlush[] = [];
@@ -138,6 +140,8 @@ export class FlushBatch {
   }
 
   private enqueue(path: string, directory: boolean): Promise<void> {
+    // On a filesystem kept in memory there is nothing to write.
+    if (inMemory(directory ? path : dirname(path))) return Promise.resolve();
     return new Promise((resolve, reject) => {
       this.pending.push({ path, directory, resolve, reject });
       this.schedule();
@@ -185,11 +189,28 @@ export const processFlushes = new FlushBatch();
 
 /** statfs types of filesystems kept in memory only (tmpfs, ramfs): a flush there has nothing to write. */
 const MEMORY_FILESYSTEMS = new Set([0x01021994, 0x858458f6]);
+/** How long what `inMemory` learnt of a directory is trusted (a filesystem may be mounted over it). */
+const FILESYSTEM_TTL_MS = 10_000;
+/** Directories whose filesystem `inMemory` looked at: whether it is in memory, and until when that holds. */
+const filesystems = new Map<string, { memory: boolean; until: number }>();
 
-/**
- * syncfs on the filesystem of each entry (one per device; none on a filesystem in memory only);
- * false when that is not possible here.
- */
+/** Whether `dir` is on a filesystem kept in memory; false when that cannot be told (then it is flushed). */
+function inMemory(dir: string): boolean {
+  const now = Date.now();
+  const known = filesystems.get(dir);
+  if (known && known.until > now) return known.memory;
+  let memory = false;
+  try {
+    memory = MEMORY_FILESYSTEMS.has(statfsSync(dir).type);
+  } catch {
+    // Gone or unreadable: flushed as before, which reports the problem if there is one.
+  }
+  if (filesystems.size >= 10_000) filesystems.clear();
+  filesystems.set(dir, { memory, until: now + FILESYSTEM_TTL_MS });
+  return memory;
+}
+
+/** syncfs on the filesystem of each entry (one per device); false when that is not possible here. */
 async function syncFilesystems(entries: readonly PendingFlush[]): Promise<boolean> {
   const byDevice = new Map<number, string>();
   // A file is on its directory's filesystem (a mount point's stat is the mounted one's): one stat
@@ -203,8 +224,6 @@ async function syncFilesystems(entries: readonly PendingFlush[]): Promise<boolea
       const device = statSync(dir).dev;
       if (!byDevice.has(device)) byDevice.set(device, dir);
     }
-    for (const [device, dir] of byDevice)
-      if (MEMORY_FILESYSTEMS.has(statfsSync(dir).type)) byDevice.delete(device);
   } catch {
     return false;
   }

@@ -4,7 +4,7 @@
  * /etc). Confinement: a path must be canonical (no `.` or `..`), lie inside one of the node's declared
  * roots, and stay inside them once symlinks are resolved, so a link cannot lead a write out of them.
  */
-import { existsSync, lstatSync, mkdirSync, realpathSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, realpathSync, type Stats } from "node:fs";
 import { posix } from "node:path";
 import { isInside } from "../model/paths.js";
 import { permanent } from "./failure.js";
@@ -106,13 +106,11 @@ export class HostPaths {
   private resolvedRoot(root: string): string | null {
     const cached = this.resolvedRoots.get(root);
     if (cached !== undefined) return cached;
-    try {
-      const real = realpathSync.native(this.host(root));
-      this.resolvedRoots.set(root, real);
-      return real;
-    } catch {
-      return null;
-    }
+    const host = this.host(trimSlash(root));
+    const existing = this.deepestExisting(host);
+    if (existing?.path !== host) return null;
+    this.resolvedRoots.set(root, existing.real);
+    return existing.real;
   }
 
   /** The deepest existing ancestor of `dir` (itself included) and its real path, or null if none. */
@@ -120,13 +118,43 @@ export class HostPaths {
     const cached = this.realCache.get(dir);
     if (cached !== undefined) {
       if (cached !== null) return cached;
-    } else if (existsSync(dir)) {
-      const found = { path: dir, real: realpathSync.native(dir) };
+    } else {
+      const real = this.realPath(dir);
+      const found = real === null ? null : { path: dir, real };
       this.realCache.set(dir, found);
-      return found;
-    } else this.realCache.set(dir, null);
+      if (found) return found;
+    }
     const up = posix.dirname(dir);
     return up === dir ? null : this.deepestExisting(up);
+  }
+
+  /**
+   * Where `dir` really is, or null when it does not exist (a dangling link included). Below a
+   * mapped root, a directory that is not a symlink is its parent's real path and its name: one
+   * lstat, where realpath reads every component from the filesystem root down.
+   */
+  private realPath(dir: string): string | null {
+    let stats: Stats | undefined;
+    try {
+      stats = lstatSync(dir, { throwIfNoEntry: false });
+    } catch {
+      return null;
+    }
+    if (!stats) return null;
+    const parent = posix.dirname(dir);
+    if (
+      parent !== dir &&
+      stats.isDirectory() &&
+      this.roots.some((root) => isInside(parent, this.host(trimSlash(root))))
+    ) {
+      const above = this.deepestExisting(parent);
+      if (above?.path === parent) return `${above.real === "/" ? "" : above.real}/${posix.basename(dir)}`;
+    }
+    try {
+      return realpathSync.native(dir);
+    } catch {
+      return null;
+    }
   }
 }
 

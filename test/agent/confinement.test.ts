@@ -48,6 +48,17 @@ const cases: Case[] = [
     untouched: () => expect(readFileSync(join(outside, "passwd"), "utf8")).toBe("root:x:0:0\n"),
   },
   {
+    name: "a real directory beneath an escaping symlink is not followed either",
+    setup: () => {
+      mkdirSync(box.host("/etc/demo"), { recursive: true });
+      mkdirSync(join(outside, "nested", "deeper"), { recursive: true });
+      symlinkSync(outside, box.host("/etc/demo/escape"));
+    },
+    resource: { kind: "file", path: "/etc/demo/escape/nested/deeper/passwd", content: "pwned\n" },
+    reason: "PathEscapesRoots",
+    untouched: () => expect(existsSync(join(outside, "nested", "deeper", "passwd"))).toBe(false),
+  },
+  {
     name: "a directory created through an escaping symlink is refused",
     setup: () => {
       mkdirSync(box.host("/etc/demo"), { recursive: true });

@@ -66,6 +66,13 @@ function declaredHash(resource: FileResource): string | null {
   return hash;
 }
 
+/**
+ * The bytes an observation hashed, for small files: when the apply that follows replaces the
+ * content, it keeps the old copy from these instead of reading and hashing the file again.
+ */
+const observedBytes = new WeakMap<FileObservation, Buffer>();
+const REMEMBERED_BYTES = 16 * 1024;
+
 function short(hash: string | undefined): string {
   return hash ? hash.slice(0, 19) : "none";
 }
@@ -80,13 +87,16 @@ export const fileDriver: Driver<FileResource, FileObservation, FileSnapshot> = {
     if (!stats) return { exists: false };
     const type = typeOf(stats);
     if (type !== "file") return { exists: true, type };
-    return {
+    const bytes = readContent(host, stats.size);
+    const observation: FileObservation = {
       exists: true,
       type,
-      hash: sha256(readContent(host, stats.size)),
+      hash: sha256(bytes),
       size: stats.size,
       ownership: ownershipOf(stats),
     };
+    if (bytes.length <= REMEMBERED_BYTES) observedBytes.set(observation, bytes);
+    return observation;
   },
 
   plan(resource, observed): Plan {
@@ -116,8 +126,10 @@ export const fileDriver: Driver<FileResource, FileObservation, FileSnapshot> = {
     const writes: AtomicFile[] = [];
     let kept: string | undefined;
     if (observed.exists) {
-      const previous = readContent(host, observed.size ?? 0);
-      const keep = ctx.store.keep(previous, sha256(previous));
+      // What the observation just read, or (a large file) read again.
+      const remembered = observedBytes.get(observed);
+      const previous = remembered ?? readContent(host, observed.size ?? 0);
+      const keep = ctx.store.keep(previous, remembered ? observed.hash! : sha256(previous));
       kept = keep.path;
       // The old content is renamed into place before the new content replaces it: both are flushed together.
       if (keep.write) writes.push(keep.write);
