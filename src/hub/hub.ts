@@ -578,6 +578,9 @@ export class Hub {
         attemptId,
         new DispatchError("no transport for the node", "transient", "NoTransport"),
       );
+    // A node's attempts back to back: on NATS they then reach its agent together, which applies
+    // them together and answers with one report.
+    jobs.sort((a, b) => (a.node.name < b.node.name ? -1 : a.node.name > b.node.name ? 1 : 0));
     for (const job of jobs) this.handOver(job.attempt, job.node, job.transport, job.bundle);
   }
 

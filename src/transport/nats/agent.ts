@@ -1,15 +1,22 @@
 /**
  * The agent's side of the NATS transport: the loop `steward agent --nats URL --creds FILE --node NAME`
- * runs. It pulls the node's attempts from its durable consumer (with those already waiting behind the
- * first, up to a bound), applies them with the Agent, publishes each result and one fresh full report
- * (also kept in KV `steward-observed`), and only then acknowledges. A crash anywhere before the acknowledgement means redelivery, and the Agent's
- * local record of attempt ids turns a redelivered attempt into a replay of its earlier result.
+ * runs. It keeps a pull open on the node's durable consumer, applies the attempts that arrived
+ * together with the Agent, publishes each result and one fresh full report (also kept in KV
+ * `steward-observed`), and only then acknowledges. A crash anywhere before the acknowledgement means
+ * redelivery, and the Agent's local record of attempt ids turns a redelivered attempt into a replay
+ * of its earlier result.
  *
  * Alongside: a heartbeat per node and per instance with a running service, and answers to the hub's
  * "send a fresh report" requests.
  */
 import { setTimeout as delay } from "node:timers/promises";
-import { type Consumer, type JetStreamClient, type JsMsg, jetstream } from "@nats-io/jetstream";
+import {
+  type Consumer,
+  type ConsumerMessages,
+  type JetStreamClient,
+  type JsMsg,
+  jetstream,
+} from "@nats-io/jetstream";
 import type { NatsConnection, Subscription } from "@nats-io/transport-node";
 import type { AgentReply, AttemptResult, Bundle, Report } from "../../model/generated.js";
 import type { LocalAgent } from "../local.js";
@@ -98,6 +105,10 @@ class AgentLoop {
   /** Instances whose service beats; one that stops gets a last `stopped` beat. */
   private beating = new Set<string>();
   private handling: Promise<void> | undefined;
+  /** Attempts delivered and not yet handled, in order (see `take`). */
+  private readonly inHand: JsMsg[] = [];
+  private taking = false;
+  private messages: ConsumerMessages | undefined;
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private control: Subscription | undefined;
   private reportChain: Promise<void> = Promise.resolve();
@@ -135,37 +146,58 @@ class AgentLoop {
     this.stopped = true;
     if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
     this.control?.unsubscribe();
-    // The pull out on the server is not waited for (it ends within PULL_EXPIRES_MS); an attempt in hand is.
+    // Attempts not started go back at once rather than after their deadline; one being applied is waited for.
+    for (const msg of this.inHand.splice(0)) msg.nak();
+    await this.messages?.close().catch(() => undefined);
     await this.handling;
     await this.options.agent.stop?.();
     await this.reportChain;
   }
 
-  /** Waits for the hub to have created this node's consumer, then takes attempts one at a time. */
+  /**
+   * Waits for the hub to have created this node's consumer, then keeps one pull open on it
+   * (renewed by the client; heartbeats end a pull a restarted server forgot). Attempts go to `inHand`
+   * as they arrive and are taken from there together, so the attempts of one commit, dispatched
+   * at the same moment, are applied together and answered by one report.
+   */
   private async pull(): Promise<void> {
     const consumer = await this.consumer();
-    while (consumer && !this.stopped) {
-      // One pull per attempt, issued only when the previous one is done: an attempt is never held
-      // in a buffer while its ack deadline runs. Short pulls end a wait on a restarted server soon.
-      let msg: JsMsg | null;
-      try {
-        msg = await consumer.next({ expires: PULL_EXPIRES_MS });
-      } catch (error) {
-        if (this.stopped) return;
-        this.log.warn({ node: this.node, error: String(error) }, "pulling attempts failed; retrying");
-        await delay(1_000);
-        continue;
-      }
-      if (!msg) continue;
-      const msgs = [msg, ...(await this.waitingBehind(consumer, msg))];
-      // Stopped while the pull was out: hand the attempts back at once rather than after their deadline.
-      if (this.stopped) for (const m of msgs) m.nak();
-      else {
-        this.handling = this.handle(msgs);
+    if (!consumer || this.stopped) return;
+    try {
+      this.messages = await consumer.consume({
+        max_messages: MAX_BATCH,
+        expires: PULL_EXPIRES_MS,
+        callback: (msg) => {
+          if (this.stopped) msg.nak();
+          else {
+            this.inHand.push(msg);
+            this.take();
+          }
+        },
+      });
+    } catch (error) {
+      if (this.stopped) return;
+      this.log.warn({ node: this.node, error: String(error) }, "pulling attempts failed; retrying");
+      await delay(1_000);
+      return this.pull();
+    }
+  }
+
+  /**
+   * Handles what is in hand, a batch at a time, one batch after another. Deferred to the next turn
+   * of the event loop, so attempts that came in the same read from the socket join one batch.
+   */
+  private take(): void {
+    if (this.taking) return;
+    this.taking = true;
+    setImmediate(async () => {
+      while (!this.stopped && this.inHand.length > 0) {
+        this.handling = this.handle(this.inHand.splice(0, MAX_BATCH));
         await this.handling;
         this.handling = undefined;
       }
-    }
+      this.taking = false;
+    });
   }
 
   private async consumer(): Promise<Consumer | undefined> {
@@ -184,23 +216,6 @@ class AgentLoop {
       }
     }
     return undefined;
-  }
-
-  /**
-   * Attempts already waiting behind `msg` (its `pending` count, free with each message): taken now,
-   * so they are applied together with it and answered by one report. Bounded, and best effort: a
-   * count gone stale (a newer attempt replaced a waiting one) ends the fetch at its short expiry.
-   */
-  private async waitingBehind(consumer: Consumer, msg: JsMsg): Promise<JsMsg[]> {
-    const waiting = Math.min(msg.info.pending, MAX_BATCH - 1);
-    if (waiting <= 0 || !this.options.agent.applyAll) return [];
-    const more: JsMsg[] = [];
-    try {
-      for await (const m of await consumer.fetch({ max_messages: waiting, expires: 1_000 })) more.push(m);
-    } catch (error) {
-      this.log.warn({ node: this.node, error: String(error) }, "fetching waiting attempts failed");
-    }
-    return more;
   }
 
   /** The bundle a message carries; a message that is none for this node is terminated. */
@@ -241,8 +256,10 @@ class AgentLoop {
       } else work.push({ msg, bundle });
     }
     if (work.length === 0) return;
+    // Still being worked on, and those waiting behind them are still wanted: no redelivery meanwhile.
     const progress = setInterval(() => {
       for (const { msg } of work) msg.working();
+      for (const msg of this.inHand) msg.working();
     }, this.options.progressIntervalMs ?? 1_000);
     let outcomes: ({ result: AttemptResult } | { error: unknown })[];
     let report: Report;
