@@ -223,4 +223,13 @@ export const HUB_MIGRATIONS: readonly Migration[] = [
       CREATE INDEX tasks_unpublished ON tasks (created_at) WHERE published_at IS NULL AND status = 'open';
     `,
   },
+  {
+    version: 205,
+    name: "hub: live intents indexed apart from history",
+    sql: `
+      -- Intents are kept for every generation; a reconcile and a hub's start look only at the live
+      -- ones (at most a few per instance), so what they read does not grow with the history.
+      CREATE INDEX intents_live ON intents (instance_key, generation) WHERE status NOT IN ('superseded', 'retired');
+    `,
+  },
 ];

@@ -469,7 +469,7 @@ export class SqliteStore implements Store {
         WHERE (i.retired_at IS NULL AND (t.status IS NULL OR t.status != 'converged'))
            OR (i.retired_at IS NOT NULL AND t.status IS NOT NULL AND t.status NOT IN ('retired', 'superseded'))
        UNION
-       SELECT instance_key FROM intents WHERE status NOT IN ('converged', 'superseded', 'retired')`,
+       SELECT instance_key FROM intents WHERE status NOT IN ('superseded', 'retired') AND status != 'converged'`,
     ).map((r) => r.instance_key as string);
   }
 
