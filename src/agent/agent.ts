@@ -187,11 +187,25 @@ export class Agent {
       },
       dirty: new Set(),
       flusher: this.flusher,
+      ...(attemptId ? { heldBefore: this.heldBefore(spec.assignment) } : {}),
       tools: this.tools,
       resources,
       memo: new Map(),
       onServiceExit: (assignment, name) =>
         void this.supervisor?.then((s) => s.serviceExited(assignment, name)),
+    };
+  }
+
+  /** The resources of the bundle held for `assignment` before this apply, by name; read on first use. */
+  private heldBefore(assignment: string): (name: string) => Resource | undefined {
+    let held: Map<string, Resource> | undefined;
+    return (name) => {
+      if (!held) {
+        held = new Map();
+        for (const resource of this.store.instance(assignment)?.bundle.spec.resources ?? [])
+          held.set(resource.name ?? "", resource);
+      }
+      return held.get(name);
     };
   }
 

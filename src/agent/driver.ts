@@ -44,6 +44,12 @@ export interface DriverContext {
   resources: Readonly<Record<string, Resource>>;
   /** Memo for one attempt or observation (e.g. which container engine answers). */
   memo: Map<string, unknown>;
+  /**
+   * While applying: the resource of that name as the bundle this agent held before declared it
+   * (what steward itself last wrote, and the repository's history still has), if any. Read only
+   * when asked: a file driver asks before it replaces content.
+   */
+  heldBefore?: (name: string) => Resource | undefined;
   /** Called when a process this agent started exits (the supervisor listens). */
   onServiceExit?: (assignment: string, name: string) => void;
 }

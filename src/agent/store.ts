@@ -9,7 +9,8 @@
  *   attempts/<attemptId>.json     results of handled attempts (a redelivery replays them)
  *   services/<assignment>/<name>.json, logs/<assignment>/<name>.log   supervised processes
  *   trash/<time>/<path>           what `ensure: absent` moved away, recoverable
- *   kept/<sha256>                 content a file had before steward overwrote it (once per content)
+ *   kept/<sha256>                 content steward replaced that no generation of its own had declared
+ *                                 (a hand edit, what was there before steward), once per content
  *   retired/<assignment>.<time>.json   instances no longer managed
  */
 import {

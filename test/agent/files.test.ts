@@ -208,6 +208,30 @@ describe("agent files - table per driver", () => {
 });
 
 describe("agent files - conflicts and reports", () => {
+  it("agent files - a new generation replaces what the last one declared without a kept copy; a hand edit is kept", async () => {
+    const agent = box.agent();
+    const file = (content: string, generation: number) =>
+      bundle({ generation, resources: [{ kind: "file", path: "/etc/demo/app.conf", content }] });
+    const keptFiles = () => (existsSync(join(box.state, "kept")) ? readdirSync(join(box.state, "kept")) : []);
+    await agent.apply(file("port = 80\n", 1));
+    const second = await agent.apply(file("port = 81\n", 2));
+    expect(second.result.outcome).toBe("succeeded");
+    expect(second.result.resources[0]?.action).toBe("updated");
+    expect(second.result.resources[0]?.message).toMatch(
+      /previous content was what the previous generation declared$/,
+    );
+    expect(keptFiles()).toEqual([]);
+    // A hand edit between generations is not in the repository: it is kept before it is replaced.
+    write("/etc/demo/app.conf", "port = 9999 # edited by hand\n");
+    const third = await agent.apply(file("port = 82\n", 3));
+    expect(third.result.resources[0]?.message).toMatch(/previous content kept at \S+$/);
+    expect(keptFiles()).toHaveLength(1);
+    expect(readFileSync(join(box.state, "kept", keptFiles()[0]!), "utf8")).toBe(
+      "port = 9999 # edited by hand\n",
+    );
+    expect(readFileSync(box.host("/etc/demo/app.conf"), "utf8")).toBe("port = 82\n");
+  });
+
   it("agent files - a directory where a file should be is a permanent conflict, left untouched", async () => {
     mkdirSync(box.host("/etc/demo/app.conf"), { recursive: true });
     const { result, report } = await box

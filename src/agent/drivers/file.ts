@@ -1,14 +1,15 @@
 /**
  * `file`: a regular file with exact content (by hash), mode and ownership. Writes are atomic (temp
- * file, fsync, rename) so a crash never leaves a torn file; `ensure: absent` moves the file to the
- * state directory's trash instead of deleting it. A symlink or directory where the file should be
+ * file, fsync, rename) so a crash never leaves a torn file; content replaced that the previous
+ * generation had not declared (a hand edit) is kept in the state directory first, and `ensure:
+ * absent` moves the file to the state directory's trash instead of deleting it. A symlink or directory where the file should be
  * is a conflict for a person, never silently replaced.
  */
 import { unlinkSync } from "node:fs";
 import { posix } from "node:path";
 import type { FileResource } from "../../model/generated.js";
 import { type AtomicFile, writeFileAtomic, writeFilesAtomic } from "../atomic.js";
-import type { Applied, Driver, Plan } from "../driver.js";
+import type { Applied, Driver, DriverContext, Plan } from "../driver.js";
 import {
   absentPlan,
   applyOwnership,
@@ -73,6 +74,13 @@ function declaredHash(resource: FileResource): string | null {
 const observedBytes = new WeakMap<FileObservation, Buffer>();
 const REMEMBERED_BYTES = 16 * 1024;
 
+/** The content hash the bundle held before this apply declared at the same path, if it declared content there. */
+function heldHash(resource: FileResource, ctx: DriverContext): string | null | undefined {
+  const before = ctx.heldBefore?.(resource.name ?? "");
+  if (before?.kind !== "file" || before.path !== resource.path) return undefined;
+  return declaredHash(before);
+}
+
 function short(hash: string | undefined): string {
   return hash ? hash.slice(0, 19) : "none";
 }
@@ -124,22 +132,28 @@ export const fileDriver: Driver<FileResource, FileObservation, FileSnapshot> = {
       return { action: "updated" };
     }
     const writes: AtomicFile[] = [];
-    let kept: string | undefined;
+    let message: string | undefined;
     if (observed.exists) {
-      // What the observation just read, or (a large file) read again.
-      const remembered = observedBytes.get(observed);
-      const previous = remembered ?? readContent(host, observed.size ?? 0);
-      const keep = ctx.store.keep(previous, remembered ? observed.hash! : sha256(previous));
-      kept = keep.path;
-      // The old content is renamed into place before the new content replaces it: both are flushed together.
-      if (keep.write) writes.push(keep.write);
+      if (observed.hash !== undefined && observed.hash === heldHash(resource, ctx)) {
+        // What the previous generation declared: it is in the repository's history, not lost.
+        message = "previous content was what the previous generation declared";
+      } else {
+        // Anything else (a hand edit, what was there before steward) is kept before it is replaced:
+        // what the observation just read, or (a large file) read again.
+        const remembered = observedBytes.get(observed);
+        const previous = remembered ?? readContent(host, observed.size ?? 0);
+        const keep = ctx.store.keep(previous, remembered ? observed.hash! : sha256(previous));
+        message = `previous content kept at ${keep.path}`;
+        // The old content is renamed into place before the new content replaces it: both are flushed together.
+        if (keep.write) writes.push(keep.write);
+      }
     }
     ctx.paths.ensureParent(host);
     const target = targetOwnership(resource, observed.ownership, 0o644);
     writes.push({ path: host, data: bytes ?? Buffer.alloc(0), options: target });
     for (const dir of await writeFilesAtomic(writes, ctx.flusher)) ctx.dirty.add(dir);
     if (!observed.exists) return { action: "created" };
-    return { action: "updated", message: `previous content kept at ${kept}` };
+    return { action: "updated", ...(message ? { message } : {}) };
   },
 
   async capture(resource, observed, ctx) {
