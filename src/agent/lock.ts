@@ -6,6 +6,9 @@ import { closeSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync } f
 import { join } from "node:path";
 import { StewardError } from "../model/errors.js";
 
+/** Read once: `process.pid` is a system call each time. */
+const PID = String(process.pid);
+
 function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
@@ -17,13 +20,13 @@ function alive(pid: number): boolean {
 
 /** Waits for and takes the lock; returns the function that releases it. */
 export async function acquireLock(dir: string, timeoutMs = 60_000): Promise<() => void> {
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
   const path = join(dir, "lock");
   const deadline = Date.now() + timeoutMs;
+  let madeDir = false;
   for (;;) {
     try {
       const fd = openSync(path, "wx", 0o600);
-      writeSync(fd, String(process.pid));
+      writeSync(fd, PID);
       closeSync(fd);
       return () => {
         try {
@@ -33,7 +36,14 @@ export async function acquireLock(dir: string, timeoutMs = 60_000): Promise<() =
         }
       };
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === "ENOENT" && !madeDir) {
+        // No state directory yet (made only then: a lock taken every apply costs no mkdir).
+        mkdirSync(dir, { recursive: true, mode: 0o700 });
+        madeDir = true;
+        continue;
+      }
+      if (code !== "EEXIST") throw error;
     }
     let owner = Number.NaN;
     try {
