@@ -3,7 +3,9 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { ensureExampleRepo } from "../../src/cli/up.js";
 import { SqliteStore } from "../../src/hub/store/sqlite.js";
+import { exampleRepoOnFreePorts } from "../helpers/example-repo.js";
 import { assignmentYaml, nodes } from "./helpers/fleet.js";
 import { runSteward } from "./helpers/process.js";
 
@@ -43,10 +45,16 @@ describe("hub - steward up", () => {
     const dir = mkdtempSync(join(tmpdir(), "steward-up-"));
     dirs.push(dir);
     const state = join(dir, "state");
+    // The example fleet as `steward up` makes it (ensureExampleRepo), with its web nodes on free
+    // ports: the quick start's own `steward up` may still be serving the declared ones.
+    const example = join(dir, "example");
+    await exampleRepoOnFreePorts(example);
+    expect(await ensureExampleRepo(join(state, "repo"), example)).toBe("created");
+    expect(await ensureExampleRepo(join(state, "repo"), example)).toBe("existing");
     const first = await runSteward(["--state", state, "up", "--once", "--timeout", "90s"], { cwd: dir });
     expect(first.stderr).toBe("");
     expect(first.code).toBe(0);
-    expect(first.stdout).toContain("the example fleet is in state/repo (a Git repository");
+    expect(first.stdout).toContain("steward up: state/repo at ");
     expect(first.stdout).toMatch(/converged: 6\/6 instances on 3 local nodes in [0-9.]+s\n$/);
     expect(first.stdout).toMatch(
       /edge-1\s+-\s+not dispatched: transport ssh is not enabled in this hub \(base, edge-proxy, edge-system\)/,

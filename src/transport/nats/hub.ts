@@ -606,21 +606,29 @@ class NatsHubTransport implements NatsTransport {
   private repair(trigger?: TransportHealth): Promise<void> {
     if (trigger) this.repairTriggers.push(trigger);
     this.repairing ??= (async () => {
-      // Let advisories that arrive together (a stream and its consumers) share one repair.
-      await delay(50);
-      const triggers = this.repairTriggers.splice(0);
       try {
-        const jsm = this.jsm;
-        if (!jsm || this.stopped) return;
-        await ensureTopology(this.connection, jsm);
-        const nodes = [...this.nodesReady.keys()];
-        this.nodesReady.clear();
-        for (const node of nodes) await this.nodeReady(node);
-        for (const degraded of triggers)
-          await this.emitHealth({ ...degraded, status: "recovered", message: "recreated as declared" });
-      } catch (error) {
-        this.repairTriggers.push(...triggers);
-        this.log.error({ error: String(error) }, "repairing the JetStream topology failed");
+        // An advisory that comes while a repair runs (a consumer's, after its stream's) gets a round
+        // of its own: its observation is recovered only by a repair that began after it.
+        do {
+          // Let advisories that arrive together (a stream and its consumers) share one repair.
+          await delay(50);
+          const triggers = this.repairTriggers.splice(0);
+          try {
+            const jsm = this.jsm;
+            if (!jsm || this.stopped) return;
+            await ensureTopology(this.connection, jsm);
+            const nodes = [...this.nodesReady.keys()];
+            this.nodesReady.clear();
+            for (const node of nodes) await this.nodeReady(node);
+            for (const degraded of triggers)
+              await this.emitHealth({ ...degraded, status: "recovered", message: "recreated as declared" });
+          } catch (error) {
+            // Tried again at the next trigger (an advisory, a reconnect).
+            this.repairTriggers.push(...triggers);
+            this.log.error({ error: String(error) }, "repairing the JetStream topology failed");
+            return;
+          }
+        } while (this.repairTriggers.length > 0);
       } finally {
         this.repairing = undefined;
       }
