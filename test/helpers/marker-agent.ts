@@ -40,6 +40,10 @@ export interface MarkerAgentOptions {
 export class MarkerAgent implements AgentRuntime {
   /** Every apply that really ran (replays excluded), in order. */
   readonly applied: { attemptId: string; assignment: string; generation: number }[] = [];
+  /** Applies begun (replays excluded), finished or not. */
+  started = 0;
+  /** Attempts handed to apply again after they ran (a redelivery): answered by replaying the result. */
+  replayed = 0;
   private seq = 0;
 
   constructor(
@@ -61,8 +65,12 @@ export class MarkerAgent implements AgentRuntime {
   async apply(bundle: Bundle): Promise<AgentReply> {
     if (this.options.crash) throw new Error("agent crashed mid-apply");
     const known = this.attempts()[bundle.attemptId];
-    if (known) return { result: { ...known, duplicate: true }, report: await this.observe() };
+    if (known) {
+      this.replayed++;
+      return { result: { ...known, duplicate: true }, report: await this.observe() };
+    }
     const startedAt = new Date().toISOString();
+    this.started++;
     if (this.options.applyDelayMs) await new Promise((r) => setTimeout(r, this.options.applyDelayMs));
     const marker: Marker = {
       generation: bundle.generation,
