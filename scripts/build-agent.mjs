@@ -59,6 +59,28 @@ const refuseNative = {
   },
 };
 
+/**
+ * The hub (its store, reconciler, transports' hub side) has no business on a host: an import of
+ * src/hub/ fails the build, naming who imports it. (`import type` is erased before bundling.)
+ */
+const hubDirectory = join(root, "src", "hub");
+const refuseHub = {
+  name: "refuse-hub",
+  setup(b) {
+    b.onResolve({ filter: /^\.|^\// }, (args) => {
+      const target = resolve(args.resolveDir, args.path);
+      if (target !== hubDirectory && !target.startsWith(`${hubDirectory}/`)) return undefined;
+      return {
+        errors: [
+          {
+            text: `${relative(root, target)} is the hub's code, imported by ${relative(root, args.importer)}; the single-file agent runs on hosts without the hub — keep it out of the agent's imports`,
+          },
+        ],
+      };
+    });
+  },
+};
+
 const started = Date.now();
 const result = await build({
   entryPoints: [entry],
@@ -75,7 +97,7 @@ const result = await build({
   keepNames: true,
   logLevel: "warning",
   metafile: true,
-  plugins: [bakeVersion, refuseNative],
+  plugins: [bakeVersion, refuseNative, refuseHub],
   // src/agent/version.ts takes the version from this constant when it is defined.
   define: { STEWARD_AGENT_VERSION: JSON.stringify(pkg.version) },
   banner: {

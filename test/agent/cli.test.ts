@@ -1,12 +1,6 @@
-/**
- * `steward agent apply|observe` on bundles rendered from examples/repo, under a temporary --root,
- * through the real command line (in process, and as the single-file agent run with plain node).
- */
-import { spawnSync } from "node:child_process";
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { build } from "esbuild";
+import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { CliIo } from "../../src/cli/io.js";
 import { main } from "../../src/cli/main.js";
@@ -206,55 +200,5 @@ describe("agent cli - example repo bundles under --root", () => {
     expect(other.code).toBe(2);
     expect(other.stderr).toContain('bundle is for node "db-1" but this agent is node "web-1"');
     expect(existsSync(join(work, "root", "db-1"))).toBe(false);
-  });
-});
-
-describe("agent cli - the single-file agent", () => {
-  it("agent cli - bundles with esbuild into one file that applies with plain node and no node_modules", async () => {
-    const entry = resolve("src/cli/agent-main.ts");
-    const out = join(work, "dist", "steward-agent.mjs");
-    const result = await build({
-      entryPoints: [entry],
-      bundle: true,
-      platform: "node",
-      target: "node20",
-      format: "esm",
-      outfile: out,
-      logLevel: "silent",
-      metafile: true,
-      define: { STEWARD_AGENT_VERSION: JSON.stringify("9.9.9-test") },
-      banner: {
-        js: 'import { createRequire as __createRequire } from "node:module"; const require = __createRequire(import.meta.url);',
-      },
-    });
-    const inputs = Object.keys(result.metafile.inputs);
-    expect(inputs.filter((input) => /src\/hub|better-sqlite3|ssh2|\.node$/.test(input))).toEqual([]);
-    // Run it far from the repository, so nothing can be resolved from node_modules.
-    const isolated = join(work, "host");
-    cpSync(dirname(out), isolated, { recursive: true });
-    const run = spawnSync(
-      process.execPath,
-      [
-        join(isolated, "steward-agent.mjs"),
-        "agent",
-        "apply",
-        "--bundle",
-        "-",
-        "--root",
-        join(work, "r"),
-        "--state",
-        join(work, "s"),
-        "--json",
-      ],
-      { input: JSON.stringify(bundles.get("base@web-2")), encoding: "utf8", cwd: isolated },
-    );
-    expect(run.stderr).toBe("");
-    expect(run.status).toBe(0);
-    const reply = JSON.parse(run.stdout) as AgentReply;
-    expect(reply.result.outcome).toBe("succeeded");
-    expect(reply.report.agent.version).toBe("9.9.9-test");
-    expect(readFileSync(join(work, "r", "etc/steward-demo/motd"), "utf8")).toContain(
-      "web-2 is managed by steward",
-    );
   });
 });
