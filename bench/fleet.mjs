@@ -1,6 +1,7 @@
 // Large fleet repositories for the benchmarks, written with `git fast-import`: the node documents
 // and the commit streams both bench:sync and bench:action use (each writes its own assignments);
-// and where a simulated fleet's agents keep their files (bench:hub, bench:nats).
+// where a simulated fleet's agents keep their files, and the hub that drives it (bench:hub,
+// bench:nats).
 import { existsSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -52,4 +53,28 @@ export function commitStream(branch, message, files, parent) {
 export function agentsDirectory(prefix) {
   const base = process.env.BENCH_AGENTS_DIR ?? (existsSync("/dev/shm") ? "/dev/shm" : tmpdir());
   return mkdtempSync(join(base, prefix));
+}
+
+/**
+ * The hub of a simulated fleet (bench:hub, bench:nats): state in `state`, `repo` synced only when
+ * nudged, no commit statuses, silent; `root` is where local nodes apply. Imports the build in dist/
+ * only when called: the benches that use this file for repositories alone run without it.
+ */
+export async function benchHub({ dir, state, repo, env, root, transports = [] }) {
+  const { HubRuntime } = await import("../dist/cli/hub.js");
+  const { statePathsIn } = await import("../dist/cli/hub-state.js");
+  const pino = (await import("pino")).default;
+  return new HubRuntime({
+    paths: { ...statePathsIn(state), root, repo },
+    repo,
+    branch: "main",
+    root,
+    listen: "127.0.0.1:0",
+    syncIntervalMs: 3_600_000,
+    statusFlags: { status: "none" },
+    logger: pino({ level: "silent" }),
+    env,
+    cwd: dir,
+    transports,
+  });
 }

@@ -17,10 +17,7 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
-import pino from "pino";
-import { HubRuntime } from "../dist/cli/hub.js";
-import { statePathsIn } from "../dist/cli/hub-state.js";
-import { agentsDirectory } from "./fleet.mjs";
+import { agentsDirectory, benchHub } from "./fleet.mjs";
 
 const NODES = Number(process.env.BENCH_NODES ?? 200);
 const ASSIGNMENTS = Number(process.env.BENCH_ASSIGNMENTS ?? 5);
@@ -59,18 +56,7 @@ writeFleet(1);
 commit("version 1");
 
 const state = join(dir, "state");
-const runtime = new HubRuntime({
-  paths: { ...statePathsIn(state), root: join(agentsDir, "root"), repo },
-  repo,
-  branch: "main",
-  root: join(agentsDir, "root"),
-  listen: "127.0.0.1:0",
-  syncIntervalMs: 3_600_000,
-  statusFlags: { status: "none" },
-  logger: pino({ level: "silent" }),
-  env,
-  cwd: dir,
-});
+const runtime = await benchHub({ dir, state, repo, env, root: join(agentsDir, "root") });
 
 const convergedAt = (generation) =>
   runtime.store.db

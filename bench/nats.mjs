@@ -6,7 +6,6 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect, nkeyAuthenticator } from "@nats-io/transport-node";
-import pino from "pino";
 import { ulid } from "ulid";
 // A fleet on NATS: a real nats-server (configuration and per-node credentials from `steward nats
 // config`), 200 agents in 4 processes (a real Agent each, with its own connection, root and state),
@@ -25,7 +24,7 @@ import { ulid } from "ulid";
 // BENCH_AGENT=echo swaps the Agent for one that applies nothing (see bench/nats-agents.mjs);
 // BENCH_AGENT_PROF=DIR writes a CPU profile of each agent process into DIR.
 // Prints `figure nats_converged_p50_ms`, `figure nats_converged_p99_ms`, `figure nats_reports_per_s`.
-import { agentsDirectory } from "./fleet.mjs";
+import { agentsDirectory, benchHub } from "./fleet.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const NODES = Number(process.env.BENCH_NODES ?? 200);
@@ -137,8 +136,6 @@ async function preloadReports(latest, count) {
 
 /** The product path: syncer, hub and store, NATS transport, agents. */
 async function throughTheHub() {
-  const { HubRuntime } = await import("../dist/cli/hub.js");
-  const { statePathsIn } = await import("../dist/cli/hub-state.js");
   const { createNatsTransport } = await import("../dist/transport/nats/hub.js");
   const repo = join(dir, "fleet");
   const env = { ...process.env, GIT_CONFIG_NOSYSTEM: "1", HOME: dir };
@@ -181,16 +178,12 @@ async function throughTheHub() {
   const state = join(dir, "state");
   mkdirSync(state, { recursive: true });
   const runtime = () =>
-    new HubRuntime({
-      paths: { ...statePathsIn(state), root: join(dir, "root"), repo },
+    benchHub({
+      dir,
+      state,
       repo,
-      branch: "main",
-      listen: "127.0.0.1:0",
-      syncIntervalMs: 3_600_000,
-      statusFlags: { status: "none" },
-      logger: pino({ level: "silent" }),
       env,
-      cwd: dir,
+      root: join(dir, "root"),
       transports: [createNatsTransport({ servers: server.url, creds: hubCreds })],
     });
   const total = NODES * ASSIGNMENTS;
@@ -205,7 +198,7 @@ async function throughTheHub() {
       .prepare("SELECT count(*) AS n FROM intents WHERE status = 'converged' AND generation = ?")
       .get(generation).n;
 
-  let hub = runtime();
+  let hub = await runtime();
   await hub.start();
   await until(() => convergedCount(hub, 1) >= total, "generation 1 converged");
   // Each commit: sync nudged as a webhook would, reconcile, dispatch over NATS, apply, report back.
@@ -249,7 +242,7 @@ async function throughTheHub() {
     return info.num_pending + info.num_ack_pending;
   };
   const backlog = await waiting();
-  hub = runtime();
+  hub = await runtime();
   void hub.start();
   let began = 0;
   await until(async () => {

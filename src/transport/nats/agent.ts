@@ -59,7 +59,7 @@ export const AGENT_RUNNING = "agent running over NATS";
 /** How long one pull request waits on the server; bounds the pause after a server restart. */
 export const PULL_EXPIRES_MS = 3_000;
 
-/** Attempts applied together at most (those already waiting when one is taken). */
+/** Attempts applied together at most, and delivered ahead of being handled (see `take`). */
 const MAX_BATCH = 16;
 
 /**

@@ -607,33 +607,36 @@ class NatsHubTransport implements NatsTransport {
     if (trigger) this.repairTriggers.push(trigger);
     this.repairing ??= (async () => {
       try {
-        // An advisory that comes while a repair runs (a consumer's, after its stream's) gets a round
-        // of its own: its observation is recovered only by a repair that began after it.
-        do {
-          // Let advisories that arrive together (a stream and its consumers) share one repair.
-          await delay(50);
-          const triggers = this.repairTriggers.splice(0);
-          try {
-            const jsm = this.jsm;
-            if (!jsm || this.stopped) return;
-            await ensureTopology(this.connection, jsm);
-            const nodes = [...this.nodesReady.keys()];
-            this.nodesReady.clear();
-            for (const node of nodes) await this.nodeReady(node);
-            for (const degraded of triggers)
-              await this.emitHealth({ ...degraded, status: "recovered", message: "recreated as declared" });
-          } catch (error) {
-            // Tried again at the next trigger (an advisory, a reconnect).
-            this.repairTriggers.push(...triggers);
-            this.log.error({ error: String(error) }, "repairing the JetStream topology failed");
-            return;
-          }
-        } while (this.repairTriggers.length > 0);
+        // An advisory that comes while a round runs (a consumer's, after its stream's) gets a round
+        // of its own: its observation is recovered only by a round that began after it.
+        while ((await this.repairRound()) && this.repairTriggers.length > 0);
       } finally {
         this.repairing = undefined;
       }
     })();
     return this.repairing;
+  }
+
+  /** One round of `repair`; false when it could not run (stopped) or failed (retried at the next trigger). */
+  private async repairRound(): Promise<boolean> {
+    // Let advisories that arrive together (a stream and its consumers) share one round.
+    await delay(50);
+    const triggers = this.repairTriggers.splice(0);
+    try {
+      const jsm = this.jsm;
+      if (!jsm || this.stopped) return false;
+      await ensureTopology(this.connection, jsm);
+      const nodes = [...this.nodesReady.keys()];
+      this.nodesReady.clear();
+      for (const node of nodes) await this.nodeReady(node);
+      for (const degraded of triggers)
+        await this.emitHealth({ ...degraded, status: "recovered", message: "recreated as declared" });
+      return true;
+    } catch (error) {
+      this.repairTriggers.push(...triggers);
+      this.log.error({ error: String(error) }, "repairing the JetStream topology failed");
+      return false;
+    }
   }
 
   /**
