@@ -29,6 +29,7 @@ import { DRIVER_KINDS } from "./drivers/index.js";
 import { applyResource, applyResources, driverFor, observeAndPlan, type ResourceRun } from "./engine.js";
 import { asResourceFailure } from "./failure.js";
 import { acquireLock } from "./lock.js";
+import { takeDecision } from "./oneshot.js";
 import { BundleError } from "./order.js";
 import { HostPaths } from "./paths.js";
 import type { ProbeContext } from "./probes.js";
@@ -376,6 +377,8 @@ export class Agent {
       };
     }
     const ctx = this.context(bundle, bundle.attemptId, this.pathsFor(shared, spec.roots));
+    for (const decision of bundle.decisions ?? [])
+      takeDecision(this.store, spec.assignment, decision, startedAt);
     let runs: ResourceRun[];
     try {
       runs = await applyResources(spec.resources, ctx, this.runOnceOf(spec), {

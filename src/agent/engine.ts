@@ -105,6 +105,8 @@ export async function applyResource(
         reason: plan.conflict.reason,
         message: plan.conflict.message,
       };
+      const evidence = driver.evidence?.(resource, observed, ctx);
+      if (evidence) run.outcome.evidence = evidence;
     } else if (inSync(plan)) {
       run.outcome.action = APPLIED_ACTION[plan.action];
       if (plan.note) run.outcome.message = plan.note;

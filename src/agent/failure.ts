@@ -22,6 +22,12 @@ export class ResourceFailure extends Error {
   }
 }
 
+/**
+ * The reason of a one-shot command whose outcome is lost (started, then gone without an exit
+ * status): reported `interrupted`, and never run again until a person decides.
+ */
+export const ONE_SHOT_INTERRUPTED = "OneShotInterrupted";
+
 /** A failure that retrying will not fix. */
 export function permanent(reason: string, message: string, evidence?: string): ResourceFailure {
   return new ResourceFailure(reason, message, "permanent", evidence);

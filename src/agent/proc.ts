@@ -15,21 +15,40 @@ export interface ProcessInfo {
   cmdline: string;
 }
 
-/** The live process with this pid, or undefined when there is none (or only a zombie). */
-export function readProcess(pid: number): ProcessInfo | undefined {
+/** Fields 3 onwards of /proc/<pid>/stat, or undefined when there is no such process. */
+function statFields(pid: number): string[] | undefined {
   let stat: string;
-  let cmdline: string;
   try {
     stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8");
   } catch {
     return undefined;
   }
   // The command name is in parentheses and may itself contain spaces and parentheses.
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+}
+
+/** The live process with this pid, or undefined when there is none (or only a zombie). */
+export function readProcess(pid: number): ProcessInfo | undefined {
+  const fields = statFields(pid);
+  if (!fields) return undefined;
   const state = fields[0] ?? "?";
   if (state === "Z" || state === "X") return undefined;
+  let cmdline: string;
+  try {
+    cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8");
+  } catch {
+    return undefined;
+  }
   return { pid, state, startTime: fields[19] ?? "", cmdline };
+}
+
+/**
+ * The start time of the process with this pid, zombie or not: what a spawner records right after
+ * the spawn, when a quick child may already have ended (but cannot have been reaped yet, since
+ * reaping waits for the spawner's event loop).
+ */
+export function startTimeOf(pid: number): string | undefined {
+  return statFields(pid)?.[19];
 }
 
 /**

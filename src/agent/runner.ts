@@ -33,13 +33,20 @@ export interface RunResult {
   durationMs: number;
 }
 
-/** A long-running process to start in its own session. */
+/** A process to start in its own session, so it outlives the agent. */
 export interface DetachedRequest {
   argv: string[];
   cwd?: string;
   env: Record<string, string>;
-  /** Standard output and error are appended here. */
+  /** Standard output (and standard error, unless `errorFile` is set) are appended here. */
   logFile: string;
+  /** Standard error is appended here instead. */
+  errorFile?: string;
+  /**
+   * Keep this agent process running until the process exits (a one-shot the agent waits for); by
+   * default the agent may exit first (a service it supervises).
+   */
+  awaited?: boolean;
 }
 
 /** A process started in its own session: it outlives the agent. */
@@ -159,6 +166,18 @@ export const nodeProcessRunner: ProcessRunner = {
   spawnDetached(request) {
     return new Promise((resolve, reject) => {
       const log = openSync(request.logFile, "a", 0o600);
+      let errors = log;
+      try {
+        if (request.errorFile !== undefined) errors = openSync(request.errorFile, "a", 0o600);
+      } catch (error) {
+        closeSync(log);
+        reject(error);
+        return;
+      }
+      const close = () => {
+        closeSync(log);
+        if (errors !== log) closeSync(errors);
+      };
       const [file, ...args] = request.argv;
       let child: ReturnType<typeof spawn>;
       try {
@@ -166,10 +185,10 @@ export const nodeProcessRunner: ProcessRunner = {
           cwd: request.cwd,
           env: request.env,
           detached: true,
-          stdio: ["ignore", log, log],
+          stdio: ["ignore", log, errors],
         });
       } catch (error) {
-        closeSync(log);
+        close();
         reject(error);
         return;
       }
@@ -177,13 +196,14 @@ export const nodeProcessRunner: ProcessRunner = {
         child.on("exit", (exitCode, signal) => done({ exitCode, signal })),
       );
       child.once("error", (error) => {
-        closeSync(log);
+        close();
         reject(error);
       });
       child.once("spawn", () => {
-        closeSync(log);
-        // The agent may exit (one-shot over SSH); the service must not keep it alive nor die with it.
-        child.unref();
+        close();
+        // The agent may exit (one-shot over SSH); a service must not keep it alive. Either way the
+        // process is in its own session, so it never dies with the agent.
+        if (!request.awaited) child.unref();
         resolve({ pid: child.pid!, exited });
       });
     });

@@ -5,7 +5,8 @@
  *
  *   bundles/<assignment>.json     the last bundle received (rewritten only when it changes)
  *   instances/<assignment>.json   generation last applied completely, failure counters
- *   runonce/<assignment>.json     commands that ran, per (generation, resource)
+ *   runonce/<assignment>.json     each command's latest run, journalled around its spawn (oneshot.ts)
+ *   runs/<assignment>/<resource>/<attemptId>/   that run's stdout, stderr and exit status
  *   attempts/<attemptId>.json     results of handled attempts (a redelivery replays them)
  *   services/<assignment>/<name>.json, logs/<assignment>/<name>.log   supervised processes
  *   trash/<time>/<path>           what `ensure: absent` moved away, recoverable
@@ -29,6 +30,7 @@ import type {
   AttemptResult,
   Bundle,
   FailureClass,
+  OneShotDecision,
   ResourceCounters,
   ResourceOutcome,
 } from "../model/generated.js";
@@ -80,12 +82,30 @@ export type InstanceHistory = Omit<InstanceRecord, "bundle"> & {
   bundleKey: string;
 };
 
-/** A command that ran: at most once per (instance, generation, resource) unless creates/unless say otherwise. */
+/**
+ * The journal of a command's latest run: at most one run per (instance, generation, resource)
+ * unless creates/unless say otherwise (oneshot.ts). Written before the spawn, right after it, and
+ * when it ends; a record without `at` is a run whose end this agent has not seen.
+ */
 export interface RunOnceRecord {
   generation: number;
+  /** The attempt that started it. */
   attemptId?: string;
-  at: string;
-  exitCode: number;
+  /** When the agent was about to spawn it (journalled before the spawn). */
+  startedAt?: string;
+  /** The wrapper process, the run's session leader (journalled right after the spawn). */
+  pid?: number;
+  /** Field 22 of /proc/<pid>/stat: with the pid, identifies the process even after pid reuse. */
+  startTime?: string;
+  /** When the outcome was known; absent while it runs or when its end was not seen. */
+  at?: string;
+  exitCode?: number | null;
+  signal?: string | null;
+  timedOut?: boolean;
+  /** Who knew the outcome: the agent saw it end, a later agent read the wrapper's exit status, or a person decided. */
+  outcomeFrom?: "agent" | "wrapper" | "person";
+  /** A person's answer about this run, when its outcome was lost. */
+  decision?: OneShotDecision;
 }
 
 /** A process this agent started for a service resource. */
@@ -351,7 +371,7 @@ export class AgentStore {
     return this.parsed.read(join(this.dir, "runonce", `${encode(assignment)}.json`)) ?? {};
   }
 
-  /** Records a command's run at once (durably), so a crash right after cannot make it run twice. */
+  /** Journals a command's run at once (durably), so a crash right after cannot make it run twice. */
   recordRunOnce(assignment: string, resource: string, record: RunOnceRecord): void {
     const dir = this.ensureDir(join(this.dir, "runonce"));
     const all = { ...this.runOnce(assignment), [resource]: record };

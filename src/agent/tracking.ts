@@ -12,6 +12,7 @@ import type {
   ResourceOutcome,
   ResourceReport,
 } from "../model/generated.js";
+import { ONE_SHOT_INTERRUPTED } from "./failure.js";
 import type { ResourceRecord } from "./store.js";
 
 /** How long transient failures are retried before a resource is stuck: attempts, and time since the first failure. */
@@ -99,7 +100,9 @@ function failing(
   counters: ResourceCounters | undefined,
   budget: Budget,
   now: Date,
+  reason?: string,
 ): ResourceReport["status"] {
+  if (reason === ONE_SHOT_INTERRUPTED) return "interrupted";
   if (failureClass === "permanent") return "failed";
   return counters && budgetSpent(counters, budget, now) ? "stuck" : "waiting";
 }
@@ -111,7 +114,7 @@ export function resourceStatus(input: StatusInput): StatusFields {
   if (input.observeFailure) {
     const failure = input.observeFailure;
     const fields: StatusFields = {
-      status: failing(failure.failureClass, record?.counters, budget, now),
+      status: failing(failure.failureClass, record?.counters, budget, now, failure.reason),
       failureClass: failure.failureClass,
       reason: failure.reason,
       message: failure.message,
@@ -129,7 +132,7 @@ export function resourceStatus(input: StatusInput): StatusFields {
   if (last?.action === "failed") {
     const failureClass = last.failureClass ?? "transient";
     const fields: StatusFields = {
-      status: failing(failureClass, record?.counters, budget, now),
+      status: failing(failureClass, record?.counters, budget, now, last.reason),
       failureClass,
     };
     if (last.reason) fields.reason = last.reason;

@@ -165,6 +165,7 @@ export interface StewardSchemas {
   ResourcePath?: ResourcePath;
   InstanceSpec?: InstanceSpec;
   Bundle?: Bundle;
+  OneShotDecision?: OneShotDecision;
   FailureClass?: FailureClass;
   ResourceOutcome?: ResourceOutcome;
   AttemptResult?: AttemptResult;
@@ -771,6 +772,37 @@ export interface Bundle {
     withinMs?: number;
   };
   issuedAt: string;
+  /**
+   * What a person decided about one-shot commands of this generation whose outcome was lost (a task answered with `steward tasks resolve --outcome`). Not part of the spec: it never makes a new generation.
+   *
+   * @maxItems 10000
+   */
+  decisions?: OneShotDecision[];
+}
+/**
+ * A person's answer about one interrupted run of a one-shot command: `ran` records it as done (nothing runs again), `rerun` lets it run once more. It applies only to the run it names.
+ *
+ * This interface was referenced by `StewardSchemas`'s JSON-Schema
+ * via the `definition` "OneShotDecision".
+ */
+export interface OneShotDecision {
+  /**
+   * The command resource's name.
+   */
+  resource: string;
+  /**
+   * The attempt id that started the interrupted run.
+   */
+  run: string;
+  outcome: "ran" | "rerun";
+  /**
+   * The task the person answered.
+   */
+  task: string;
+  /**
+   * Who answered it.
+   */
+  by: string;
 }
 /**
  * What an attempt did to one resource.
@@ -859,9 +891,9 @@ export interface ResourceReport {
   name: string;
   kind: string;
   /**
-   * `ok`: observed as desired. `drifted`: differs and will be repaired by the next apply. `failed`: the last apply failed. `blocked`: not applied because of `blockedBy`. `waiting`: failing transiently within budget. `stuck`: failed every attempt and the budget is spent.
+   * `ok`: observed as desired. `drifted`: differs and will be repaired by the next apply. `failed`: the last apply failed. `blocked`: not applied because of `blockedBy`. `waiting`: failing transiently within budget. `stuck`: failed every attempt and the budget is spent. `interrupted`: a one-shot command was started and its outcome is lost (the process is gone and left no exit status): it is not run again until a person decides.
    */
-  status: "ok" | "drifted" | "failed" | "blocked" | "waiting" | "stuck";
+  status: "ok" | "drifted" | "failed" | "blocked" | "waiting" | "stuck" | "interrupted";
   /**
    * What was read from the system (hash, mode, pid, digest, version...).
    */

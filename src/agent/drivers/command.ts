@@ -1,19 +1,33 @@
 /**
  * `command`: an argument vector run once per (instance, generation, resource), unless `creates` (a
  * path that exists means done) or `unless` (a check command that exits 0 means done) decide instead.
- * Output is captured, bounded, as evidence. A `gating` command that fails blocks every resource
+ * Each run is a journalled one-shot (oneshot.ts): its output goes to files, its exit status is
+ * written by a wrapper, and a run whose end the agent did not see (it died meanwhile) is waited
+ * for while it runs, read from its exit status once it ended, and otherwise `interrupted` — never
+ * started again on the agent's own judgement. A `gating` command that fails blocks every resource
  * after it (the engine does that); a redelivered attempt never runs it twice (the agent replays the
- * earlier result), and a new attempt of the same generation finds its run-once record.
+ * earlier result).
  */
 
 import { existsSync } from "node:fs";
 import { parseDuration } from "../../model/duration.js";
 import type { CommandResource } from "../../model/generated.js";
-import type { Applied, Driver, DriverContext, Plan } from "../driver.js";
-import { runEvidence } from "../evidence.js";
-import { permanent, transient } from "../failure.js";
+import type { Applied, Driver, DriverContext, Plan, PlanFacts } from "../driver.js";
+import { runEvidence, tail } from "../evidence.js";
+import { ONE_SHOT_INTERRUPTED, permanent, transient } from "../failure.js";
+import {
+  awaitAdopted,
+  type OneShotContext,
+  observeUnsettled,
+  runFiles,
+  runOneShot,
+  runOutput,
+  settled,
+  type UnsettledRun,
+} from "../oneshot.js";
 import { existsNoFollow } from "../paths.js";
 import type { RunResult } from "../runner.js";
+import type { RunOnceRecord } from "../store.js";
 
 /** What decides whether a command is due, as read from the system. */
 export interface CommandObservation {
@@ -21,6 +35,8 @@ export interface CommandObservation {
   created?: boolean;
   /** Exit code of the `unless` check (0: already done). */
   unlessExitCode?: number | null;
+  /** The latest run, when the journal holds no outcome for it (its agent died): what is found of it now. */
+  run?: UnsettledRun;
 }
 
 const DEFAULT_TIMEOUT = "5m";
@@ -58,12 +74,96 @@ export function commandFailure(what: string, argv: string[], result: RunResult) 
   );
 }
 
+/** The latest run as far as anyone knows: the journal's outcome, or the exit status its wrapper left. */
+function knownOutcome(
+  ran: RunOnceRecord | undefined,
+  run: UnsettledRun | undefined,
+): { generation: number; exitCode: number | null | undefined; at?: string } | undefined {
+  if (ran && settled(ran)) return { generation: ran.generation, exitCode: ran.exitCode, at: ran.at! };
+  if (run?.state === "ended") return { generation: run.generation, exitCode: run.exitCode };
+  return undefined;
+}
+
+/** Why the command is due at this generation (empty: it is not), for a command no check decides. */
+function unguardedPlan(facts: PlanFacts, run: UnsettledRun | undefined): Plan {
+  const ran = facts.runOnce;
+  const known = knownOutcome(ran, run);
+  if (known?.generation === facts.generation) {
+    if (known.exitCode === 0)
+      return {
+        action: "none",
+        diff: [],
+        note:
+          ran?.outcomeFrom === "person"
+            ? `recorded as ran for generation ${known.generation} by ${ran.decision?.by ?? "a person"} (task ${ran.decision?.task ?? "?"}): not run again`
+            : known.at
+              ? `ran for generation ${known.generation} at ${known.at}`
+              : `ran for generation ${known.generation} (outcome read from its exit status)`,
+      };
+    return { action: "run", diff: [`last run for generation ${known.generation} exited ${known.exitCode}`] };
+  }
+  if (run?.state === "lost" && run.generation === facts.generation) {
+    if (ran?.decision?.outcome === "rerun")
+      return {
+        action: "run",
+        diff: [
+          `the run started ${run.startedAt ?? "?"} was interrupted; ${ran.decision.by} decided to run it again (task ${ran.decision.task})`,
+        ],
+      };
+    return {
+      action: "none",
+      diff: [],
+      conflict: {
+        reason: ONE_SHOT_INTERRUPTED,
+        message: `the run started ${run.startedAt ?? "at an unknown time"} for generation ${run.generation} by attempt ${run.attemptId ?? "?"}${run.pid ? ` (pid ${run.pid})` : ""} was interrupted: the process is gone and left no exit status, so whether it took effect is unknown; it is not run again until a person decides (steward tasks resolve --outcome ran|rerun)`,
+      },
+    };
+  }
+  return { action: "run", diff: [`not yet run for generation ${facts.generation}`] };
+}
+
+/** The context of a one-shot run of this resource. */
+function oneShotContext(resource: CommandResource, ctx: DriverContext): OneShotContext {
+  return {
+    store: ctx.store,
+    runner: ctx.runner,
+    assignment: ctx.assignment,
+    resource: resource.name!,
+    generation: ctx.generation,
+    attemptId: ctx.attemptId ?? `observe-${ctx.clock().getTime()}`,
+    clock: ctx.clock,
+  };
+}
+
+/** The outcome of a finished run as what apply did, or the failure it was. */
+function appliedFrom(
+  resource: CommandResource,
+  result: RunResult,
+  ctx: DriverContext,
+  note?: string,
+): Applied {
+  const succeeded = !result.spawnError && !result.timedOut && result.exitCode === 0;
+  if (!succeeded) throw commandFailure(`command ${resource.name}`, resource.run, result);
+  if (resource.creates !== undefined && !existsNoFollow(ctx.paths.host(resource.creates)))
+    throw permanent(
+      "CreatesMissing",
+      `command ${resource.name} exited 0 but ${resource.creates} does not exist: fix the command or its creates path`,
+      runEvidence(result),
+    );
+  return { action: "ran", evidence: runEvidence(result), ...(note ? { message: note } : {}) };
+}
+
 /** The `command` driver. */
 export const commandDriver: Driver<CommandResource, CommandObservation> = {
   kind: "command",
 
   async observe(resource, ctx) {
     const observed: CommandObservation = {};
+    const journal = ctx.store.runOnce(ctx.assignment)[resource.name ?? ""];
+    if (journal && !settled(journal))
+      observed.run = observeUnsettled(ctx.store, ctx.assignment, resource.name ?? "", journal);
+    // While a run is under way, nothing else decides: it is waited for, never doubled.
+    if (observed.run?.state === "running") return observed;
     if (resource.creates !== undefined) observed.created = existsNoFollow(ctx.paths.host(resource.creates));
     if (resource.unless !== undefined && !observed.created) {
       const result = await ctx.runner.run({
@@ -77,42 +177,81 @@ export const commandDriver: Driver<CommandResource, CommandObservation> = {
   },
 
   plan(resource, observed, facts): Plan {
+    const run = observed.run;
+    if (run?.state === "running")
+      return {
+        action: "run",
+        diff: [
+          `still running: started ${run.startedAt ?? "?"} for generation ${run.generation} by attempt ${run.attemptId ?? "?"} (pid ${run.pid}); waited for, never started twice`,
+        ],
+      };
     if (resource.creates !== undefined && observed.created)
       return { action: "skip", diff: [], note: `creates ${resource.creates} exists` };
     if (resource.unless !== undefined && observed.unlessExitCode === 0)
       return { action: "skip", diff: [], note: "unless check exited 0" };
-    const ran = facts.runOnce;
-    const decidedBySystem = resource.creates !== undefined || resource.unless !== undefined;
-    if (!decidedBySystem && ran && ran.generation === facts.generation && ran.exitCode === 0)
-      return { action: "none", diff: [], note: `ran for generation ${ran.generation} at ${ran.at}` };
+    if (resource.creates === undefined && resource.unless === undefined) return unguardedPlan(facts, run);
     const diff: string[] = [];
     if (resource.creates !== undefined) diff.push(`${resource.creates} missing`);
     if (resource.unless !== undefined) diff.push(`unless check exited ${observed.unlessExitCode}`);
-    if (!decidedBySystem) diff.push(`not yet run for generation ${facts.generation}`);
     return { action: "run", diff };
   },
 
-  async apply(resource, _plan, _observed, ctx): Promise<Applied> {
-    const result = await ctx.runner.run({
+  async apply(resource, _plan, observed, ctx): Promise<Applied> {
+    const timeoutMs = parseDuration(resource.timeout ?? DEFAULT_TIMEOUT);
+    const oneShot = oneShotContext(resource, ctx);
+    if (observed.run?.state === "running") {
+      const journal = ctx.store.runOnce(ctx.assignment)[resource.name!]!;
+      const adopted = await awaitAdopted(oneShot, journal, timeoutMs);
+      if (journal.generation === ctx.generation) {
+        // The run of this generation: its outcome is this resource's, whatever it is.
+        if (!adopted) throw interrupted(resource, observed.run, ctx);
+        return appliedFrom(
+          resource,
+          adopted,
+          ctx,
+          `waited for the run started ${journal.startedAt ?? "?"} by attempt ${journal.attemptId ?? "?"}`,
+        );
+      }
+      // An earlier generation's run has ended: this generation decides afresh.
+      const now = await commandDriver.observe(resource, ctx);
+      const next = commandDriver.plan(resource, now, {
+        generation: ctx.generation,
+        state: ctx.state,
+        changed: [],
+        resources: ctx.resources,
+        runOnce: ctx.store.runOnce(ctx.assignment)[resource.name!],
+      });
+      if (next.conflict) throw interrupted(resource, now.run, ctx);
+      if (next.action !== "run") return { action: "skipped", ...(next.note ? { message: next.note } : {}) };
+      return commandDriver.apply(resource, next, now, ctx);
+    }
+    const result = await runOneShot(oneShot, {
       argv: resource.run,
       ...processOptions(resource, ctx),
-      timeoutMs: parseDuration(resource.timeout ?? DEFAULT_TIMEOUT),
+      timeoutMs,
     });
-    const succeeded = !result.spawnError && !result.timedOut && result.exitCode === 0;
-    if (!succeeded) throw commandFailure(`command ${resource.name}`, resource.run, result);
-    // Durable before anything else happens: a crash now must not make it run again this generation.
-    ctx.store.recordRunOnce(ctx.assignment, resource.name, {
-      generation: ctx.generation,
-      attemptId: ctx.attemptId,
-      at: ctx.clock().toISOString(),
-      exitCode: 0,
-    });
-    if (resource.creates !== undefined && !existsNoFollow(ctx.paths.host(resource.creates)))
-      throw permanent(
-        "CreatesMissing",
-        `command ${resource.name} exited 0 but ${resource.creates} does not exist: fix the command or its creates path`,
-        runEvidence(result),
-      );
-    return { action: "ran", evidence: runEvidence(result) };
+    return appliedFrom(resource, result, ctx);
+  },
+
+  evidence(resource, observed, ctx) {
+    const run = observed.run;
+    if (!run?.attemptId) return undefined;
+    const output = runOutput(runFiles(ctx.store, ctx.assignment, resource.name ?? "", run.attemptId));
+    const parts = [
+      `started ${run.startedAt ?? "?"} by attempt ${run.attemptId}; ${run.state === "running" ? `still running (pid ${run.pid})` : run.state === "ended" ? `exit code ${run.exitCode}` : "the process is gone and left no exit status"}`,
+    ];
+    if (output.stdout.trim()) parts.push(`stdout so far:\n${tail(output.stdout, 10, 1000)}`);
+    if (output.stderr.trim()) parts.push(`stderr so far:\n${tail(output.stderr, 10, 1000)}`);
+    return parts.join("\n");
   },
 };
+
+/** The failure of a run whose outcome is lost, with what is known of it as evidence. */
+function interrupted(resource: CommandResource, run: UnsettledRun | undefined, ctx: DriverContext) {
+  const lost: CommandObservation = run ? { run: { ...run, state: "lost" } } : {};
+  return permanent(
+    ONE_SHOT_INTERRUPTED,
+    `command ${resource.name}: the run started ${run?.startedAt ?? "earlier"} by attempt ${run?.attemptId ?? "?"} ended without an exit status: whether it took effect is unknown; it is not run again until a person decides (steward tasks resolve --outcome ran|rerun)`,
+    commandDriver.evidence?.(resource, lost, ctx),
+  );
+}

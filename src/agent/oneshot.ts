@@ -1,0 +1,331 @@
+/**
+ * One-shot commands across crashes. A `command` runs at most once per (instance, generation,
+ * resource), even when the agent — or the hub whose process it runs in — dies while it runs:
+ *   1. before the spawn, the agent journals that it is starting this run (durably);
+ *   2. the command runs under a small shell wrapper in a session of its own (it outlives the agent),
+ *      its output going to files under the state directory and its exit status written by the
+ *      wrapper when it ends, so a later agent process, which is not its parent, can still tell how
+ *      it ended;
+ *   3. right after the spawn, the agent journals the wrapper's pid and start time (a recycled pid
+ *      has another start time, so it is never taken for the run);
+ *   4. when the run ends, the agent journals its outcome.
+ * A later agent that finds a start with no outcome waits for the process if it still runs, takes
+ * the wrapper's exit status if it ended, and otherwise finds the run `lost`: its outcome is unknown,
+ * and only a person (or the command's own `creates`/`unless` check) decides whether it runs again.
+ */
+import {
+  closeSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readSync,
+  rmSync,
+  statSync,
+} from "node:fs";
+import { join } from "node:path";
+import type { OneShotDecision } from "../model/generated.js";
+import { isSameProcess, startTimeOf } from "./proc.js";
+import type { ProcessRunner, RunResult } from "./runner.js";
+import type { AgentStore, RunOnceRecord } from "./store.js";
+
+/**
+ * The wrapper: runs the command (its argv after the exit file's path), then writes its exit status
+ * next to the output, renamed into place so a reader never sees half a number. No `exec`: the
+ * shell must outlive the command to write how it ended.
+ */
+const WRAPPER =
+  'exit_file=$1; shift; "$@"; status=$?; printf "%s\\n" "$status" > "$exit_file.part" && mv -f "$exit_file.part" "$exit_file"; exit "$status"';
+const SHELL = "/bin/sh";
+/** Bytes of each output file kept as evidence. */
+const OUTPUT_TAIL_BYTES = 64 * 1024;
+/** How often a run this agent did not start is checked for its end. */
+const ADOPTED_POLL_MS = 100;
+/** How long a timed-out run gets between SIGTERM and SIGKILL. */
+const KILL_GRACE_MS = 2000;
+
+/** Where one run's output and exit status are kept. */
+export interface RunFiles {
+  dir: string;
+  stdout: string;
+  stderr: string;
+  exit: string;
+}
+
+/** The files of the run that `attemptId` started of `resource` (paths only; nothing is created). */
+export function runFiles(
+  store: AgentStore,
+  assignment: string,
+  resource: string,
+  attemptId: string,
+): RunFiles {
+  const dir = join(
+    store.dir,
+    "runs",
+    encodeURIComponent(assignment),
+    encodeURIComponent(resource),
+    encodeURIComponent(attemptId),
+  );
+  return { dir, stdout: join(dir, "stdout"), stderr: join(dir, "stderr"), exit: join(dir, "exit") };
+}
+
+/** True when the record holds the run's outcome (every record written before journalling had one). */
+export function settled(record: RunOnceRecord): boolean {
+  return record.at !== undefined;
+}
+
+/** A run whose outcome the journal does not hold, as found on the system now. */
+export interface UnsettledRun {
+  generation: number;
+  attemptId?: string;
+  startedAt?: string;
+  pid?: number;
+  /** `running`: the very process still runs; `ended`: it is gone and its wrapper wrote the exit status; `lost`: gone without one. */
+  state: "running" | "ended" | "lost";
+  exitCode?: number;
+}
+
+/** The exit status the wrapper wrote, if it did. */
+function readExitStatus(files: RunFiles): number | undefined {
+  let text: string;
+  try {
+    text = readFileSync(files.exit, "utf8");
+  } catch {
+    return undefined;
+  }
+  const code = Number.parseInt(text, 10);
+  return Number.isInteger(code) ? code : undefined;
+}
+
+/** The end of an output file (bounded), or "" when there is none. */
+function tailOf(path: string): string {
+  let fd: number;
+  try {
+    fd = openSync(path, "r");
+  } catch {
+    return "";
+  }
+  try {
+    const size = statSync(path).size;
+    const length = Math.min(size, OUTPUT_TAIL_BYTES);
+    const buffer = Buffer.alloc(length);
+    readSync(fd, buffer, 0, length, size - length);
+    return buffer.toString("utf8");
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** What a run printed, as the runner reports it (the ends of standard output and error). */
+export function runOutput(files: RunFiles): { stdout: string; stderr: string } {
+  return { stdout: tailOf(files.stdout), stderr: tailOf(files.stderr) };
+}
+
+/** Looks at a run the journal holds no outcome for: the process table and the wrapper's exit status. Read-only. */
+export function observeUnsettled(
+  store: AgentStore,
+  assignment: string,
+  resource: string,
+  record: RunOnceRecord,
+): UnsettledRun {
+  const run: UnsettledRun = { generation: record.generation, state: "lost" };
+  if (record.attemptId !== undefined) run.attemptId = record.attemptId;
+  if (record.startedAt !== undefined) run.startedAt = record.startedAt;
+  if (record.pid !== undefined) run.pid = record.pid;
+  if (
+    record.pid !== undefined &&
+    record.startTime &&
+    isSameProcess({ pid: record.pid, startTime: record.startTime })
+  ) {
+    run.state = "running";
+    return run;
+  }
+  const exitCode =
+    record.attemptId === undefined
+      ? undefined
+      : readExitStatus(runFiles(store, assignment, resource, record.attemptId));
+  if (exitCode !== undefined) {
+    run.state = "ended";
+    run.exitCode = exitCode;
+  }
+  return run;
+}
+
+/** A run's result as the runner reports one, from its exit status and output files. */
+function resultOf(
+  files: RunFiles,
+  exit: { exitCode: number | null; signal: string | null },
+  timedOut: boolean,
+  startedAt: number,
+  spawnError?: string,
+): RunResult {
+  const result: RunResult = { ...exit, ...runOutput(files), timedOut, durationMs: Date.now() - startedAt };
+  if (spawnError !== undefined) result.spawnError = spawnError;
+  return result;
+}
+
+/** What a one-shot run needs of the agent. */
+export interface OneShotContext {
+  store: AgentStore;
+  runner: ProcessRunner;
+  assignment: string;
+  resource: string;
+  generation: number;
+  attemptId: string;
+  clock: () => Date;
+}
+
+/** How the run is started. */
+export interface OneShotRequest {
+  argv: string[];
+  cwd: string;
+  env: Record<string, string>;
+  timeoutMs: number;
+}
+
+/** Journals the outcome of a run, durably. */
+function recordOutcome(
+  ctx: OneShotContext,
+  record: RunOnceRecord,
+  result: RunResult,
+  from: "agent" | "wrapper",
+): void {
+  ctx.store.recordRunOnce(ctx.assignment, ctx.resource, {
+    ...record,
+    at: ctx.clock().toISOString(),
+    exitCode: result.exitCode,
+    signal: result.signal,
+    ...(result.timedOut ? { timedOut: true } : {}),
+    outcomeFrom: from,
+  });
+}
+
+/** Removes the output of this resource's earlier runs: only the latest run's is kept, as evidence. */
+function dropEarlierRuns(files: RunFiles): void {
+  const parent = join(files.dir, "..");
+  let names: string[] = [];
+  try {
+    names = readdirSync(parent);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const dir = join(parent, name);
+    if (dir !== files.dir) rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Starts the command as a journalled one-shot and waits for it to end (killing it at its timeout).
+ * Its outcome is journalled before this resolves; a crash at any point leaves a journal a later
+ * agent reads without ever starting a second copy.
+ */
+export async function runOneShot(ctx: OneShotContext, request: OneShotRequest): Promise<RunResult> {
+  const files = runFiles(ctx.store, ctx.assignment, ctx.resource, ctx.attemptId);
+  dropEarlierRuns(files);
+  rmSync(files.dir, { recursive: true, force: true });
+  mkdirSync(files.dir, { recursive: true, mode: 0o700 });
+  const startedAt = ctx.clock().toISOString();
+  const started = Date.now();
+  const record: RunOnceRecord = { generation: ctx.generation, attemptId: ctx.attemptId, startedAt };
+  ctx.store.recordRunOnce(ctx.assignment, ctx.resource, record);
+  let child: Awaited<ReturnType<ProcessRunner["spawnDetached"]>>;
+  try {
+    child = await ctx.runner.spawnDetached({
+      argv: [SHELL, "-c", WRAPPER, "steward-oneshot", files.exit, ...request.argv],
+      cwd: request.cwd,
+      env: request.env,
+      logFile: files.stdout,
+      errorFile: files.stderr,
+      awaited: true,
+    });
+  } catch (error) {
+    // Nothing started: a known outcome, like a command that is not there.
+    const code = (error as NodeJS.ErrnoException).code ?? "ESPAWN";
+    const result = resultOf(files, { exitCode: null, signal: null }, false, started, code);
+    recordOutcome(ctx, record, result, "agent");
+    return result;
+  }
+  const running: RunOnceRecord = { ...record, pid: child.pid, startTime: startTimeOf(child.pid) ?? "" };
+  ctx.store.recordRunOnce(ctx.assignment, ctx.resource, running);
+  let timedOut = false;
+  let killTimer: NodeJS.Timeout | undefined;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    ctx.runner.signal(child.pid, "SIGTERM");
+    killTimer = setTimeout(() => ctx.runner.signal(child.pid, "SIGKILL"), KILL_GRACE_MS);
+  }, request.timeoutMs);
+  const exit = await child.exited;
+  clearTimeout(timer);
+  clearTimeout(killTimer);
+  // The wrapper's own status is the command's; a wrapper killed (at the timeout) wrote none.
+  const wrote = readExitStatus(files);
+  const result = resultOf(
+    files,
+    wrote === undefined ? exit : { exitCode: wrote, signal: null },
+    timedOut,
+    started,
+  );
+  recordOutcome(ctx, running, result, "agent");
+  return result;
+}
+
+/**
+ * Waits for a run an earlier agent process started and did not see end (this agent is not its
+ * parent: it polls the process table), killing it once its timeout — counted from its start — has
+ * passed; then journals how it ended, from the exit status its wrapper wrote. Never starts it again.
+ * Undefined when it ended without an exit status: its outcome is lost.
+ */
+export async function awaitAdopted(
+  ctx: OneShotContext,
+  record: RunOnceRecord,
+  timeoutMs: number,
+): Promise<RunResult | undefined> {
+  const attemptId = record.attemptId ?? ctx.attemptId;
+  const files = runFiles(ctx.store, ctx.assignment, ctx.resource, attemptId);
+  const startedAt = record.startedAt ? Date.parse(record.startedAt) : Date.now();
+  const identity = { pid: record.pid ?? 0, startTime: record.startTime ?? "" };
+  let timedOut = false;
+  let killAt: number | undefined;
+  while (identity.pid > 0 && identity.startTime !== "" && isSameProcess(identity)) {
+    const now = Date.now();
+    if (!timedOut && now >= startedAt + timeoutMs) {
+      timedOut = true;
+      ctx.runner.signal(identity.pid, "SIGTERM");
+      killAt = now + KILL_GRACE_MS;
+    } else if (killAt !== undefined && now >= killAt) {
+      ctx.runner.signal(identity.pid, "SIGKILL");
+      killAt = undefined;
+    }
+    await new Promise((resolve) => setTimeout(resolve, ADOPTED_POLL_MS));
+  }
+  const wrote = readExitStatus(files);
+  // Gone without an exit status, and not at our hand: how it ended is unknown.
+  if (wrote === undefined && !timedOut) return undefined;
+  const exit =
+    wrote === undefined ? { exitCode: null, signal: "SIGTERM" } : { exitCode: wrote, signal: null };
+  const result = resultOf(files, exit, timedOut, startedAt);
+  recordOutcome(ctx, record, result, "wrapper");
+  return result;
+}
+
+/** Journals a person's decision about an interrupted run, if it names the run the journal holds. */
+export function takeDecision(
+  store: AgentStore,
+  assignment: string,
+  decision: OneShotDecision,
+  at: string,
+): boolean {
+  const record = store.runOnce(assignment)[decision.resource];
+  if (
+    !record ||
+    settled(record) ||
+    record.attemptId !== decision.run ||
+    record.decision?.task === decision.task
+  )
+    return false;
+  const decided: RunOnceRecord = { ...record, decision };
+  if (decision.outcome === "ran") Object.assign(decided, { at, exitCode: 0, outcomeFrom: "person" });
+  store.recordRunOnce(assignment, decision.resource, decided);
+  return true;
+}
