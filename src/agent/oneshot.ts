@@ -218,9 +218,14 @@ function dropEarlierRuns(files: RunFiles): void {
 /**
  * Starts the command as a journalled one-shot and waits for it to end (killing it at its timeout).
  * Its outcome is journalled before this resolves; a crash at any point leaves a journal a later
- * agent reads without ever starting a second copy.
+ * agent reads without ever starting a second copy. Undefined when the run's session was killed
+ * from outside (its wrapper died by a signal this agent did not send, before writing the exit
+ * status): whether the command took effect is as unknown as after a crash, and it stays journalled so.
  */
-export async function runOneShot(ctx: OneShotContext, request: OneShotRequest): Promise<RunResult> {
+export async function runOneShot(
+  ctx: OneShotContext,
+  request: OneShotRequest,
+): Promise<RunResult | undefined> {
   const files = runFiles(ctx.store, ctx.assignment, ctx.resource, ctx.attemptId);
   dropEarlierRuns(files);
   rmSync(files.dir, { recursive: true, force: true });
@@ -260,6 +265,7 @@ export async function runOneShot(ctx: OneShotContext, request: OneShotRequest): 
   clearTimeout(killTimer);
   // The wrapper's own status is the command's; a wrapper killed (at the timeout) wrote none.
   const wrote = readExitStatus(files);
+  if (wrote === undefined && exit.signal !== null && !timedOut) return undefined;
   const result = resultOf(
     files,
     wrote === undefined ? exit : { exitCode: wrote, signal: null },

@@ -4,7 +4,11 @@
  * is recorded; the condition itself resolves only when observation shows it.
  */
 import { Command } from "commander";
+import type { TaskOutcome } from "../hub/records.js";
+import { UsageError } from "../model/errors.js";
 import { type CliIo, EXIT, type GlobalOptions } from "./io.js";
+
+const TASK_OUTCOMES: readonly TaskOutcome[] = ["ran", "rerun"];
 
 function agentName(io: CliIo, as?: string): string {
   return as ?? io.env.STEWARD_OPERATOR ?? io.env.USER ?? io.env.LOGNAME ?? "operator";
@@ -71,23 +75,32 @@ export function tasksCommand(io: CliIo, globals: () => GlobalOptions, exit: (cod
     .description("resolve a task, recording the action you took")
     .argument("<id>", "task id (or its last characters)")
     .requiredOption("--action <text>", "what you did")
+    .option(
+      "--outcome <decision>",
+      "the decision a task of its type needs: for OneShotInterrupted, ran (record it as done: nothing runs again) or rerun (run it once more)",
+    )
     .option("--as <name>", "who resolves it")
-    .action(async (id: string, options: { action: string; as?: string }) => {
+    .action(async (id: string, options: { action: string; as?: string; outcome?: string }) => {
       const { resolveTask } = await import("../hub/tasks.js");
       const { nudgeHub } = await import("./hub-state.js");
       const { paths, store } = await open();
       let node: string | undefined;
       try {
+        if (options.outcome !== undefined && !TASK_OUTCOMES.includes(options.outcome as TaskOutcome))
+          throw new UsageError(
+            `--outcome must be one of ${TASK_OUTCOMES.join(", ")} (got "${options.outcome}")`,
+          );
         const { task, condition } = resolveTask(
           store,
           id,
           agentName(io, options.as),
           options.action,
           new Date().toISOString(),
+          options.outcome as TaskOutcome | undefined,
         );
         node = condition.node;
         io.stdout(
-          `task ${task.id} resolved by ${task.resolvedBy}: ${task.action}\n${
+          `task ${task.id} resolved by ${task.resolvedBy}${task.outcome ? ` (--outcome ${task.outcome})` : ""}: ${task.action}\n${
             condition.status === "open"
               ? `condition ${condition.type} on ${condition.subjectKind} ${condition.subject} stays open until observation shows it resolved\n`
               : `condition ${condition.type} closed\n`

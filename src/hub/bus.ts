@@ -13,7 +13,7 @@
  */
 import type { Logger } from "pino";
 import type { Clock } from "./clock.js";
-import type { ConditionRecord, SubjectKind, TaskRecord } from "./records.js";
+import type { ConditionRecord, SubjectKind, TaskOutcome, TaskRecord } from "./records.js";
 import type { Store } from "./store/store.js";
 
 /** Where open conditions are shown besides the hub's own records. */
@@ -53,6 +53,8 @@ export interface TaskEvent {
   at: string;
   /** What the agent did, in its words (resolved). */
   action?: string;
+  /** The decision the answer carries, for a task that takes one (resolved). */
+  outcome?: TaskOutcome;
   /** Why it declined, or a remark. */
   note?: string;
 }

@@ -37,9 +37,20 @@ const OBSERVED_REFRESH_MS = 10_000;
  */
 const KEYED_BY_REASON: ReadonlySet<ConditionType> = new Set<ConditionType>(["TransportDegraded"]);
 
+/**
+ * Types whose conditions are told apart by generation as well: an interrupted one-shot is a
+ * question about one generation's run, which a newer generation's interruption does not answer.
+ */
+const KEYED_BY_GENERATION: ReadonlySet<ConditionType> = new Set<ConditionType>(["OneShotInterrupted"]);
+
 /** The reason that is part of a condition's identity, if its type is keyed by reason. */
 function identityReason(type: ConditionType, reason: string): string | undefined {
   return KEYED_BY_REASON.has(type) ? reason : undefined;
+}
+
+/** The generation that is part of a condition's identity, if its type is keyed by generation. */
+function identityGeneration(type: ConditionType, generation: number | undefined): number | undefined {
+  return KEYED_BY_GENERATION.has(type) ? generation : undefined;
 }
 
 /**
@@ -60,6 +71,7 @@ export function markOpen(
     input.subjectKind,
     input.subject,
     identityReason(input.type, input.reason),
+    identityGeneration(input.type, input.generation),
   );
   if (!existing) {
     const condition: ConditionRecord = {
@@ -153,15 +165,23 @@ export function markResolved(
   reason?: string,
 ): ConditionRecord | undefined {
   const open =
-    reason === undefined && KEYED_BY_REASON.has(type)
+    reason === undefined && (KEYED_BY_REASON.has(type) || KEYED_BY_GENERATION.has(type))
       ? store.conditions({ status: "open", type, subjectKind, subject })
       : [store.openCondition(type, subjectKind, subject, reason)];
   let resolved: ConditionRecord | undefined;
-  for (const existing of open) {
-    if (!existing) continue;
-    resolved = closeCondition(store, existing, now, redact(resolution));
-    closeTaskOf(store, resolved, now);
-  }
+  for (const existing of open) if (existing) resolved = resolveCondition(store, existing, now, resolution);
+  return resolved;
+}
+
+/** Resolves one open condition by observation, closing its task. */
+export function resolveCondition(
+  store: Store,
+  open: ConditionRecord,
+  now: string,
+  resolution: string,
+): ConditionRecord {
+  const resolved = closeCondition(store, open, now, redact(resolution));
+  closeTaskOf(store, resolved, now);
   return resolved;
 }
 
@@ -212,7 +232,8 @@ export function resolveAll(
 
 /**
  * The invariants every condition keeps, as a list of violations (empty when all hold): at most one
- * open condition per type and subject (and reason, for types keyed by reason); an open one has no resolution; a resolved one has both a
+ * open condition per type and subject (and reason or generation, for types keyed by them); an open
+ * one has no resolution; a resolved one has both a
  * resolution time and a history that ends in `resolved`; `since` never precedes `openedAt`; the
  * history starts with `opened`. Tests run it after every scenario.
  */
@@ -225,7 +246,7 @@ export function conditionViolations(store: Store): string[] {
     if (history[0]?.event !== "opened") violations.push(`${label}: history does not start with "opened"`);
     if (condition.since < condition.openedAt) violations.push(`${label}: since precedes openedAt`);
     if (condition.status === "open") {
-      const key = `${condition.type}|${condition.subjectKind}|${condition.subject}|${identityReason(condition.type, condition.reason) ?? ""}`;
+      const key = `${condition.type}|${condition.subjectKind}|${condition.subject}|${identityReason(condition.type, condition.reason) ?? ""}|${identityGeneration(condition.type, condition.generation) ?? ""}`;
       if (open.has(key))
         violations.push(`${label}: a second open condition for the same type and subject (and reason)`);
       open.set(key, condition.id);

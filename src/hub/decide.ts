@@ -166,7 +166,44 @@ const JUDGEMENT_REASONS: Partial<Record<string, ConditionType>> = {
   // Something else is where a resource belongs (a directory where a file is declared): the only
   // repair would destroy it, and steward never picks that on its own.
   TypeConflict: "DestructiveRepairNeeded",
+  OneShotInterrupted: "OneShotInterrupted",
 };
+
+/** One interrupted one-shot as a report shows it: what a person is asked about. */
+export interface InterruptedOneShot {
+  resource: string;
+  /** The attempt that started the run (a decision names it). */
+  run?: string;
+  startedAt?: string;
+  message?: string;
+  evidence?: string;
+}
+
+/** The one-shots the node reports `interrupted` at the desired generation. */
+export function interruptedOneShots(
+  desired: DesiredInstance,
+  observed: Observation | undefined,
+): InterruptedOneShot[] {
+  const report = observed?.report;
+  if (!report || (report.observedGeneration ?? report.generation) !== desired.generation) return [];
+  return report.resources
+    .filter((r) => r.status === "interrupted")
+    .map((r) => {
+      const run = (r.observed as { run?: { attemptId?: string; startedAt?: string } } | undefined)?.run;
+      const found: InterruptedOneShot = { resource: r.name };
+      if (run?.attemptId) found.run = run.attemptId;
+      if (run?.startedAt) found.startedAt = run.startedAt;
+      if (r.message) found.message = r.message;
+      if (r.evidence) found.evidence = r.evidence;
+      return found;
+    });
+}
+
+/** What a person is asked to do about interrupted one-shots. */
+function oneShotProcedure(desired: DesiredInstance, names: readonly string[]): string {
+  const what = names.map((name) => `\`${name}\``).join(", ");
+  return `Find out whether ${what} of ${desired.assignment} took effect on ${desired.node} (the evidence has when it started and its output so far). Then answer the task (\`steward tasks\` lists it): \`steward tasks resolve TASK --outcome ran --action "what you checked"\` records it as done and nothing runs again; \`--outcome rerun\` runs it once more, by the ordinary path.`;
+}
 
 export function decide(input: DecideInput): Decision {
   const { desired, now, timing } = input;
@@ -217,6 +254,10 @@ export function decide(input: DecideInput): Decision {
       resolution: "the instance was removed from the fleet repo; no longer managed",
     });
   }
+
+  // What only a person can answer holds whatever else happens: a one-shot reported interrupted.
+  const interrupted = interruptedOneShots(desired, input.observed);
+  if (interrupted.length > 0) conditions.push(oneShotCondition(interrupted));
 
   // 2. Observation wins: converged is converged, whatever the records say.
   if (comparison.converged) {
@@ -337,6 +378,28 @@ export function decide(input: DecideInput): Decision {
   // A permanent failure holds for the whole generation; only a new generation (or observation) ends it.
   if (intent.status === "blocked" && intent.reason !== "DependencyNotPlaced") {
     const type = JUDGEMENT_REASONS[intent.reason ?? ""] ?? "Blocked";
+    if (type === "OneShotInterrupted") {
+      // The report names the runs a person is asked about; until one comes, the attempt's word is
+      // all there is (and a report is asked for).
+      if (interrupted.length === 0) {
+        const failed = (attempt?.evidence ?? []) as {
+          name: string;
+          reason?: string;
+          message?: string;
+          evidence?: string;
+        }[];
+        const fromAttempt = failed
+          .filter((r) => r.reason === "OneShotInterrupted")
+          .map((r) => ({
+            resource: r.name,
+            ...(r.message ? { message: r.message } : {}),
+            ...(r.evidence ? { evidence: r.evidence } : {}),
+          }));
+        conditions.push(oneShotCondition(fromAttempt.length > 0 ? fromAttempt : [{ resource: "?" }]));
+        requestReport = true;
+      }
+      return finish("blocked");
+    }
     const failed: InstanceCondition = {
       type,
       reason: intent.reason ?? "PermanentFailure",
@@ -413,6 +476,20 @@ export function decide(input: DecideInput): Decision {
     attempt.settledBy = "report";
     attemptChanged = true;
     delete intent.deadlineAt;
+  }
+
+  function oneShotCondition(oneShots: InterruptedOneShot[]): InstanceCondition {
+    const names = oneShots.map((o) => o.resource);
+    const condition: InstanceCondition = {
+      type: "OneShotInterrupted",
+      reason: "OneShotInterrupted",
+      message: `generation ${desired.generation}: ${names.join(", ")} started${oneShots[0]?.startedAt ? ` at ${oneShots[0].startedAt}` : ""} and left no outcome (the process is gone without an exit status): whether it took effect is unknown, and it is not run again until a person decides`,
+      evidence: { oneShots },
+      procedure: oneShotProcedure(desired, names),
+    };
+    const attemptId = oneShots[0]?.run ?? intent.lastAttemptId;
+    if (attemptId) condition.attemptId = attemptId;
+    return condition;
   }
 
   function countFailure(immediate = false) {

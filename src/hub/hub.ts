@@ -743,7 +743,14 @@ export class Hub {
       else if (event.kind === "declined")
         releaseTask(this.store, event.taskId, event.by, event.note ?? "", now);
       else {
-        const { condition } = resolveTask(this.store, event.taskId, event.by, event.action ?? "", now);
+        const { condition } = resolveTask(
+          this.store,
+          event.taskId,
+          event.by,
+          event.action ?? "",
+          now,
+          event.outcome,
+        );
         // An action on a blocked or stuck instance earns it one more attempt now.
         if (condition.node) this.lookAgainAt(condition.node);
       }
@@ -859,6 +866,23 @@ export class Hub {
       log.warn("result for an attempt this hub does not know; ignored");
       return;
     }
+    if (attempt.status === "superseded") {
+      // Its generation is no longer desired: what it did is evidence, and nothing to act on.
+      if (!attempt.lateResult) {
+        const late: NonNullable<AttemptRecord["lateResult"]> = {
+          outcome: result.outcome,
+          at: result.finishedAt,
+        };
+        if (result.reason) late.reason = result.reason;
+        this.store.saveAttempt({ ...attempt, lateResult: late });
+      }
+      log.info(
+        { outcome: result.outcome, supersededBy: attempt.supersededBy },
+        "result for an attempt superseded by generation %s: kept as evidence",
+        String(attempt.supersededBy ?? "?"),
+      );
+      return;
+    }
     if (!["queued", "dispatched", "ambiguous", "lost"].includes(attempt.status)) {
       log.debug({ status: attempt.status }, "result for an attempt already settled; ignored");
       return;
@@ -879,6 +903,7 @@ export class Hub {
         kind: r.kind,
         action: r.action,
         failureClass: r.failureClass,
+        reason: r.reason,
         message: r.message && redact(r.message),
         blockedBy: r.blockedBy,
         evidence: r.evidence && redact(r.evidence),

@@ -6,7 +6,7 @@
  * dependsOn, held members of its rollout) → record the rollout's pause.
  */
 import type { Logger } from "pino";
-import type { Bundle } from "../model/generated.js";
+import type { Bundle, OneShotDecision } from "../model/generated.js";
 import type { Clock } from "./clock.js";
 import { markOpen, markResolved } from "./conditions.js";
 import {
@@ -15,6 +15,7 @@ import {
   type Decision,
   decide,
   type InstanceCondition,
+  type InterruptedOneShot,
   type Timing,
 } from "./decide.js";
 import type {
@@ -66,12 +67,14 @@ const INSTANCE_CONDITIONS: readonly ConditionType[] = [
   "ProbeFailing",
   "DriftUnhealed",
   "DestructiveRepairNeeded",
+  "OneShotInterrupted",
 ];
 
 const RESOLVER: Partial<Record<ConditionType, Resolver>> = {
   Blocked: "operator",
   DestructiveRepairNeeded: "operator",
   HumanProcedureRequired: "operator",
+  OneShotInterrupted: "operator",
 };
 
 const IN_PROGRESS: readonly IntentStatus[] = ["dispatched", "verifying", "ambiguous", "backoff"];
@@ -104,9 +107,17 @@ export function freshIntent(desired: DesiredInstance, now: string): IntentRecord
   return intent;
 }
 
-/** The message an attempt carries: the instance's whole desired spec at its generation. */
-export function bundleOf(desired: DesiredInstance, attemptId: string, issuedAt: string): Bundle {
-  return {
+/**
+ * The message an attempt carries: the instance's whole desired spec at its generation, and what a
+ * person decided about its interrupted one-shots.
+ */
+export function bundleOf(
+  desired: DesiredInstance,
+  attemptId: string,
+  issuedAt: string,
+  decisions: readonly OneShotDecision[] = [],
+): Bundle {
+  const bundle: Bundle = {
     apiVersion: "steward.dev/v1",
     kind: "Bundle",
     attemptId,
@@ -116,6 +127,32 @@ export function bundleOf(desired: DesiredInstance, attemptId: string, issuedAt: 
     budget: { attempts: desired.budget.attempts, withinMs: desired.budget.withinMs },
     issuedAt,
   };
+  if (decisions.length > 0) bundle.decisions = [...decisions];
+  return bundle;
+}
+
+/**
+ * The answers given to the instance's open `OneShotInterrupted` tasks at its generation, as the
+ * agent needs them: each names the run it is about, so it never applies to a later one.
+ */
+export function oneShotDecisions(store: Store, desired: DesiredInstance): OneShotDecision[] {
+  const decisions: OneShotDecision[] = [];
+  for (const condition of store.openConditionsOf("instance", desired.key)) {
+    if (condition.type !== "OneShotInterrupted" || condition.generation !== desired.generation) continue;
+    const task = store.taskOfCondition(condition.id);
+    if (task?.status !== "resolved" || !task.outcome) continue;
+    const oneShots = (condition.evidence.oneShots ?? []) as InterruptedOneShot[];
+    for (const oneShot of oneShots)
+      if (oneShot.run)
+        decisions.push({
+          resource: oneShot.resource,
+          run: oneShot.run,
+          outcome: task.outcome,
+          task: task.id,
+          by: task.resolvedBy ?? "operator",
+        });
+  }
+  return decisions;
 }
 
 /** Whether two intents differ in anything but `updatedAt` (every field is a scalar; absent is undefined). */
@@ -161,18 +198,9 @@ export function reconcileInstance(ctx: ReconcileContext, key: string): Reconcile
     delete superseded.deadlineAt;
     delete superseded.holdReason;
     store.saveIntent(superseded);
-    // Only the last attempt can still be queued: a new one is made only when none is in flight.
+    // Only the last attempt can still be in flight: a new one is made only when none is.
     const last = older.lastAttemptId ? store.attempt(older.lastAttemptId) : undefined;
-    for (const attempt of last ? [last] : [])
-      if (attempt.status === "queued") {
-        store.saveAttempt({ ...attempt, status: "cancelled", settledBy: "superseded", finishedAt: nowIso });
-        store.deleteOutbox(attempt.id);
-        ctx.log.info(
-          { attemptId: attempt.id, instance: key, generation: older.generation },
-          "attempt cancelled before dispatch: superseded by generation %d",
-          desired.generation,
-        );
-      }
+    if (last) supersedeAttempt(ctx, last, desired.generation, nowIso);
     supersededNote = `generation ${desired.generation} supersedes generation ${older.generation}`;
     result.revisions.push(older.revision);
     if (bucket(before) !== "other" && bucket(before) !== "converged")
@@ -231,7 +259,10 @@ export function reconcileInstance(ctx: ReconcileContext, key: string): Reconcile
       status: "queued",
       createdAt: nowIso,
     };
-    store.insertAttempt(created, JSON.stringify(bundleOf(desired, id, nowIso)));
+    store.insertAttempt(
+      created,
+      JSON.stringify(bundleOf(desired, id, nowIso, oneShotDecisions(store, desired))),
+    );
     next.lastAttemptId = id;
     delete next.deadlineAt;
     result.dispatched.push(id);
@@ -297,6 +328,13 @@ function recordConditions(
   const open = ctx.store.openConditionsOf("instance", desired.key);
   for (const condition of open) {
     if (held.has(condition.type) || !INSTANCE_CONDITIONS.includes(condition.type)) continue;
+    // A question about an earlier generation's one-shot (or a retired instance's) is answered by a
+    // person, not by what a newer generation does.
+    if (
+      condition.type === "OneShotInterrupted" &&
+      (condition.generation !== desired.generation || desired.retiredAt !== undefined)
+    )
+      continue;
     const resolution =
       condition.generation !== undefined && condition.generation < desired.generation && supersededNote
         ? supersededNote
@@ -312,6 +350,36 @@ function recordConditions(
       );
     }
   }
+}
+
+/**
+ * Ends an older generation's attempt: one never handed over is cancelled (its outbox row goes), one
+ * in flight or ambiguous is superseded — its lease no longer matters and a late result is evidence.
+ */
+function supersedeAttempt(ctx: ReconcileContext, attempt: AttemptRecord, by: number, now: string): void {
+  if (attempt.status === "queued") {
+    ctx.store.saveAttempt({ ...attempt, status: "cancelled", settledBy: "superseded", finishedAt: now });
+    ctx.store.deleteOutbox(attempt.id);
+  } else if (attempt.status === "dispatched" || attempt.status === "ambiguous")
+    ctx.store.saveAttempt({
+      ...attempt,
+      status: "superseded",
+      settledBy: "superseded",
+      supersededBy: by,
+      finishedAt: now,
+    });
+  else return;
+  ctx.log.info(
+    {
+      attemptId: attempt.id,
+      instance: attempt.instanceKey,
+      generation: attempt.generation,
+      was: attempt.status,
+    },
+    "attempt %s: superseded by generation %d",
+    attempt.status === "queued" ? "cancelled before dispatch" : "ended",
+    by,
+  );
 }
 
 function conditionInput(desired: DesiredInstance, condition: InstanceCondition) {

@@ -85,6 +85,8 @@ export interface IntentRecord {
  * queued: in the outbox. dispatched: handed to the transport, lease running. succeeded/failed: the
  * result is known. ambiguous: the result is lost. lost: a later report settled the state without
  * knowing the attempt. cancelled: never handed over because a newer generation superseded it.
+ * superseded: handed over (or its result lost), then a newer generation (`supersededBy`) took over:
+ * its result no longer matters, and a late one is only kept as evidence.
  */
 export type AttemptStatus =
   | "queued"
@@ -93,7 +95,11 @@ export type AttemptStatus =
   | "failed"
   | "ambiguous"
   | "lost"
-  | "cancelled";
+  | "cancelled"
+  | "superseded";
+
+/** Attempt statuses whose result is still awaited. */
+export const IN_FLIGHT_ATTEMPT_STATUSES: readonly AttemptStatus[] = ["queued", "dispatched", "ambiguous"];
 
 export interface AttemptRecord {
   id: string;
@@ -111,6 +117,10 @@ export interface AttemptRecord {
   leaseExpiresAt?: string;
   finishedAt?: string;
   settledBy?: "result" | "report" | "dispatch" | "superseded";
+  /** For a superseded attempt: the generation that took over. */
+  supersededBy?: number;
+  /** For a superseded attempt: the result that still came, as the agent reported it (evidence only). */
+  lateResult?: { outcome: "succeeded" | "failed"; reason?: string; at: string };
   /**
    * For an ambiguous attempt: only a report taken after this time settles it — the end of its lease
    * (it may have run until then), or when the transport said it was lost.
@@ -179,7 +189,9 @@ export type ConditionType =
   | "RolloutPaused"
   | "TransportDegraded"
   | "StatusWriteFailing"
-  | "HumanProcedureRequired";
+  | "HumanProcedureRequired"
+  /** A one-shot command started and left no outcome: a person decides whether it ran (`--outcome ran|rerun`). */
+  | "OneShotInterrupted";
 
 export type SubjectKind = "node" | "instance" | "revision" | "rollout" | "transport" | "status";
 
@@ -222,6 +234,9 @@ export interface ConditionEvent {
 
 export type TaskStatus = "open" | "claimed" | "resolved" | "closed";
 
+/** A decision an answer to a task carries: an interrupted one-shot `ran` (record it as done) or is to `rerun`. */
+export type TaskOutcome = "ran" | "rerun";
+
 export interface TaskRecord {
   id: string;
   conditionId: string;
@@ -235,6 +250,8 @@ export interface TaskRecord {
   resolvedBy?: string;
   resolvedAt?: string;
   action?: string;
+  /** The decision the answer carries, for tasks that need one (`ran` or `rerun` for an interrupted one-shot). */
+  outcome?: TaskOutcome;
   closedReason?: string;
   /** When the task was handed to the bus's task queue (absent: not published). */
   publishedAt?: string;

@@ -7,7 +7,7 @@
  */
 import { StewardError } from "../model/errors.js";
 import { closeCondition } from "./conditions.js";
-import type { ConditionRecord, ConditionType, TaskRecord } from "./records.js";
+import type { ConditionRecord, ConditionType, TaskOutcome, TaskRecord } from "./records.js";
 import type { Store } from "./store/store.js";
 
 /** Condition types that a person or program must look at; the others heal themselves or retry. */
@@ -21,7 +21,13 @@ const JUDGEMENT: ReadonlySet<ConditionType> = new Set<ConditionType>([
   "DestructiveRepairNeeded",
   "RolloutPaused",
   "HumanProcedureRequired",
+  "OneShotInterrupted",
 ]);
+
+/** The decisions an answer to a task of each type may (or, for an interrupted one-shot, must) carry. */
+const OUTCOMES: Partial<Record<ConditionType, readonly TaskOutcome[]>> = {
+  OneShotInterrupted: ["ran", "rerun"],
+};
 
 export function needsJudgement(type: ConditionType): boolean {
   return JUDGEMENT.has(type);
@@ -73,6 +79,7 @@ const RETRY_AFTER: ReadonlySet<ConditionType> = new Set<ConditionType>([
   "Blocked",
   "DestructiveRepairNeeded",
   "Stuck",
+  "OneShotInterrupted",
 ]);
 
 /**
@@ -92,6 +99,12 @@ function retryAfterAction(store: Store, condition: ConditionRecord, why: string,
   const retry = { ...intent, status: "pending" as const, nextAttemptAt: now, message: why, updatedAt: now };
   delete retry.failureClass;
   store.saveIntent(retry);
+}
+
+/** Whether the condition's instance still desires the generation it is about. */
+function stillDesired(store: Store, condition: ConditionRecord): boolean {
+  const desired = condition.subjectKind === "instance" ? store.desired(condition.subject) : undefined;
+  return desired !== undefined && !desired.retiredAt && desired.generation === condition.generation;
 }
 
 /** A task with the condition it is about: what steward knows. */
@@ -160,11 +173,30 @@ export function releaseTask(store: Store, id: string, agent: string, note: strin
   });
 }
 
+/** Checks the decision an answer carries against what the task's type takes. */
+function checkOutcome(task: TaskRecord, outcome: TaskOutcome | undefined): void {
+  const allowed = OUTCOMES[task.type];
+  if (allowed && outcome === undefined)
+    throw new TaskError(
+      `task ${task.id} (${task.type}) needs a decision: --outcome ${allowed.join(" or --outcome ")} (see the condition's procedure: steward tasks)`,
+      { id: task.id },
+    );
+  if (outcome !== undefined && !allowed?.includes(outcome))
+    throw new TaskError(
+      allowed
+        ? `task ${task.id} (${task.type}) takes --outcome ${allowed.join(" or ")}, not ${outcome}`
+        : `task ${task.id} (${task.type}) takes no --outcome: say what you did with --action`,
+      { id: task.id },
+    );
+}
+
 /**
- * Resolves a task with the action `agent` took. The condition stays open until observation shows it
- * resolved, except HumanProcedureRequired, which the resolving agent closes. A task closed by
- * observation while `agent` held it (its action is often what observation saw) still takes the
- * claimant's resolution, so what was done is never lost.
+ * Resolves a task with the action `agent` took (and the decision it carries, for a type that takes
+ * one). The condition stays open until observation shows it resolved, except HumanProcedureRequired,
+ * which the resolving agent closes, and a question about a one-shot of a generation that is no
+ * longer desired, which nothing will observe again. A task closed by observation while `agent` held
+ * it (its action is often what observation saw) still takes the claimant's resolution, so what was
+ * done is never lost.
  */
 export function resolveTask(
   store: Store,
@@ -172,11 +204,13 @@ export function resolveTask(
   agent: string,
   action: string,
   now: string,
+  outcome?: TaskOutcome,
 ): { task: TaskRecord; condition: ConditionRecord } {
   if (action.trim() === "")
     throw new TaskError('say what you did: `steward tasks resolve ID --action "..."`', { id });
   return store.transaction(() => {
     const task = findTask(store, id);
+    checkOutcome(task, outcome);
     const closedWhileClaimed = task.status === "closed" && task.claimedBy === agent;
     if (task.status === "resolved" || (task.status === "closed" && !closedWhileClaimed))
       throw new TaskError(`task ${task.id} is already ${task.status}`, { id: task.id, status: task.status });
@@ -192,6 +226,7 @@ export function resolveTask(
       resolvedBy: agent,
       resolvedAt: now,
       action,
+      ...(outcome ? { outcome } : {}),
     };
     delete resolved.closedReason;
     store.saveTask(resolved);
@@ -203,10 +238,22 @@ export function resolveTask(
         at: now,
         event: "updated",
         reason: condition.reason,
-        message: `task ${task.id} resolved by ${agent}: ${action}`,
+        message: `task ${task.id} resolved by ${agent}${outcome ? ` (--outcome ${outcome})` : ""}: ${action}`,
       });
     if (condition.type === "HumanProcedureRequired" && condition.status === "open")
       condition = closeCondition(store, condition, now, `procedure done by ${agent}: ${action}`, "operator");
+    if (
+      condition.type === "OneShotInterrupted" &&
+      condition.status === "open" &&
+      !stillDesired(store, condition)
+    )
+      condition = closeCondition(
+        store,
+        condition,
+        now,
+        `answered by ${agent} (${outcome}) for generation ${condition.generation}, which is no longer desired: recorded, nothing runs: ${action}`,
+        "operator",
+      );
     retryAfterAction(store, condition, `task ${task.id} resolved by ${agent}: ${action}`, now);
     return { task: resolved, condition };
   });

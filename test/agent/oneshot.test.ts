@@ -104,8 +104,10 @@ async function killAgentWhileItRuns(attempt: Bundle): Promise<void> {
 }
 
 /** Kills a run's whole session: the command and its wrapper die before the wrapper writes anything. */
-function killRun(): void {
-  process.kill(-journal().migrate!.pid!, "SIGKILL");
+async function killRun(): Promise<void> {
+  const pid = journal().migrate!.pid!;
+  process.kill(-pid, "SIGKILL");
+  await eventually(() => readProcess(pid) === undefined, 5000, "the run to die");
 }
 
 describe("agent one-shots across crashes", () => {
@@ -156,7 +158,7 @@ describe("agent one-shots across crashes", () => {
   it("agent one-shot - a run gone without an exit status is interrupted, with its evidence, and never run again on the agent's own judgement", async () => {
     const attempt = bundle({ resources: [slow(5), { kind: "file", path: "/srv/after", content: "x" }] });
     await killAgentWhileItRuns(attempt);
-    killRun();
+    await killRun();
     const reply = await box.agent().apply(again(attempt));
     expect(reply.result).toMatchObject({
       outcome: "failed",
@@ -208,7 +210,7 @@ describe("agent one-shots across crashes", () => {
       ],
     });
     await killAgentWhileItRuns(done);
-    killRun();
+    await killRun();
     const skipped = await box.agent().apply(again(done));
     expect(skipped.result.resources[0]).toMatchObject({
       action: "skipped",
@@ -222,7 +224,7 @@ describe("agent one-shots across crashes", () => {
       generation: 2,
     });
     await killAgentWhileItRuns(notDone);
-    killRun();
+    await killRun();
     noDelay();
     const ran = await box.agent().apply(again(notDone));
     expect(ran.result.resources[0]!.action).toBe("ran");
@@ -232,7 +234,7 @@ describe("agent one-shots across crashes", () => {
   it("agent one-shot - a person's answer: ran records it as done, rerun runs it once more, and neither applies twice", async () => {
     const attempt = bundle({ resources: [slow(5)] });
     await killAgentWhileItRuns(attempt);
-    killRun();
+    await killRun();
     expect((await box.agent().apply(again(attempt))).result.reason).toBe("OneShotInterrupted");
     const decision = (outcome: "ran" | "rerun", task: string): OneShotDecision => ({
       resource: "migrate",
@@ -255,7 +257,7 @@ describe("agent one-shots across crashes", () => {
     // Generation 2 interrupted, then answered rerun.
     const second = bundle({ resources: [slow(5)], generation: 2 });
     await killAgentWhileItRuns(second);
-    killRun();
+    await killRun();
     noDelay();
     const rerun: Bundle = {
       ...again(second),

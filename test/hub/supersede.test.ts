@@ -43,3 +43,47 @@ describe("hub - supersede", () => {
     expect(h.store.attemptsOf("app@n1", 1)).toHaveLength(2);
   });
 });
+
+describe("hub - superseded attempts", () => {
+  it("hub - an attempt in flight when its generation is superseded ends superseded; its late result is evidence only", async () => {
+    const h = await startHarness({
+      files: {
+        ...nodes("n1"),
+        "assignments/app.yaml": assignmentYaml("app", {
+          nodes: ["n1"],
+          resources: [{ kind: "directory", name: "srv", path: "/srv" }, shell("slow", "sleep 1")],
+        }),
+      },
+      timing: { leaseMs: 30_000 },
+    });
+    await h.commit();
+    const first = await eventuallyAttempt(h, "dispatched");
+    h.write({
+      "assignments/app.yaml": assignmentYaml("app", { nodes: ["n1"], resources: [file("conf", "v2")] }),
+    });
+    await h.commit("v2");
+    await h.settle();
+    expect(h.intent("app@n1")).toMatchObject({ generation: 2, status: "converged" });
+    const ended = h.store.attempt(first.id)!;
+    expect(ended).toMatchObject({ status: "superseded", supersededBy: 2, settledBy: "superseded" });
+    // The result that still came is kept, and changed nothing.
+    expect(ended.lateResult).toMatchObject({ outcome: "succeeded" });
+    expect(h.store.intent("app@n1", 1)).toMatchObject({ status: "superseded" });
+    // Its lease passing later changes nothing, and nothing of generation 1 is in flight anywhere.
+    await h.advance(60_000);
+    expect(h.store.attempt(first.id)!.status).toBe("superseded");
+    expect(h.store.openAttemptsOfNode("n1")).toEqual([]);
+    expect(h.store.attemptCountsByStatus()).not.toHaveProperty("dispatched");
+    expect(h.intent("app@n1").status).toBe("converged");
+  });
+});
+
+/** The instance's first attempt once it has the status, polling the real hub. */
+async function eventuallyAttempt(h: Awaited<ReturnType<typeof startHarness>>, status: string) {
+  for (let i = 0; i < 200; i++) {
+    const attempt = h.store.attemptsOf("app@n1")[0];
+    if (attempt?.status === status) return attempt;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  throw new Error(`no attempt ${status}`);
+}

@@ -202,17 +202,16 @@ export const commandDriver: Driver<CommandResource, CommandObservation> = {
     if (observed.run?.state === "running") {
       const journal = ctx.store.runOnce(ctx.assignment)[resource.name!]!;
       const adopted = await awaitAdopted(oneShot, journal, timeoutMs);
-      if (journal.generation === ctx.generation) {
-        // The run of this generation: its outcome is this resource's, whatever it is.
-        if (!adopted) throw interrupted(resource, observed.run, ctx);
+      // This generation's run that ended with an outcome: the outcome is this resource's.
+      if (adopted && journal.generation === ctx.generation)
         return appliedFrom(
           resource,
           adopted,
           ctx,
           `waited for the run started ${journal.startedAt ?? "?"} by attempt ${journal.attemptId ?? "?"}`,
         );
-      }
-      // An earlier generation's run has ended: this generation decides afresh.
+      // An earlier generation's run ended, or this one's was lost: decided afresh, by the ordinary
+      // rules (a check for a guarded command; a person for a plain one).
       const now = await commandDriver.observe(resource, ctx);
       const next = commandDriver.plan(resource, now, {
         generation: ctx.generation,
@@ -230,6 +229,10 @@ export const commandDriver: Driver<CommandResource, CommandObservation> = {
       ...processOptions(resource, ctx),
       timeoutMs,
     });
+    if (!result) {
+      const journal = ctx.store.runOnce(ctx.assignment)[resource.name!]!;
+      throw interrupted(resource, observeUnsettled(ctx.store, ctx.assignment, resource.name!, journal), ctx);
+    }
     return appliedFrom(resource, result, ctx);
   },
 

@@ -232,4 +232,31 @@ export const HUB_MIGRATIONS: readonly Migration[] = [
       CREATE INDEX intents_live ON intents (instance_key, generation) WHERE status NOT IN ('superseded', 'retired');
     `,
   },
+  {
+    version: 206,
+    name: "hub: superseded attempts; interrupted one-shots per generation; task outcomes",
+    sql: `
+      -- An attempt whose generation was superseded while it was queued, in flight or ambiguous ends
+      -- as superseded, naming the generation that took over; earlier hubs left such rows dispatched.
+      ALTER TABLE attempts ADD COLUMN superseded_by INTEGER;
+      ALTER TABLE attempts ADD COLUMN late_result TEXT;  -- JSON: a result that came after it was superseded
+      UPDATE attempts SET status = 'superseded', settled_by = 'superseded',
+          superseded_by = (SELECT i.generation FROM instances i WHERE i.instance_key = attempts.instance_key)
+        WHERE status IN ('queued', 'dispatched', 'ambiguous')
+          AND generation < (SELECT i.generation FROM instances i WHERE i.instance_key = attempts.instance_key);
+      DELETE FROM outbox WHERE attempt_id IN (SELECT id FROM attempts WHERE status = 'superseded');
+
+      -- An interrupted one-shot asks a person about one generation's run: a newer generation's
+      -- interruption is a question of its own (KEYED_BY_GENERATION in conditions.ts).
+      DROP INDEX conditions_open;
+      CREATE UNIQUE INDEX conditions_open ON conditions
+        (type, subject_kind, subject,
+         (CASE WHEN type = 'TransportDegraded' THEN reason
+               WHEN type = 'OneShotInterrupted' THEN CAST(generation AS TEXT) ELSE '' END))
+        WHERE status = 'open';
+
+      -- The decision a person's answer carries (ran | rerun for an interrupted one-shot).
+      ALTER TABLE tasks ADD COLUMN outcome TEXT;
+    `,
+  },
 ];

@@ -139,6 +139,8 @@ const ATTEMPTS = new RecordMap<AttemptRecord>([
   "finishedAt",
   "settledBy",
   "settleAfter",
+  "supersededBy",
+  ["lateResult", "json"],
 ]);
 
 const CONDITIONS = new RecordMap<ConditionRecord>([
@@ -180,6 +182,7 @@ const TASKS = new RecordMap<TaskRecord>([
   "action",
   "closedReason",
   "publishedAt",
+  "outcome",
 ]);
 
 const NODES = new RecordMap<NodeRecord>([
@@ -840,22 +843,20 @@ export class SqliteStore implements Store {
     subjectKind: SubjectKind,
     subject: string,
     reason?: string,
+    generation?: number,
   ): ConditionRecord | undefined {
-    const row =
-      reason === undefined
-        ? this.get(
-            "SELECT * FROM conditions WHERE type = ? AND subject_kind = ? AND subject = ? AND status = 'open'",
-            type,
-            subjectKind,
-            subject,
-          )
-        : this.get(
-            "SELECT * FROM conditions WHERE type = ? AND subject_kind = ? AND subject = ? AND reason = ? AND status = 'open'",
-            type,
-            subjectKind,
-            subject,
-            reason,
-          );
+    let sql =
+      "SELECT * FROM conditions WHERE type = ? AND subject_kind = ? AND subject = ? AND status = 'open'";
+    const params: unknown[] = [type, subjectKind, subject];
+    if (reason !== undefined) {
+      sql += " AND reason = ?";
+      params.push(reason);
+    }
+    if (generation !== undefined) {
+      sql += " AND generation = ?";
+      params.push(generation);
+    }
+    const row = this.get(sql, ...params);
     return row ? conditionFrom(row) : undefined;
   }
 

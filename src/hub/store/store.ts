@@ -152,12 +152,13 @@ export interface Store {
   observation(instanceKey: string): Observation | undefined;
 
   // Conditions and tasks.
-  /** The open condition of this type on this subject (with this reason, when given). */
+  /** The open condition of this type on this subject (with this reason and generation, when given). */
   openCondition(
     type: ConditionType,
     subjectKind: SubjectKind,
     subject: string,
     reason?: string,
+    generation?: number,
   ): ConditionRecord | undefined;
   condition(id: string): ConditionRecord | undefined;
   openConditionsOf(subjectKind: SubjectKind, subject: string): ConditionRecord[];

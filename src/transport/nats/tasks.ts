@@ -9,6 +9,7 @@
 import { jetstream } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { TaskEvent } from "../../hub/bus.js";
+import type { TaskOutcome as TaskDecision } from "../../hub/records.js";
 import { subjects, TASK_AGENTS_CONSUMER, TASKS_STREAM, TASKS_SUBJECT } from "./subjects.js";
 
 /** A task as published; the hub decides its content beyond `id` (condition, evidence, procedure...). */
@@ -28,9 +29,12 @@ export async function publishTask(nc: NatsConnection, task: TaskMessage): Promis
   await jetstream(nc).publish(TASKS_SUBJECT, JSON.stringify(task), { msgID: task.id });
 }
 
-/** A task agent's answer: done (with what it did), or declined (another agent gets the task). */
+/**
+ * A task agent's answer: done (with what it did, and the decision a task of its type needs: `ran`
+ * or `rerun` for an interrupted one-shot), or declined (another agent gets the task).
+ */
 export type TaskOutcome =
-  | { outcome: "resolved"; action: string; note?: string }
+  | { outcome: "resolved"; action: string; note?: string; decision?: TaskDecision }
   | { outcome: "declined"; note: string };
 
 export interface TaskAgentOptions {
@@ -74,6 +78,7 @@ export async function serveTasks(options: TaskAgentOptions): Promise<TaskAgent> 
           await event("resolved", task.id, {
             action: answer.action,
             ...(answer.note ? { note: answer.note } : {}),
+            ...(answer.decision ? { outcome: answer.decision } : {}),
           });
         else await event("declined", task.id, { note: answer.note });
         if (answer.outcome === "resolved") message.ack();

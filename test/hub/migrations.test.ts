@@ -1,0 +1,70 @@
+/**
+ * Migrations of an existing hub database: what an earlier steward left is brought up to today's
+ * rules when a newer one opens it.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { openDatabase } from "../../src/hub/store/database.js";
+import { MIGRATIONS } from "../../src/hub/store/migrations.js";
+import { SqliteStore } from "../../src/hub/store/sqlite.js";
+
+let dir: string;
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+describe("hub - migrations", () => {
+  it("hub - attempts an earlier hub left dispatched behind a newer generation end superseded, their outbox rows gone", () => {
+    dir = mkdtempSync(join(tmpdir(), "steward-migrate-"));
+    const path = join(dir, "hub.db");
+    const old = openDatabase(
+      path,
+      MIGRATIONS.filter((m) => m.version < 206),
+    );
+    const at = "2026-11-30T10:00:00.000Z";
+    for (const [sha, seq] of [
+      ["a".repeat(40), 1],
+      ["b".repeat(40), 2],
+    ] as const)
+      old
+        .prepare(
+          "INSERT INTO revisions (sha, seq, branch, author_name, author_email, message, committed_at, synced_at, outcome) VALUES (?, ?, 'main', 't', 't@x', 'm', ?, ?, 'applied')",
+        )
+        .run(sha, seq, at, at);
+    for (const generation of [1, 2])
+      old
+        .prepare(
+          "INSERT INTO generations (instance_key, generation, assignment, node, hash, spec, rollout, budget, revision, created_at) VALUES ('app@n1', ?, 'app', 'n1', ?, '{}', '{}', '{}', ?, ?)",
+        )
+        .run(generation, `h${generation}`, (generation === 1 ? "a" : "b").repeat(40), at);
+    old
+      .prepare(
+        "INSERT INTO instances (instance_key, assignment, node, generation, hash, revision) VALUES ('app@n1', 'app', 'n1', 2, 'h2', ?)",
+      )
+      .run("b".repeat(40));
+    const attempt = old.prepare(
+      "INSERT INTO attempts (id, instance_key, generation, assignment, node, status, created_at) VALUES (?, 'app@n1', ?, 'app', 'n1', ?, ?)",
+    );
+    attempt.run("OLD-DISPATCHED", 1, "dispatched", at);
+    attempt.run("OLD-AMBIGUOUS", 1, "ambiguous", at);
+    attempt.run("OLD-FAILED", 1, "failed", at);
+    attempt.run("CURRENT", 2, "dispatched", at);
+    old
+      .prepare(
+        "INSERT INTO outbox (attempt_id, node, bundle, created_at) VALUES ('OLD-DISPATCHED', 'n1', '{}', ?)",
+      )
+      .run(at);
+    old.close();
+
+    const store = new SqliteStore(path);
+    try {
+      expect(store.attempt("OLD-DISPATCHED")).toMatchObject({ status: "superseded", supersededBy: 2 });
+      expect(store.attempt("OLD-AMBIGUOUS")).toMatchObject({ status: "superseded", supersededBy: 2 });
+      expect(store.attempt("OLD-FAILED")!.status).toBe("failed");
+      expect(store.attempt("CURRENT")!.status).toBe("dispatched");
+      expect(store.outbox()).toEqual([]);
+    } finally {
+      store.close();
+    }
+  });
+});
