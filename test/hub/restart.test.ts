@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { SqliteStore } from "../../src/hub/store/sqlite.js";
+import type { Resource } from "../../src/model/generated.js";
 import { assignmentYaml, nodes } from "./helpers/fleet.js";
 import { eventually, startSteward } from "./helpers/process.js";
 
@@ -12,28 +13,28 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-/** A fleet repo (real git) whose one-shot migration runs for a second and counts its runs. */
-function fleetRepo(dir: string): string {
+/** The guarded migration: it runs for a second, counts its runs, and says it is done with `creates`. */
+const GUARDED: Resource = {
+  kind: "command",
+  name: "migrate",
+  run: [
+    "sh",
+    "-c",
+    'touch "$STEWARD_ROOT/srv/started"; sleep 1; echo ran >> "$STEWARD_ROOT/srv/runs"; touch "$STEWARD_ROOT/srv/done"',
+  ],
+  creates: "/srv/done",
+};
+
+/** A fleet repo (real git) whose one-shot `migration` counts its runs, on `nodeNames`. */
+function fleetRepo(dir: string, migration = GUARDED, nodeNames = ["n1", "n2", "n3"]): string {
   const repo = join(dir, "fleet");
   mkdirSync(repo, { recursive: true });
   const files: Record<string, string> = {
-    ...nodes("n1", "n2", "n3"),
+    ...nodes(...nodeNames),
     "assignments/migrate.yaml": assignmentYaml("migrate", {
-      nodes: ["n1", "n2", "n3"],
+      nodes: nodeNames,
       rollout: { maxInFlight: 1 },
-      resources: [
-        { kind: "directory", name: "srv", path: "/srv" },
-        {
-          kind: "command",
-          name: "migrate",
-          run: [
-            "sh",
-            "-c",
-            'touch "$STEWARD_ROOT/srv/started"; sleep 1; echo ran >> "$STEWARD_ROOT/srv/runs"; touch "$STEWARD_ROOT/srv/done"',
-          ],
-          creates: "/srv/done",
-        },
-      ],
+      resources: [{ kind: "directory", name: "srv", path: "/srv" }, migration],
     }),
   };
   for (const [path, content] of Object.entries(files)) {
@@ -107,5 +108,53 @@ describe("hub - restart", () => {
       .filter((l) => l.startsWith("{"))
       .map((l) => JSON.parse(l));
     expect(lines.some((l) => l.attemptId === interrupted!.id && /^attempt ambiguous/.test(l.msg))).toBe(true);
+  });
+
+  it("hub - a hub killed while a plain one-shot runs (its agent in the hub's process) never runs it again at the same generation", async () => {
+    // The seed's own scenario: no creates, no unless; the command outlives the hub that started it.
+    const dir = mkdtempSync(join(tmpdir(), "steward-restart-"));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const repo = fleetRepo(
+      dir,
+      {
+        kind: "command",
+        name: "migrate",
+        run: ["/bin/sh", "-c", 'echo ran >> "$STEWARD_ROOT/srv/counter.log"; sleep 3'],
+      },
+      ["n1"],
+    );
+    const state = join(dir, "state");
+    const root = join(dir, "root");
+    const counter = join(root, "n1", "srv", "counter.log");
+    const args = ["--state", state, "hub", "--repo", repo, "--root", root, "--listen", "127.0.0.1:0"];
+    args.push("--lease", "5s", "--sync-interval", "1h", "--status", "none");
+    const log = join(dir, "hub.log");
+    const first = await startSteward(args, { cwd: dir, log });
+    cleanups.push(() => void first.kill("SIGKILL"));
+    await eventually(
+      () => existsSync(counter) && readFileSync(counter, "utf8").length > 0,
+      30_000,
+      "the one-shot to start",
+    );
+    first.kill("SIGKILL");
+    await new Promise((resolve) => first.once("exit", resolve));
+
+    const second = await startSteward(args, { cwd: dir, log });
+    cleanups.push(() => void second.kill("SIGKILL"));
+    const store = new SqliteStore(join(state, "hub.db"));
+    cleanups.push(() => store.close());
+    await eventually(
+      () => (store.intent("migrate@n1", 1)?.status === "converged" ? true : undefined),
+      60_000,
+      "the instance to converge after the restart",
+    );
+    expect(readFileSync(counter, "utf8")).toBe("ran\n");
+    const [lost, ...later] = store.attemptsOf("migrate@n1");
+    expect(lost).toMatchObject({ generation: 1, settledBy: "report" });
+    // The attempt after the restart found the run's outcome instead of starting it again.
+    expect(later.at(-1)).toMatchObject({ generation: 1, status: "succeeded" });
+    second.kill("SIGTERM");
+    await new Promise((resolve) => second.once("exit", resolve));
+    expect(readFileSync(counter, "utf8")).toBe("ran\n");
   });
 });
