@@ -625,6 +625,10 @@ export class Agent {
     if (record.appliedVersion !== undefined && record.appliedGeneration > 0)
       report.version = record.appliedVersion;
     if (record.lastAttempt) report.lastAttempt = record.lastAttempt;
+    const lost = spec.resources.some((resource) => resource.kind === "command")
+      ? this.store.lostRuns(spec.assignment)
+      : [];
+    if (lost.length > 0) report.lostRuns = [...lost];
     return report;
   }
 

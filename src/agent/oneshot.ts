@@ -24,7 +24,7 @@ import {
   statSync,
 } from "node:fs";
 import { join } from "node:path";
-import type { OneShotDecision } from "../model/generated.js";
+import type { LostRun, OneShotDecision } from "../model/generated.js";
 import { isSameProcess, startTimeOf } from "./proc.js";
 import type { ProcessRunner, RunResult } from "./runner.js";
 import type { AgentStore, RunOnceRecord } from "./store.js";
@@ -315,6 +315,30 @@ export async function awaitAdopted(
   return result;
 }
 
+/**
+ * Keeps the journal's run of `resource` as a question for a person before a newer generation's run
+ * replaces it, when its outcome is lost (gone without an exit status) and nobody has answered it.
+ */
+export function keepIfLost(
+  store: AgentStore,
+  assignment: string,
+  resource: string,
+  evidence: (run: UnsettledRun) => string | undefined,
+): void {
+  const record = store.runOnce(assignment)[resource];
+  if (!record || settled(record) || record.decision || record.attemptId === undefined) return;
+  const run = observeUnsettled(store, assignment, resource, record);
+  if (run.state !== "lost") return;
+  const lost: LostRun = { resource, generation: record.generation, run: record.attemptId };
+  if (record.startedAt) lost.startedAt = record.startedAt;
+  const text = evidence(run);
+  if (text) lost.evidence = text;
+  const kept = store
+    .lostRuns(assignment)
+    .filter((known) => known.run !== lost.run || known.resource !== resource);
+  store.saveLostRuns(assignment, [...kept, lost]);
+}
+
 /** Journals a person's decision about an interrupted run, if it names the run the journal holds. */
 export function takeDecision(
   store: AgentStore,
@@ -322,6 +346,10 @@ export function takeDecision(
   decision: OneShotDecision,
   at: string,
 ): boolean {
+  // A question about an earlier generation's run: answered, so no longer asked.
+  const lost = store.lostRuns(assignment);
+  const rest = lost.filter((run) => run.run !== decision.run || run.resource !== decision.resource);
+  if (rest.length !== lost.length) store.saveLostRuns(assignment, rest);
   const record = store.runOnce(assignment)[decision.resource];
   if (
     !record ||

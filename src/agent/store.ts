@@ -7,6 +7,7 @@
  *   instances/<assignment>.json   generation last applied completely, failure counters
  *   runonce/<assignment>.json     each command's latest run, journalled around its spawn (oneshot.ts)
  *   runs/<assignment>/<resource>/<attemptId>/   that run's stdout, stderr and exit status
+ *   lost/<assignment>.json        earlier generations' runs whose outcome was lost, until a person answers
  *   attempts/<attemptId>.json     results of handled attempts (a redelivery replays them)
  *   services/<assignment>/<name>.json, logs/<assignment>/<name>.log   supervised processes
  *   trash/<time>/<path>           what `ensure: absent` moved away, recoverable
@@ -30,6 +31,7 @@ import type {
   AttemptResult,
   Bundle,
   FailureClass,
+  LostRun,
   OneShotDecision,
   ResourceCounters,
   ResourceOutcome,
@@ -205,6 +207,8 @@ function sameFile(a: Stats, b: Stats): boolean {
 }
 
 const MAX_ATTEMPTS_KEPT = 1000;
+/** Unanswered lost runs kept per instance: a report carries them all. */
+const MAX_LOST_RUNS = 20;
 /** Attempt files beyond the limit before they are pruned (see pruneAttempts). */
 const PRUNE_MARGIN = 250;
 /** Report sequence numbers reserved per write (see nextSeq). */
@@ -376,6 +380,24 @@ export class AgentStore {
     const dir = this.ensureDir(join(this.dir, "runonce"));
     const all = { ...this.runOnce(assignment), [resource]: record };
     writeJsonAtomicSync(join(dir, `${encode(assignment)}.json`), all);
+  }
+
+  /** Runs of earlier generations whose outcome was lost and that no person has answered yet, oldest first. */
+  lostRuns(assignment: string): readonly LostRun[] {
+    const path = join(this.dir, "lost", `${encode(assignment)}.json`);
+    // Almost never there: a stat, not a parse, per report.
+    return statOrUndefined(path) ? (this.parsed.read<LostRun[]>(path) ?? []) : [];
+  }
+
+  /** Replaces the instance's unanswered lost runs (durably); the newest MAX_LOST_RUNS are kept. */
+  saveLostRuns(assignment: string, runs: readonly LostRun[]): void {
+    const dir = this.ensureDir(join(this.dir, "lost"));
+    const path = join(dir, `${encode(assignment)}.json`);
+    if (runs.length === 0) {
+      if (existsSync(path)) unlinkSync(path);
+      return;
+    }
+    writeJsonAtomicSync(path, runs.slice(-MAX_LOST_RUNS));
   }
 
   attempt(attemptId: string): AttemptResult | undefined {

@@ -66,6 +66,8 @@ export interface DecideInput {
   node?: NodeRecord;
   transportEnabled: boolean;
   dependencies: DependencyState[];
+  /** Runs of interrupted one-shots a person has answered (the decision goes with the next attempt). */
+  answeredRuns?: ReadonlySet<string>;
   /** Asked only when a first attempt is otherwise ready (it reads the rollout's counts). */
   rolloutGate: () => RolloutGate;
   random: () => number;
@@ -75,6 +77,8 @@ export interface DecideInput {
 /** A condition that holds on the instance, as the reconciler should record it. */
 export interface InstanceCondition {
   type: ConditionType;
+  /** The generation it is about, when not the desired one (an earlier generation's lost one-shot). */
+  generation?: number;
   reason: string;
   message: string;
   evidence?: Record<string, unknown>;
@@ -172,6 +176,8 @@ const JUDGEMENT_REASONS: Partial<Record<string, ConditionType>> = {
 /** One interrupted one-shot as a report shows it: what a person is asked about. */
 export interface InterruptedOneShot {
   resource: string;
+  /** The generation whose run it was. */
+  generation: number;
   /** The attempt that started the run (a decision names it). */
   run?: string;
   startedAt?: string;
@@ -179,24 +185,39 @@ export interface InterruptedOneShot {
   evidence?: string;
 }
 
-/** The one-shots the node reports `interrupted` at the desired generation. */
+/**
+ * The one-shot runs whose outcome the node reports lost: a resource `interrupted` at the desired
+ * generation, and the runs of earlier generations a newer one replaced before anyone answered.
+ */
 export function interruptedOneShots(
   desired: DesiredInstance,
   observed: Observation | undefined,
 ): InterruptedOneShot[] {
   const report = observed?.report;
-  if (!report || (report.observedGeneration ?? report.generation) !== desired.generation) return [];
-  return report.resources
-    .filter((r) => r.status === "interrupted")
-    .map((r) => {
-      const run = (r.observed as { run?: { attemptId?: string; startedAt?: string } } | undefined)?.run;
-      const found: InterruptedOneShot = { resource: r.name };
-      if (run?.attemptId) found.run = run.attemptId;
-      if (run?.startedAt) found.startedAt = run.startedAt;
-      if (r.message) found.message = r.message;
-      if (r.evidence) found.evidence = r.evidence;
-      return found;
-    });
+  if (!report) return [];
+  const found: InterruptedOneShot[] = [];
+  for (const lost of report.lostRuns ?? []) {
+    const earlier: InterruptedOneShot = {
+      resource: lost.resource,
+      generation: lost.generation,
+      run: lost.run,
+    };
+    if (lost.startedAt) earlier.startedAt = lost.startedAt;
+    if (lost.evidence) earlier.evidence = lost.evidence;
+    found.push(earlier);
+  }
+  if ((report.observedGeneration ?? report.generation) !== desired.generation) return found;
+  for (const r of report.resources) {
+    if (r.status !== "interrupted") continue;
+    const run = (r.observed as { run?: { attemptId?: string; startedAt?: string } } | undefined)?.run;
+    const current: InterruptedOneShot = { resource: r.name, generation: desired.generation };
+    if (run?.attemptId) current.run = run.attemptId;
+    if (run?.startedAt) current.startedAt = run.startedAt;
+    if (r.message) current.message = r.message;
+    if (r.evidence) current.evidence = r.evidence;
+    found.push(current);
+  }
+  return found;
 }
 
 /** What a person is asked to do about interrupted one-shots. */
@@ -255,9 +276,17 @@ export function decide(input: DecideInput): Decision {
     });
   }
 
-  // What only a person can answer holds whatever else happens: a one-shot reported interrupted.
-  const interrupted = interruptedOneShots(desired, input.observed);
-  if (interrupted.length > 0) conditions.push(oneShotCondition(interrupted));
+  // What only a person can answer holds whatever else happens: a one-shot whose outcome is lost,
+  // one question per generation, until a person answers it.
+  const reported = interruptedOneShots(desired, input.observed);
+  const answered = (oneShot: InterruptedOneShot) =>
+    oneShot.run !== undefined && (input.answeredRuns?.has(oneShot.run) ?? false);
+  const generations = new Map<number, InterruptedOneShot[]>();
+  for (const oneShot of reported)
+    if (!answered(oneShot))
+      generations.set(oneShot.generation, [...(generations.get(oneShot.generation) ?? []), oneShot]);
+  for (const [generation, oneShots] of generations) conditions.push(oneShotCondition(generation, oneShots));
+  const interruptedNow = reported.filter((oneShot) => oneShot.generation === desired.generation);
 
   // 2. Observation wins: converged is converged, whatever the records say.
   if (comparison.converged) {
@@ -378,10 +407,14 @@ export function decide(input: DecideInput): Decision {
   // A permanent failure holds for the whole generation; only a new generation (or observation) ends it.
   if (intent.status === "blocked" && intent.reason !== "DependencyNotPlaced") {
     const type = JUDGEMENT_REASONS[intent.reason ?? ""] ?? "Blocked";
-    if (type === "OneShotInterrupted") {
+    if (type === "OneShotInterrupted" && interruptedNow.length > 0 && interruptedNow.every(answered)) {
+      // Answered (the decision goes with the next attempt): blocked no longer.
+      setStatus("pending");
+      delete intent.failureClass;
+    } else if (type === "OneShotInterrupted") {
       // The report names the runs a person is asked about; until one comes, the attempt's word is
       // all there is (and a report is asked for).
-      if (interrupted.length === 0) {
+      if (interruptedNow.length === 0) {
         const failed = (attempt?.evidence ?? []) as {
           name: string;
           reason?: string;
@@ -392,23 +425,33 @@ export function decide(input: DecideInput): Decision {
           .filter((r) => r.reason === "OneShotInterrupted")
           .map((r) => ({
             resource: r.name,
+            generation: desired.generation,
             ...(r.message ? { message: r.message } : {}),
             ...(r.evidence ? { evidence: r.evidence } : {}),
           }));
-        conditions.push(oneShotCondition(fromAttempt.length > 0 ? fromAttempt : [{ resource: "?" }]));
+        conditions.push(
+          oneShotCondition(
+            desired.generation,
+            fromAttempt.length > 0 ? fromAttempt : [{ resource: "?", generation: desired.generation }],
+          ),
+        );
         requestReport = true;
       }
       return finish("blocked");
+    } else {
+      const failed: InstanceCondition = {
+        type,
+        reason: intent.reason ?? "PermanentFailure",
+        message: `generation ${desired.generation}: ${intent.message ?? "permanent failure"}`,
+        evidence: {
+          failureClass: "permanent",
+          ...(attempt?.evidence ? { resources: attempt.evidence } : {}),
+        },
+      };
+      if (intent.lastAttemptId) failed.attemptId = intent.lastAttemptId;
+      conditions.push(failed);
+      return finish("blocked");
     }
-    const failed: InstanceCondition = {
-      type,
-      reason: intent.reason ?? "PermanentFailure",
-      message: `generation ${desired.generation}: ${intent.message ?? "permanent failure"}`,
-      evidence: { failureClass: "permanent", ...(attempt?.evidence ? { resources: attempt.evidence } : {}) },
-    };
-    if (intent.lastAttemptId) failed.attemptId = intent.lastAttemptId;
-    conditions.push(failed);
-    return finish("blocked");
   }
 
   addProbeFailing();
@@ -478,14 +521,15 @@ export function decide(input: DecideInput): Decision {
     delete intent.deadlineAt;
   }
 
-  function oneShotCondition(oneShots: InterruptedOneShot[]): InstanceCondition {
+  function oneShotCondition(generation: number, oneShots: InterruptedOneShot[]): InstanceCondition {
     const names = oneShots.map((o) => o.resource);
     const condition: InstanceCondition = {
       type: "OneShotInterrupted",
       reason: "OneShotInterrupted",
-      message: `generation ${desired.generation}: ${names.join(", ")} started${oneShots[0]?.startedAt ? ` at ${oneShots[0].startedAt}` : ""} and left no outcome (the process is gone without an exit status): whether it took effect is unknown, and it is not run again until a person decides`,
+      message: `generation ${generation}: ${names.join(", ")} started${oneShots[0]?.startedAt ? ` at ${oneShots[0].startedAt}` : ""} and left no outcome (the process is gone without an exit status): whether it took effect is unknown, and it is not run again until a person decides`,
       evidence: { oneShots },
       procedure: oneShotProcedure(desired, names),
+      generation,
     };
     const attemptId = oneShots[0]?.run ?? intent.lastAttemptId;
     if (attemptId) condition.attemptId = attemptId;

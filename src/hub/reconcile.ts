@@ -16,6 +16,7 @@ import {
   decide,
   type InstanceCondition,
   type InterruptedOneShot,
+  interruptedOneShots,
   type Timing,
 } from "./decide.js";
 import type {
@@ -26,6 +27,7 @@ import type {
   IntentRecord,
   IntentStatus,
   NodeRecord,
+  Observation,
   Resolver,
 } from "./records.js";
 import { type CanaryState, maxInFlight, rolloutGate } from "./rollout.js";
@@ -132,25 +134,38 @@ export function bundleOf(
 }
 
 /**
- * The answers given to the instance's open `OneShotInterrupted` tasks at its generation, as the
- * agent needs them: each names the run it is about, so it never applies to a later one.
+ * Runs of interrupted one-shots the node still reports, with the answer a person gave about each
+ * (from the task of the `OneShotInterrupted` condition that named it): what the next attempt
+ * carries. Read only when the node reports such a run (rarely): a reconcile costs no query else.
  */
-export function oneShotDecisions(store: Store, desired: DesiredInstance): OneShotDecision[] {
+export function answeredOneShots(
+  store: Store,
+  desired: DesiredInstance,
+  observed: Observation | undefined,
+): OneShotDecision[] {
+  const reported = interruptedOneShots(desired, observed).filter((oneShot) => oneShot.run !== undefined);
+  if (reported.length === 0) return [];
+  const wanted = new Set(reported.map((oneShot) => `${oneShot.resource}\0${oneShot.run}`));
   const decisions: OneShotDecision[] = [];
-  for (const condition of store.openConditionsOf("instance", desired.key)) {
-    if (condition.type !== "OneShotInterrupted" || condition.generation !== desired.generation) continue;
+  for (const condition of store.conditions({
+    type: "OneShotInterrupted",
+    subjectKind: "instance",
+    subject: desired.key,
+  })) {
     const task = store.taskOfCondition(condition.id);
     if (task?.status !== "resolved" || !task.outcome) continue;
-    const oneShots = (condition.evidence.oneShots ?? []) as InterruptedOneShot[];
-    for (const oneShot of oneShots)
-      if (oneShot.run)
-        decisions.push({
-          resource: oneShot.resource,
-          run: oneShot.run,
-          outcome: task.outcome,
-          task: task.id,
-          by: task.resolvedBy ?? "operator",
-        });
+    for (const oneShot of (condition.evidence.oneShots ?? []) as InterruptedOneShot[]) {
+      const key = `${oneShot.resource}\0${oneShot.run}`;
+      if (!oneShot.run || !wanted.has(key)) continue;
+      wanted.delete(key);
+      decisions.push({
+        resource: oneShot.resource,
+        run: oneShot.run,
+        outcome: task.outcome,
+        task: task.id,
+        by: task.resolvedBy ?? "operator",
+      });
+    }
   }
   return decisions;
 }
@@ -234,6 +249,8 @@ export function reconcileInstance(ctx: ReconcileContext, key: string): Reconcile
   if (attempt) input.attempt = attempt;
   const observed = store.observation(key);
   if (observed) input.observed = observed;
+  const answered = answeredOneShots(store, desired, observed);
+  if (answered.length > 0) input.answeredRuns = new Set(answered.map((decision) => decision.run));
   if (report) input.reportTakenAt = Date.parse(report.takenAt);
   if (node) input.node = node;
 
@@ -259,10 +276,7 @@ export function reconcileInstance(ctx: ReconcileContext, key: string): Reconcile
       status: "queued",
       createdAt: nowIso,
     };
-    store.insertAttempt(
-      created,
-      JSON.stringify(bundleOf(desired, id, nowIso, oneShotDecisions(store, desired))),
-    );
+    store.insertAttempt(created, JSON.stringify(bundleOf(desired, id, nowIso, answered)));
     next.lastAttemptId = id;
     delete next.deadlineAt;
     result.dispatched.push(id);
@@ -311,7 +325,7 @@ function recordConditions(
     held.add(condition.type);
     const { condition: record, change } = markOpen(
       ctx.store,
-      conditionInput(desired, condition),
+      conditionInput(ctx.store, desired, condition),
       now,
       ctx.newId,
     );
@@ -328,13 +342,9 @@ function recordConditions(
   const open = ctx.store.openConditionsOf("instance", desired.key);
   for (const condition of open) {
     if (held.has(condition.type) || !INSTANCE_CONDITIONS.includes(condition.type)) continue;
-    // A question about an earlier generation's one-shot (or a retired instance's) is answered by a
-    // person, not by what a newer generation does.
-    if (
-      condition.type === "OneShotInterrupted" &&
-      (condition.generation !== desired.generation || desired.retiredAt !== undefined)
-    )
-      continue;
+    // A question about a one-shot whose outcome is lost closes when a person answers it (tasks.ts):
+    // nothing a node does later tells whether that run took effect.
+    if (condition.type === "OneShotInterrupted") continue;
     const resolution =
       condition.generation !== undefined && condition.generation < desired.generation && supersededNote
         ? supersededNote
@@ -382,7 +392,13 @@ function supersedeAttempt(ctx: ReconcileContext, attempt: AttemptRecord, by: num
   );
 }
 
-function conditionInput(desired: DesiredInstance, condition: InstanceCondition) {
+/** The condition as recorded: on the instance, at the generation (and so the revision) it is about. */
+function conditionInput(store: Store, desired: DesiredInstance, condition: InstanceCondition) {
+  const generation = condition.generation ?? desired.generation;
+  const revision =
+    generation === desired.generation
+      ? desired.revision
+      : (store.desiredAt(desired.key, generation)?.revision ?? desired.revision);
   return {
     ...condition,
     subjectKind: "instance" as const,
@@ -390,8 +406,8 @@ function conditionInput(desired: DesiredInstance, condition: InstanceCondition) 
     resolver: RESOLVER[condition.type] ?? ("steward" as Resolver),
     assignment: desired.assignment,
     node: desired.node,
-    revision: desired.revision,
-    generation: desired.generation,
+    revision,
+    generation,
   };
 }
 

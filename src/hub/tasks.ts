@@ -101,10 +101,22 @@ function retryAfterAction(store: Store, condition: ConditionRecord, why: string,
   store.saveIntent(retry);
 }
 
-/** Whether the condition's instance still desires the generation it is about. */
-function stillDesired(store: Store, condition: ConditionRecord): boolean {
+/** What answering an interrupted one-shot's question does, as the resolution says it. */
+function oneShotAnswer(
+  store: Store,
+  condition: ConditionRecord,
+  agent: string,
+  outcome: TaskOutcome,
+  action: string,
+): string {
   const desired = condition.subjectKind === "instance" ? store.desired(condition.subject) : undefined;
-  return desired !== undefined && !desired.retiredAt && desired.generation === condition.generation;
+  const current = desired !== undefined && !desired.retiredAt && desired.generation === condition.generation;
+  const effect = !current
+    ? `generation ${condition.generation} is no longer desired: the answer is recorded and nothing runs`
+    : outcome === "ran"
+      ? "recorded as ran: the next attempt tells the node, and nothing runs again"
+      : "the next attempt runs it once more";
+  return `answered by ${agent} (--outcome ${outcome}): ${action}; ${effect}`;
 }
 
 /** A task with the condition it is about: what steward knows. */
@@ -193,8 +205,8 @@ function checkOutcome(task: TaskRecord, outcome: TaskOutcome | undefined): void 
 /**
  * Resolves a task with the action `agent` took (and the decision it carries, for a type that takes
  * one). The condition stays open until observation shows it resolved, except HumanProcedureRequired,
- * which the resolving agent closes, and a question about a one-shot of a generation that is no
- * longer desired, which nothing will observe again. A task closed by observation while `agent` held
+ * which the resolving agent closes, and OneShotInterrupted, which the answer itself settles (its
+ * decision goes to the node with the instance's next attempt). A task closed by observation while `agent` held
  * it (its action is often what observation saw) still takes the claimant's resolution, so what was
  * done is never lost.
  */
@@ -242,16 +254,13 @@ export function resolveTask(
       });
     if (condition.type === "HumanProcedureRequired" && condition.status === "open")
       condition = closeCondition(store, condition, now, `procedure done by ${agent}: ${action}`, "operator");
-    if (
-      condition.type === "OneShotInterrupted" &&
-      condition.status === "open" &&
-      !stillDesired(store, condition)
-    )
+    // Nothing a node does later tells whether the lost run took effect: the answer closes it.
+    if (condition.type === "OneShotInterrupted" && condition.status === "open")
       condition = closeCondition(
         store,
         condition,
         now,
-        `answered by ${agent} (${outcome}) for generation ${condition.generation}, which is no longer desired: recorded, nothing runs: ${action}`,
+        oneShotAnswer(store, condition, agent, outcome!, action),
         "operator",
       );
     retryAfterAction(store, condition, `task ${task.id} resolved by ${agent}: ${action}`, now);

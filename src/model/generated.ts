@@ -166,6 +166,7 @@ export interface StewardSchemas {
   InstanceSpec?: InstanceSpec;
   Bundle?: Bundle;
   OneShotDecision?: OneShotDecision;
+  LostRun?: LostRun;
   FailureClass?: FailureClass;
   ResourceOutcome?: ResourceOutcome;
   AttemptResult?: AttemptResult;
@@ -805,6 +806,25 @@ export interface OneShotDecision {
   by: string;
 }
 /**
+ * A one-shot run whose outcome is lost: a question for a person, kept by the agent until a decision names it.
+ *
+ * This interface was referenced by `StewardSchemas`'s JSON-Schema
+ * via the `definition` "LostRun".
+ */
+export interface LostRun {
+  resource: string;
+  generation: number;
+  /**
+   * The attempt id that started the run.
+   */
+  run: string;
+  startedAt?: string;
+  /**
+   * When it started and its output so far, bounded.
+   */
+  evidence?: string;
+}
+/**
  * What an attempt did to one resource.
  *
  * This interface was referenced by `StewardSchemas`'s JSON-Schema
@@ -949,6 +969,10 @@ export interface InstanceReport {
   converged: boolean;
   resources: ResourceReport[];
   probes: ProbeReport[];
+  /**
+   * One-shot runs of earlier generations whose outcome was lost (started, then gone without an exit status) and that no person has answered yet, newest last.
+   */
+  lostRuns?: LostRun[];
   lastAttempt?: {
     attemptId: string;
     generation?: number;

@@ -272,6 +272,33 @@ describe("agent one-shots across crashes", () => {
     expect(runs()).toHaveLength(3);
   });
 
+  it("agent one-shot - a lost run a newer generation replaces stays a question in every report until a decision names it", async () => {
+    const first = bundle({ resources: [slow(5)] });
+    await killAgentWhileItRuns(first);
+    await killRun();
+    noDelay();
+    // Generation 2 arrives before anyone looked: it runs, and generation 1's lost run is kept.
+    const second = await box.agent().apply(bundle({ resources: [slow(0)], generation: 2 }));
+    expect(second.result.outcome).toBe("succeeded");
+    expect(runs()).toHaveLength(2);
+    const question = {
+      resource: "migrate",
+      generation: 1,
+      run: first.attemptId,
+      startedAt: expect.any(String),
+      evidence: expect.stringContaining("working"),
+    };
+    expect(second.report.instances[0]!.lostRuns).toEqual([question]);
+    expect((await box.agent().observe()).instances[0]!.lostRuns).toEqual([question]);
+    // The answer (with whatever attempt comes next) drops it, and runs nothing.
+    const answered = await box.agent().apply({
+      ...bundle({ resources: [slow(0)], generation: 2 }),
+      decisions: [{ resource: "migrate", run: first.attemptId, outcome: "rerun", task: "T1", by: "alice" }],
+    });
+    expect(answered.report.instances[0]!.lostRuns).toBeUndefined();
+    expect(runs()).toHaveLength(2);
+  });
+
   it("agent one-shot - a run past its timeout is killed even by an agent that only adopted it", async () => {
     const attempt = bundle({ resources: [slow(30, { timeout: "1s" })] });
     await killAgentWhileItRuns(attempt);

@@ -474,4 +474,60 @@ describe("hub - decide", () => {
       attempt: { status: "cancelled" },
     });
   });
+
+  it("hub - a one-shot whose outcome is lost is a question per generation until answered; the answer unblocks", () => {
+    const interruptedResource = {
+      name: "migrate",
+      kind: "command",
+      status: "interrupted" as const,
+      reason: "OneShotInterrupted",
+      observed: { run: { attemptId: "A2", startedAt: iso(T0), generation: 3, state: "lost" } },
+      counters: { consecutiveFailures: 1, everApplied: false },
+    };
+    const report = observed({
+      converged: false,
+      generation: 2,
+      observedGeneration: 3,
+      resources: [interruptedResource],
+      lostRuns: [{ resource: "migrate", generation: 2, run: "A1", startedAt: iso(T0 - 60_000) }],
+    });
+    const blocked = {
+      ...intent,
+      status: "blocked" as const,
+      reason: "OneShotInterrupted",
+      lastAttemptId: "A2",
+      accountedAttemptId: "A2",
+    };
+    const failed = attempt({
+      id: "A2",
+      status: "failed",
+      failureClass: "permanent",
+      reason: "OneShotInterrupted",
+    });
+    const asked = run({ intent: blocked, attempt: failed, observed: report });
+    expect(asked.dispatch).toBe(false);
+    expect(
+      asked.conditions.map((c) => [
+        c.type,
+        c.generation,
+        (c.evidence?.oneShots as { run: string }[])[0]!.run,
+      ]),
+    ).toEqual([
+      ["OneShotInterrupted", 2, "A1"],
+      ["OneShotInterrupted", 3, "A2"],
+    ]);
+    // Answering the older question leaves this generation's open and blocked.
+    const older = run({ intent: blocked, attempt: failed, observed: report, answeredRuns: new Set(["A1"]) });
+    expect(older.conditions.map((c) => c.generation)).toEqual([3]);
+    expect(older.intent.status).toBe("blocked");
+    // Answering this generation's: no question left, and the next attempt (carrying the answer) goes.
+    const both = run({
+      intent: blocked,
+      attempt: failed,
+      observed: report,
+      answeredRuns: new Set(["A1", "A2"]),
+    });
+    expect(both.conditions).toEqual([]);
+    expect(both).toMatchObject({ dispatch: true, intent: { status: "dispatched" } });
+  });
 });

@@ -97,7 +97,7 @@ describe("hub - interrupted one-shots", () => {
     );
     expect(answered.code).toBe(EXIT.ok);
     expect(answered.stdout).toMatch(/resolved by alice \(--outcome ran\): checked the schema version/);
-    expect(answered.stdout).toMatch(/stays open until observation/);
+    expect(answered.stdout).toMatch(/condition OneShotInterrupted closed/);
     h.hub.nudge({ node: "n1" });
     // The CLI stamps the answer with the wall clock; the harness's clock is a fake one behind it.
     await h.advance(1_000);

@@ -17,6 +17,7 @@ import { runEvidence, tail } from "../evidence.js";
 import { ONE_SHOT_INTERRUPTED, permanent, transient } from "../failure.js";
 import {
   awaitAdopted,
+  keepIfLost,
   type OneShotContext,
   observeUnsettled,
   runFiles,
@@ -224,6 +225,10 @@ export const commandDriver: Driver<CommandResource, CommandObservation> = {
       if (next.action !== "run") return { action: "skipped", ...(next.note ? { message: next.note } : {}) };
       return commandDriver.apply(resource, next, now, ctx);
     }
+    // A run of an earlier generation whose outcome was lost stays a question after this one replaces it.
+    keepIfLost(ctx.store, ctx.assignment, resource.name!, (run) =>
+      commandDriver.evidence?.(resource, { run: { ...run, state: "lost" } }, ctx),
+    );
     const result = await runOneShot(oneShot, {
       argv: resource.run,
       ...processOptions(resource, ctx),
