@@ -12,6 +12,8 @@
  *   kept/<sha256>                 content steward replaced that no generation of its own had declared
  *                                 (a hand edit, what was there before steward), once per content
  *   retired/<assignment>.<time>.json   instances no longer managed
+ *   containers/<name>.env         a container's environment file
+ *   report-seq                    report sequence numbers reserved so far
  */
 import {
   existsSync,
@@ -33,6 +35,7 @@ import type {
   ResourceOutcome,
 } from "../model/generated.js";
 import { type AtomicFile, type FlushBatch, writeJsonAtomicSync, writeJsonFilesAtomic } from "./atomic.js";
+import { createdDirectory, createTemporary, removeLeftovers } from "./temporary.js";
 
 /** What the agent remembers of one resource across attempts. */
 export interface ResourceRecord {
@@ -191,6 +194,12 @@ const PRUNE_MARGIN = 250;
 const SEQ_BLOCK = 1000;
 /** How long a directory must have been unchanged before its times can tell a later change apart. */
 const SETTLED_MS = 1000;
+/**
+ * The subdirectories of a state directory that files are written into atomically (services/ holds
+ * one more level). trash/ is not among them: what it holds is what `ensure: absent` moved away,
+ * whatever its name.
+ */
+const WRITTEN_DIRECTORIES = ["bundles", "instances", "runonce", "attempts", "kept", "containers"];
 
 /** The agent's state directory (layout above). Every write is atomic: temp file, fsync, rename. */
 export class AgentStore {
@@ -207,15 +216,37 @@ export class AgentStore {
   private seq: { next: number; reserved: number } | undefined;
   /** Instance records, run-once records and agent.json as last parsed (a long-running agent reads them every second). */
   private readonly parsed = new ParsedFiles();
+  /** Whether this store swept its directory of killed writers' leftovers (see sweepLeftovers). */
+  private swept = false;
 
   constructor(readonly dir: string) {}
 
   private ensureDir(path: string): string {
     if (!this.made.has(path)) {
-      mkdirSync(path, { recursive: true, mode: 0o700 });
+      if (mkdirSync(path, { recursive: true, mode: 0o700 }) !== undefined) createdDirectory(path);
       this.made.add(path);
     }
     return path;
+  }
+
+  /**
+   * Removes what killed writers left in the state directory (temporary files whose writer is gone:
+   * see removeLeftovers) from every directory the agent writes into, once: the agent calls it when
+   * it first holds the state lock, before anything here is written; the report numbers, written
+   * without the lock, call it too.
+   */
+  sweepLeftovers(): void {
+    if (this.swept) return;
+    this.swept = true;
+    removeLeftovers(this.dir, { stateDirectory: true });
+    for (const name of WRITTEN_DIRECTORIES) removeLeftovers(join(this.dir, name));
+    let services: string[] = [];
+    try {
+      services = readdirSync(join(this.dir, "services"));
+    } catch {
+      // No service started from this state directory yet.
+    }
+    for (const assignment of services) removeLeftovers(join(this.dir, "services", assignment));
   }
 
   /** The instance's record with the bundle it holds, if the agent holds one. */
@@ -431,9 +462,11 @@ export class AgentStore {
       const next = Math.max(persisted, this.seq?.reserved ?? 0) + 1;
       const reserved = next + SEQ_BLOCK - 1;
       // Renamed into place but not flushed: a number lost in a power cut repeats, reports carry takenAt.
-      const tmp = `${path}.${process.pid}.tmp`;
-      writeFileSync(tmp, String(reserved), { mode: 0o600 });
-      renameSync(tmp, path);
+      this.sweepLeftovers();
+      const { temporary } = createTemporary(path, "file", (name) =>
+        writeFileSync(name, String(reserved), { mode: 0o600, flag: "wx" }),
+      );
+      renameSync(temporary, path);
       this.seq = { next, reserved };
     }
     return this.seq.next++;
