@@ -142,6 +142,15 @@ function statOrUndefined(path: string): Stats | undefined {
   }
 }
 
+/** The names in a directory, or undefined when it cannot be listed (missing, say). */
+function listing(dir: string): string[] | undefined {
+  try {
+    return readdirSync(dir);
+  } catch {
+    return undefined;
+  }
+}
+
 /** A JSON file that is usually missing (an attempt not handled yet): read only when stat finds it. */
 function readJsonIfPresent<T>(path: string): T | undefined {
   return statOrUndefined(path) ? readJson<T>(path) : undefined;
@@ -195,11 +204,11 @@ const SEQ_BLOCK = 1000;
 /** How long a directory must have been unchanged before its times can tell a later change apart. */
 const SETTLED_MS = 1000;
 /**
- * The subdirectories of a state directory that files are written into atomically (services/ holds
- * one more level). trash/ is not among them: what it holds is what `ensure: absent` moved away,
- * whatever its name.
+ * Subdirectories of a state directory that files are written into atomically, besides attempts/
+ * and services/<assignment>/ (see sweepLeftovers). trash/ is not among them: what it holds is what
+ * `ensure: absent` moved away, whatever its name.
  */
-const WRITTEN_DIRECTORIES = ["bundles", "instances", "runonce", "attempts", "kept", "containers"];
+const WRITTEN_DIRECTORIES = ["bundles", "instances", "runonce", "kept", "containers"];
 
 /** The agent's state directory (layout above). Every write is atomic: temp file, fsync, rename. */
 export class AgentStore {
@@ -238,15 +247,20 @@ export class AgentStore {
   sweepLeftovers(): void {
     if (this.swept) return;
     this.swept = true;
-    removeLeftovers(this.dir, { stateDirectory: true });
-    for (const name of WRITTEN_DIRECTORIES) removeLeftovers(join(this.dir, name));
-    let services: string[] = [];
-    try {
-      services = readdirSync(join(this.dir, "services"));
-    } catch {
-      // No service started from this state directory yet.
-    }
-    for (const assignment of services) removeLeftovers(join(this.dir, "services", assignment));
+    const entries = listing(this.dir);
+    // No state directory yet: nothing is left in it.
+    if (!entries) return;
+    removeLeftovers(this.dir, { stateDirectory: true, entries });
+    // Only the directories that exist: a missing one would cost a failed open every process.
+    const present = new Set(entries);
+    for (const name of WRITTEN_DIRECTORIES) if (present.has(name)) removeLeftovers(join(this.dir, name));
+    const attempts = present.has("attempts") ? listing(join(this.dir, "attempts")) : undefined;
+    // pruneAttempts counts from this listing instead of taking one of its own.
+    if (attempts)
+      this.attemptFiles =
+        attempts.length - removeLeftovers(join(this.dir, "attempts"), { entries: attempts });
+    const services = present.has("services") ? listing(join(this.dir, "services")) : undefined;
+    for (const assignment of services ?? []) removeLeftovers(join(this.dir, "services", assignment));
   }
 
   /** The instance's record with the bundle it holds, if the agent holds one. */

@@ -73,15 +73,8 @@ function lstatOrUndefined(path: string): Stats | undefined {
   }
 }
 
-/** Removes the leftovers in `dir` now (the rules at the top of this file); returns how many. */
-function sweep(dir: string, stateDirectory: boolean): number {
-  let names: string[];
-  try {
-    names = readdirSync(dir);
-  } catch {
-    // Missing or unreadable: nothing to sweep, and the write that follows reports its own problem.
-    return 0;
-  }
+/** Removes the leftovers among `names` in `dir` now (the rules at the top of this file); returns how many. */
+function sweep(dir: string, names: readonly string[], stateDirectory: boolean): number {
   const gone = new Map<number, boolean>();
   let removed = 0;
   for (const name of names) {
@@ -112,12 +105,25 @@ function sweep(dir: string, stateDirectory: boolean): number {
  * Removes from `dir` what this agent's writers left there when they were killed (the rules at the
  * top of this file), the first time this process asks for `dir`; later calls do nothing and return
  * 0. `stateDirectory`: `dir` is an agent's state directory, where the report-number name of
- * earlier agents is recognised too. Returns how many entries it removed.
+ * earlier agents is recognised too. `entries`: the names in `dir`, when the caller has just listed
+ * it. Returns how many entries it removed.
  */
-export function removeLeftovers(dir: string, options: { stateDirectory?: boolean } = {}): number {
+export function removeLeftovers(
+  dir: string,
+  options: { stateDirectory?: boolean; entries?: readonly string[] } = {},
+): number {
   if (swept.has(dir)) return 0;
   swept.add(dir);
-  return sweep(dir, options.stateDirectory ?? false);
+  let names = options.entries;
+  if (!names) {
+    try {
+      names = readdirSync(dir);
+    } catch {
+      // Missing or unreadable: nothing to sweep, and the write that follows reports its own problem.
+      return 0;
+    }
+  }
+  return sweep(dir, names, options.stateDirectory ?? false);
 }
 
 /** Notes that this process has just created `dir`: no earlier writer left anything in it to sweep. */

@@ -26,7 +26,7 @@ import { stewardEntry } from "../hub/helpers/process.js";
 import { bundle, type Sandbox, sandbox } from "./helpers.js";
 
 const FILES = 200;
-const SIZE = 64 * 1024;
+const SIZE = 16 * 1024;
 const DIRECTORIES = 4;
 
 /**
