@@ -21,7 +21,7 @@ import {
   writeSync,
 } from "node:fs";
 import { dirname } from "node:path";
-import { createTemporary } from "./temporary.js";
+import { createTemporary, settleTemporary } from "./temporary.js";
 
 /** Mode and ownership of a file written atomically, and a seam for crash tests. */
 export interface AtomicWriteOptions {
@@ -63,12 +63,14 @@ function writeTemporary(
   }
 }
 
+/** Removes a temporary file this process made. */
 function safeUnlink(path: string): void {
   try {
     unlinkSync(path);
   } catch {
     // Already gone: nothing to clean.
   }
+  settleTemporary(path);
 }
 
 /** Writes `data` to `path` atomically (temp file, fsync, rename), synchronously. */
@@ -325,6 +327,7 @@ function commit(tmp: string, path: string, options: AtomicWriteOptions): void {
     safeUnlink(tmp);
     throw error;
   }
+  settleTemporary(tmp);
 }
 
 /** Flushes a directory's entries (a rename is durable only once its directory is). */

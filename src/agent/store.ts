@@ -35,7 +35,7 @@ import type {
   ResourceOutcome,
 } from "../model/generated.js";
 import { type AtomicFile, type FlushBatch, writeJsonAtomicSync, writeJsonFilesAtomic } from "./atomic.js";
-import { createdDirectory, createTemporary, removeLeftovers } from "./temporary.js";
+import { createdDirectory, createTemporary, removeLeftovers, settleTemporary } from "./temporary.js";
 
 /** What the agent remembers of one resource across attempts. */
 export interface ResourceRecord {
@@ -480,7 +480,11 @@ export class AgentStore {
       const { temporary } = createTemporary(path, "file", (name) =>
         writeFileSync(name, String(reserved), { mode: 0o600, flag: "wx" }),
       );
-      renameSync(temporary, path);
+      try {
+        renameSync(temporary, path);
+      } finally {
+        settleTemporary(temporary);
+      }
       this.seq = { next, reserved };
     }
     return this.seq.next++;

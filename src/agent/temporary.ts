@@ -13,9 +13,9 @@
  * has that pid. A live process with that pid keeps its file, whatever it runs: it may be an agent
  * with the write in progress, and a pid reused by another program only delays the removal until
  * that program ends (never a write lost for a guess). This process's own pid is the exception it
- * can decide for itself: a directory is swept before this process takes its first temporary name
- * in it (see temporaryPath), so a file there with this pid was left by an earlier process that had
- * the same pid (an agent restarted as pid 1 of a container).
+ * can decide for itself: it knows its writes in progress (made by createTemporary, not yet
+ * settleTemporary'd), so any other entry with its pid was left by an earlier process that had the
+ * same pid (an agent restarted as pid 1 of a container).
  *
  * Each directory is swept at most once per process: the first time a temporary name is taken in
  * it, or for the state directory at start (AgentStore.sweepLeftovers). An apply lists a directory
@@ -45,6 +45,12 @@ const PID_LIMIT = 4_194_304;
 
 /** Directories swept by this process (or created by it: nothing of an earlier process is there). */
 const swept = new Set<string>();
+/**
+ * Names of the temporary entries this process made and has not renamed or removed yet: its writes
+ * in progress. By name, not path: a name is unique within the process, and a directory reached by
+ * two paths (through a symlink) is still one directory.
+ */
+const inProgress = new Set<string>();
 
 /** Who wrote a temporary name, and what it must be to be theirs; undefined when it is not one of ours. */
 function writerOf(name: string, stateDirectory: boolean): { pid: number; kind: TemporaryKind } | undefined {
@@ -80,7 +86,9 @@ function sweep(dir: string, names: readonly string[], stateDirectory: boolean): 
   for (const name of names) {
     const writer = writerOf(name, stateDirectory);
     if (!writer) continue;
-    if (writer.pid !== PID) {
+    if (writer.pid === PID) {
+      if (inProgress.has(name)) continue;
+    } else {
       let dead = gone.get(writer.pid);
       if (dead === undefined) {
         dead = !processExists(writer.pid);
@@ -133,7 +141,8 @@ export function createdDirectory(dir: string): void {
 
 /**
  * A fresh temporary name next to `path` for something of `kind`, hidden, unique within this process
- * and across processes. The first name taken in a directory sweeps it first (removeLeftovers).
+ * and across processes. The first name taken in a directory sweeps it first (removeLeftovers). A
+ * writer makes its entry there with createTemporary, which knows it is in progress.
  */
 export function temporaryPath(path: string, kind: TemporaryKind = "file"): string {
   const dir = dirname(path);
@@ -146,7 +155,8 @@ export function temporaryPath(path: string, kind: TemporaryKind = "file"): strin
  * Makes something new at a temporary name next to `path`: `create` must fail with EEXIST rather
  * than reuse what is already at the name (open with `wx`, symlink). A name that is taken (left by
  * an earlier process with this pid, which the sweep could not remove) is passed over for the next
- * one. Returns the name and what `create` returned.
+ * one. Returns the name and what `create` returned; the caller calls settleTemporary once the
+ * entry is renamed into place or removed.
  */
 export function createTemporary<T>(
   path: string,
@@ -156,11 +166,18 @@ export function createTemporary<T>(
   for (let tries = 1; ; tries++) {
     const temporary = temporaryPath(path, kind);
     try {
-      return { temporary, made: create(temporary) };
+      const made = create(temporary);
+      inProgress.add(basename(temporary));
+      return { temporary, made };
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== "EEXIST" || tries >= NAME_TRIES) throw error;
     }
   }
+}
+
+/** Notes that the entry createTemporary made at `temporary` was renamed into place or removed. */
+export function settleTemporary(temporary: string): void {
+  inProgress.delete(basename(temporary));
 }
 
 /**

@@ -14,7 +14,13 @@ import { join } from "node:path";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { writeFileAtomicSync } from "../../src/agent/atomic.js";
 import { AgentStore } from "../../src/agent/store.js";
-import { findTemporaryFiles, removeLeftovers, temporaryPath } from "../../src/agent/temporary.js";
+import {
+  createTemporary,
+  findTemporaryFiles,
+  removeLeftovers,
+  settleTemporary,
+  temporaryPath,
+} from "../../src/agent/temporary.js";
 
 let work: string;
 /** A pid no process has any more (a process that ran and exited). */
@@ -85,6 +91,20 @@ describe("agent leftovers - the sweep of one directory", () => {
     expect(outcome).toEqual(cases.map(([name, , removed, why]) => [name, why, removed]));
   });
 
+  it("agent leftovers - this process's own writes in progress stay, even in a directory reached by another path", () => {
+    const dir = join(work, "etc", "real");
+    mkdirSync(dir, { recursive: true });
+    symlinkSync(dir, join(work, "alias"));
+    const { temporary } = createTemporary(join(dir, "app.conf"), "file", (name) =>
+      writeFileSync(name, "in progress\n", { flag: "wx" }),
+    );
+    make(dir, `.old.conf.steward-${process.pid}-999999.tmp`, "file");
+    expect(removeLeftovers(join(work, "alias"))).toBe(1);
+    expect(present(temporary)).toBe(true);
+    expect(present(join(dir, `.old.conf.steward-${process.pid}-999999.tmp`))).toBe(false);
+    settleTemporary(temporary);
+  });
+
   it("agent leftovers - a directory is swept once per process: what is left there later waits for the next process", () => {
     const dir = join(work, "etc", "once");
     make(dir, `.a.conf.steward-${deadPid}-1.tmp`, "file");
@@ -115,6 +135,23 @@ describe("agent leftovers - the sweep of one directory", () => {
     writeFileAtomicSync(join(dir, "app.conf"), "written\n");
     expect(readFileSync(join(dir, "app.conf"), "utf8")).toBe("written\n");
     expect(lstatSync(join(dir, taken)).isDirectory()).toBe(true);
+  });
+});
+
+describe("agent leftovers - the writers' names", () => {
+  it("agent leftovers - a name a writer takes for a file or a link is one the sweep and the count recognise, as that type only", () => {
+    const dir = join(work, "etc", "names");
+    mkdirSync(dir, { recursive: true });
+    const file = temporaryPath(join(dir, "app.conf"), "file");
+    const link = temporaryPath(join(dir, "app.link"), "link");
+    writeFileSync(file, "new bytes\n");
+    symlinkSync("app.conf", link);
+    expect(findTemporaryFiles(dir)).toEqual([file, link].sort());
+    rmSync(file);
+    rmSync(link);
+    symlinkSync("app.conf", file);
+    writeFileSync(link, "a file under a link's name\n");
+    expect(findTemporaryFiles(dir)).toEqual([]);
   });
 });
 

@@ -16,7 +16,7 @@ import {
   typeConflict,
   typeOf,
 } from "../fsnode.js";
-import { createTemporary } from "../temporary.js";
+import { createTemporary, settleTemporary } from "../temporary.js";
 
 /** What is at a symlink resource's path. */
 export interface SymlinkObservation {
@@ -100,5 +100,7 @@ function replaceLink(host: string, text: string): void {
   } catch (error) {
     unlinkSync(tmp);
     throw error;
+  } finally {
+    settleTemporary(tmp);
   }
 }
