@@ -475,8 +475,8 @@ export class AgentStore {
       }
       const next = Math.max(persisted, this.seq?.reserved ?? 0) + 1;
       const reserved = next + SEQ_BLOCK - 1;
-      // Renamed into place but not flushed: a number lost in a power cut repeats, reports carry takenAt.
       this.sweepLeftovers();
+      // Renamed into place but not flushed: a number lost in a power cut repeats, reports carry takenAt.
       const { temporary } = createTemporary(path, "file", (name) =>
         writeFileSync(name, String(reserved), { mode: 0o600, flag: "wx" }),
       );
