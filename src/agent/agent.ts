@@ -153,6 +153,7 @@ export class Agent {
     const run = this.queue.then(async () => {
       const release = await acquireLock(this.store.dir);
       try {
+        this.store.sweepLeftovers();
         return await work();
       } finally {
         release();

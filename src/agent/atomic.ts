@@ -1,7 +1,9 @@
 /**
  * Crash-safe file writes: the bytes go to a temporary file in the same directory, are flushed to
  * disk, and only then renamed over the destination. A crash at any point leaves either the old file
- * or the new one, never a torn mix. Used for managed files and for the agent's own state.
+ * or the new one, never a torn mix; what it leaves under the temporary name is removed by the next
+ * process to write in that directory (see temporary.ts). Used for managed files and for the agent's
+ * own state.
  */
 import { spawn } from "node:child_process";
 import {
@@ -18,17 +20,8 @@ import {
   unlinkSync,
   writeSync,
 } from "node:fs";
-import { basename, dirname, join } from "node:path";
-
-let counter = 0;
-/** Read once: `process.pid` is a system call each time. */
-const PID = process.pid;
-
-/** A temporary name next to `path`: hidden, and unique within this process and across processes. */
-export function temporaryPath(path: string): string {
-  counter = (counter + 1) % 1_000_000;
-  return join(dirname(path), `.${basename(path)}.steward-${PID}-${counter}.tmp`);
-}
+import { dirname } from "node:path";
+import { createTemporary, settleTemporary } from "./temporary.js";
 
 /** Mode and ownership of a file written atomically, and a seam for crash tests. */
 export interface AtomicWriteOptions {
@@ -50,9 +43,10 @@ function writeTemporary(
   data: Uint8Array | string,
   options: AtomicWriteOptions,
 ): { tmp: string; fd: number } {
-  const tmp = temporaryPath(path);
   // `wx`: never follow or reuse whatever is already at the temporary name.
-  const fd = openSync(tmp, "wx", options.mode ?? 0o644);
+  const { temporary: tmp, made: fd } = createTemporary(path, "file", (name) =>
+    openSync(name, "wx", options.mode ?? 0o644),
+  );
   try {
     const bytes = typeof data === "string" ? Buffer.from(data, "utf8") : data;
     let offset = 0;
@@ -69,12 +63,14 @@ function writeTemporary(
   }
 }
 
+/** Removes a temporary file this process made. */
 function safeUnlink(path: string): void {
   try {
     unlinkSync(path);
   } catch {
     // Already gone: nothing to clean.
   }
+  settleTemporary(path);
 }
 
 /** Writes `data` to `path` atomically (temp file, fsync, rename), synchronously. */
@@ -331,6 +327,7 @@ function commit(tmp: string, path: string, options: AtomicWriteOptions): void {
     safeUnlink(tmp);
     throw error;
   }
+  settleTemporary(tmp);
 }
 
 /** Flushes a directory's entries (a rename is durable only once its directory is). */

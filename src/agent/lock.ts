@@ -5,18 +5,10 @@
 import { closeSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { StewardError } from "../model/errors.js";
+import { processExists } from "./proc.js";
 
 /** Read once: `process.pid` is a system call each time. */
 const PID = String(process.pid);
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
 
 /** Waits for and takes the lock; returns the function that releases it. */
 export async function acquireLock(dir: string, timeoutMs = 60_000): Promise<() => void> {
@@ -51,7 +43,7 @@ export async function acquireLock(dir: string, timeoutMs = 60_000): Promise<() =
     } catch {
       continue;
     }
-    if (Number.isInteger(owner) && owner > 0 && !alive(owner)) {
+    if (Number.isInteger(owner) && owner > 0 && !processExists(owner)) {
       try {
         unlinkSync(path);
       } catch {

@@ -8,6 +8,7 @@ import { existsSync, lstatSync, mkdirSync, realpathSync, type Stats } from "node
 import { posix } from "node:path";
 import { isInside } from "../model/paths.js";
 import { permanent } from "./failure.js";
+import { createdDirectory } from "./temporary.js";
 
 /** Path mapping (`--root`) and confinement to the node's roots, for one attempt or observation. */
 export class HostPaths {
@@ -86,7 +87,7 @@ export class HostPaths {
   ensureParent(hostPath: string): void {
     const parent = posix.dirname(hostPath);
     if (this.realCache.get(parent)) return;
-    mkdirSync(parent, { recursive: true, mode: 0o755 });
+    if (mkdirSync(parent, { recursive: true, mode: 0o755 }) !== undefined) createdDirectory(parent);
     this.forgetMissing();
   }
 

@@ -5,6 +5,19 @@
  */
 import { readFileSync } from "node:fs";
 
+/**
+ * Whether any process has this pid (a zombie, or one of another user, included): signal 0 asks
+ * the kernel without sending anything.
+ */
+export function processExists(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
 /** A live process as /proc shows it. */
 export interface ProcessInfo {
   pid: number;

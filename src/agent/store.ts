@@ -14,6 +14,8 @@
  *   kept/<sha256>                 content steward replaced that no generation of its own had declared
  *                                 (a hand edit, what was there before steward), once per content
  *   retired/<assignment>.<time>.json   instances no longer managed
+ *   containers/<name>.env         a container's environment file
+ *   report-seq                    report sequence numbers reserved so far
  */
 import {
   existsSync,
@@ -37,6 +39,7 @@ import type {
   ResourceOutcome,
 } from "../model/generated.js";
 import { type AtomicFile, type FlushBatch, writeJsonAtomicSync, writeJsonFilesAtomic } from "./atomic.js";
+import { createdDirectory, createTemporary, removeLeftovers, settleTemporary } from "./temporary.js";
 
 /** What the agent remembers of one resource across attempts. */
 export interface ResourceRecord {
@@ -161,6 +164,15 @@ function statOrUndefined(path: string): Stats | undefined {
   }
 }
 
+/** The names in a directory, or undefined when it cannot be listed (missing, say). */
+function listing(dir: string): string[] | undefined {
+  try {
+    return readdirSync(dir);
+  } catch {
+    return undefined;
+  }
+}
+
 /** A JSON file that is usually missing (an attempt not handled yet): read only when stat finds it. */
 function readJsonIfPresent<T>(path: string): T | undefined {
   return statOrUndefined(path) ? readJson<T>(path) : undefined;
@@ -215,6 +227,12 @@ const PRUNE_MARGIN = 250;
 const SEQ_BLOCK = 1000;
 /** How long a directory must have been unchanged before its times can tell a later change apart. */
 const SETTLED_MS = 1000;
+/**
+ * Subdirectories of a state directory that files are written into atomically, besides attempts/
+ * and services/<assignment>/ (see sweepLeftovers). trash/ is not among them: what it holds is what
+ * `ensure: absent` moved away, whatever its name.
+ */
+const WRITTEN_DIRECTORIES = ["bundles", "instances", "runonce", "kept", "containers"];
 
 /** The agent's state directory (layout above). Every write is atomic: temp file, fsync, rename. */
 export class AgentStore {
@@ -231,15 +249,42 @@ export class AgentStore {
   private seq: { next: number; reserved: number } | undefined;
   /** Instance records, run-once records and agent.json as last parsed (a long-running agent reads them every second). */
   private readonly parsed = new ParsedFiles();
+  /** Whether this store swept its directory of killed writers' leftovers (see sweepLeftovers). */
+  private swept = false;
 
   constructor(readonly dir: string) {}
 
   private ensureDir(path: string): string {
     if (!this.made.has(path)) {
-      mkdirSync(path, { recursive: true, mode: 0o700 });
+      if (mkdirSync(path, { recursive: true, mode: 0o700 }) !== undefined) createdDirectory(path);
       this.made.add(path);
     }
     return path;
+  }
+
+  /**
+   * Removes what killed writers left in the state directory (temporary files whose writer is gone:
+   * see removeLeftovers) from every directory the agent writes into, once: the agent calls it when
+   * it first holds the state lock, before anything here is written; the report numbers, written
+   * without the lock, call it too.
+   */
+  sweepLeftovers(): void {
+    if (this.swept) return;
+    this.swept = true;
+    const entries = listing(this.dir);
+    // No state directory yet: nothing is left in it.
+    if (!entries) return;
+    removeLeftovers(this.dir, { stateDirectory: true, entries });
+    // Only the directories that exist: a missing one would cost a failed open every process.
+    const present = new Set(entries);
+    for (const name of WRITTEN_DIRECTORIES) if (present.has(name)) removeLeftovers(join(this.dir, name));
+    const attempts = present.has("attempts") ? listing(join(this.dir, "attempts")) : undefined;
+    // pruneAttempts counts from this listing instead of taking one of its own.
+    if (attempts)
+      this.attemptFiles =
+        attempts.length - removeLeftovers(join(this.dir, "attempts"), { entries: attempts });
+    const services = present.has("services") ? listing(join(this.dir, "services")) : undefined;
+    for (const assignment of services ?? []) removeLeftovers(join(this.dir, "services", assignment));
   }
 
   /** The instance's record with the bundle it holds, if the agent holds one. */
@@ -472,10 +517,16 @@ export class AgentStore {
       }
       const next = Math.max(persisted, this.seq?.reserved ?? 0) + 1;
       const reserved = next + SEQ_BLOCK - 1;
+      this.sweepLeftovers();
       // Renamed into place but not flushed: a number lost in a power cut repeats, reports carry takenAt.
-      const tmp = `${path}.${process.pid}.tmp`;
-      writeFileSync(tmp, String(reserved), { mode: 0o600 });
-      renameSync(tmp, path);
+      const { temporary } = createTemporary(path, "file", (name) =>
+        writeFileSync(name, String(reserved), { mode: 0o600, flag: "wx" }),
+      );
+      try {
+        renameSync(temporary, path);
+      } finally {
+        settleTemporary(temporary);
+      }
       this.seq = { next, reserved };
     }
     return this.seq.next++;

@@ -6,7 +6,6 @@
 import { readlinkSync, renameSync, symlinkSync, unlinkSync } from "node:fs";
 import { posix } from "node:path";
 import type { SymlinkResource } from "../../model/generated.js";
-import { temporaryPath } from "../atomic.js";
 import type { Applied, Driver, DriverContext, Plan } from "../driver.js";
 import { permanent } from "../failure.js";
 import {
@@ -17,6 +16,7 @@ import {
   typeConflict,
   typeOf,
 } from "../fsnode.js";
+import { createTemporary, settleTemporary } from "../temporary.js";
 
 /** What is at a symlink resource's path. */
 export interface SymlinkObservation {
@@ -94,12 +94,13 @@ export const symlinkDriver: Driver<SymlinkResource, SymlinkObservation, SymlinkO
 };
 
 function replaceLink(host: string, text: string): void {
-  const tmp = temporaryPath(host);
-  symlinkSync(text, tmp);
+  const { temporary: tmp } = createTemporary(host, "link", (name) => symlinkSync(text, name));
   try {
     renameSync(tmp, host);
   } catch (error) {
     unlinkSync(tmp);
     throw error;
+  } finally {
+    settleTemporary(tmp);
   }
 }
