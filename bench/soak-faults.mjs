@@ -25,7 +25,6 @@ import {
   readdirSync,
   readFileSync,
   rmSync,
-  statSync,
   writeFileSync,
 } from "node:fs";
 import { tmpdir } from "node:os";
@@ -53,6 +52,7 @@ execFileSync("npm", ["run", "build"], { cwd: repoRoot, stdio: ["ignore", "ignore
 const { NatsServerProcess, stopChild } = await import("../dist/transport/nats/server.js");
 const { SqliteStore } = await import("../dist/hub/store/sqlite.js");
 const { isSameProcess } = await import("../dist/agent/proc.js");
+const { findTemporaryFiles } = await import("../dist/agent/temporary.js");
 
 const dir = mkdtempSync(join(tmpdir(), "steward-soak-"));
 const repo = join(dir, "fleet");
@@ -67,7 +67,7 @@ const log = (text) => process.stderr.write(`soak: ${text}\n`);
 const contents = new Map();
 function fileContent(assignment, index, version) {
   const head = `${assignment} file ${index} version ${version}\n`;
-  return head + "x".repeat(FILE_BYTES - head.length - 1) + "\n";
+  return `${head}${"x".repeat(FILE_BYTES - head.length - 1)}\n`;
 }
 function assignmentYaml(assignment, version) {
   const srv = `/srv/${assignment}`;
@@ -336,27 +336,11 @@ for (const node of nodes)
   }
 for (const node of nodes) torn += tornFiles(node).length;
 
-/** Temporary files of steward's own patterns left anywhere under `root`. */
+/** Temporary files of steward's own names left anywhere under `root`. */
 function leftovers(root) {
-  let count = 0;
-  const walk = (at) => {
-    let entries;
-    try {
-      entries = readdirSync(at, { withFileTypes: true });
-    } catch {
-      return;
-    }
-    for (const entry of entries) {
-      const path = join(at, entry.name);
-      if (entry.isDirectory()) walk(path);
-      else if (/\.steward-\d+-\d+\.tmp$/.test(entry.name) || /^report-seq\.\d+\.tmp$/.test(entry.name)) {
-        count++;
-        log(`leftover: ${path} (${statSync(path).size} bytes)`);
-      }
-    }
-  };
-  walk(root);
-  return count;
+  const found = findTemporaryFiles(root);
+  for (const path of found) log(`leftover: ${path}`);
+  return found.length;
 }
 const leftover = leftovers(roots) + leftovers(join(dir, "agents"));
 const store = hubStore();

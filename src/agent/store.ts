@@ -232,7 +232,7 @@ const SETTLED_MS = 1000;
  * and services/<assignment>/ (see sweepLeftovers). trash/ is not among them: what it holds is what
  * `ensure: absent` moved away, whatever its name.
  */
-const WRITTEN_DIRECTORIES = ["bundles", "instances", "runonce", "kept", "containers"];
+const WRITTEN_DIRECTORIES = ["bundles", "instances", "runonce", "lost", "kept", "containers"];
 
 /** The agent's state directory (layout above). Every write is atomic: temp file, fsync, rename. */
 export class AgentStore {
