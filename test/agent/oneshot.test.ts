@@ -229,6 +229,8 @@ describe("agent one-shots across crashes", () => {
     const ran = await box.agent().apply(again(notDone));
     expect(ran.result.resources[0]!.action).toBe("ran");
     expect(runs()).toHaveLength(3);
+    // A guarded run's lost outcome is never a question for a person: its check decides.
+    expect(ran.report.instances[0]!.lostRuns).toBeUndefined();
   });
 
   it("agent one-shot - a person's answer: ran records it as done, rerun runs it once more, and neither applies twice", async () => {

@@ -225,10 +225,12 @@ export const commandDriver: Driver<CommandResource, CommandObservation> = {
       if (next.action !== "run") return { action: "skipped", ...(next.note ? { message: next.note } : {}) };
       return commandDriver.apply(resource, next, now, ctx);
     }
-    // A run of an earlier generation whose outcome was lost stays a question after this one replaces it.
-    keepIfLost(ctx.store, ctx.assignment, resource.name!, (run) =>
-      commandDriver.evidence?.(resource, { run: { ...run, state: "lost" } }, ctx),
-    );
+    // A run of an earlier generation whose outcome was lost stays a question after this one
+    // replaces it — unless the command's own check decides whether it is done.
+    if (resource.creates === undefined && resource.unless === undefined)
+      keepIfLost(ctx.store, ctx.assignment, resource.name!, (run) =>
+        commandDriver.evidence?.(resource, { run: { ...run, state: "lost" } }, ctx),
+      );
     const result = await runOneShot(oneShot, {
       argv: resource.run,
       ...processOptions(resource, ctx),
