@@ -570,7 +570,8 @@ class LoadState {
       try {
         bytes = await source.read(file);
       } catch (error) {
-        diagnostics.push({ ...unreadable(error).parsed.problems[0]!, file: path });
+        const analysis = file.problem ? linkAnalysis(file.problem) : unreadable(error);
+        diagnostics.push({ ...analysis.parsed.problems[0]!, file: path });
         readable = false;
         continue;
       }
@@ -631,14 +632,12 @@ function aliasesOf(
     else seenAt.set(file.real!, [file.path]);
   }
   for (const [real, paths] of seenAt) {
-    const candidates = paths.filter((path) => readable(files.get(path)!)).sort();
+    const readablePaths = paths.filter((path) => readable(files.get(path)!)).sort();
     const own = files.get(real);
-    const read = candidates.includes(FLEET_FILE)
-      ? FLEET_FILE
-      : own && own.real === undefined && readable(own)
-        ? real
-        : candidates[0];
-    for (const path of candidates) if (path !== read) aliases.add(path);
+    const ownReadable = own !== undefined && own.real === undefined && readable(own);
+    if (ownReadable) readablePaths.push(real);
+    const read = readablePaths.includes(FLEET_FILE) ? FLEET_FILE : ownReadable ? real : readablePaths[0];
+    for (const path of readablePaths) if (path !== read) aliases.add(path);
   }
   return aliases;
 }

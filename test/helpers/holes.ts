@@ -126,6 +126,16 @@ export const BROKEN_FLEETS: BrokenFleet[] = [
     ),
   },
   {
+    name: "a source: file that is a symlink out of the repository",
+    files: {
+      "assignments/holes.yaml": holes(
+        "  resources:\n    - kind: file\n      path: /srv/holes/a\n      source: files/a\n",
+      ),
+    },
+    links: { "files/a": "/etc/hostname" },
+    expected: link("files/a", "file/symlink-outside", ['"/etc/hostname"'], LEAVES),
+  },
+  {
     name: "a dangling symlink",
     links: { "nodes/web-3.yaml": "web-9.yaml" },
     expected: link(
@@ -420,15 +430,16 @@ export function writeBroken(dir: string, broken: BrokenFleet, outside: string): 
 
 /**
  * A valid fleet whose documents and content are partly reached through symlinks that stay inside:
- * steward.yaml (mode observe) and node web-2 live in a dot-directory, which is not read on its
- * own; web-1 and web-2 are each reached by a second link and by a directory link; assignment
- * `page` on web-2 reads its `source:` through a link.
+ * steward.yaml is a link to config/fleet.yaml (mode observe), read once, as steward.yaml; node
+ * web-2 lives in a dot-directory, which is not read on its own; web-1 and web-2 are each reached
+ * by a second link and by a directory link; assignment `page` on web-2 reads its `source:`
+ * through a link.
  */
 export const LINKED_FLEET: { files: Record<string, string>; links: Record<string, string> } = {
   files: {
     ...VALID_FLEET,
     ".shared/web-2.yaml": NODE.replace("web-1", "web-2"),
-    ".shared/fleet.yaml": fleet("  mode: observe\n"),
+    "config/fleet.yaml": fleet("  mode: observe\n"),
     "content/page.html": "<p>linked</p>\n",
     "assignments/page.yaml": `apiVersion: steward.dev/v1
 kind: Assignment
@@ -443,7 +454,7 @@ spec:
 `,
   },
   links: {
-    "steward.yaml": ".shared/fleet.yaml",
+    "steward.yaml": "config/fleet.yaml",
     "nodes/web-2.yaml": "../.shared/web-2.yaml",
     "nodes/web-2-again.yaml": "web-2.yaml",
     "nodes/web-1-again.yaml": "./web-1.yaml",
