@@ -64,11 +64,16 @@ function within(path: string, dir: string): boolean {
   return dir === "" || path === dir || path.startsWith(`${dir}/`);
 }
 
-function outside(link: string, target: string, via?: { link: string; target: string }): LinkProblem {
+function outside(
+  link: string,
+  target: string,
+  via?: { link: string; target: string },
+  where = "outside the repository",
+): LinkProblem {
   const through = via ? ` (through the link ${quote(via.link)} → ${quote(via.target)})` : "";
   return {
     code: "file/symlink-outside",
-    message: `symlink ${quote(link)} points to ${quote(target)}${through}, outside the repository: steward does not follow links out of it`,
+    message: `symlink ${quote(link)} points to ${quote(target)}${through}, ${where}: steward does not follow links out of it`,
     fix: "put the file itself in the repository in place of the link, or remove the link",
   };
 }
@@ -126,7 +131,8 @@ export function resolveLink(link: string, tree: LinkedTree): LinkResolution {
     }
     const path = reached.length === 0 ? name : `${reached.join("/")}/${name}`;
     // The repository's own metadata, in a working directory: never its content (a git tree has none).
-    if (name === ".git") return { kind: "broken", problem: outside(link, target, via) };
+    if (name === ".git")
+      return { kind: "broken", problem: outside(link, target, via, "into .git, the repository's metadata") };
     const entry = tree.lookup(path);
     if (entry.kind === "link") {
       if (++followed > MAX_LINKS_FOLLOWED) return { kind: "broken", problem: looping(link, target) };
@@ -184,10 +190,11 @@ export function linkedFiles(links: readonly string[], tree: LinkedTree): RepoFil
     const at = (path: string) => seen + path.slice(real.length);
     for (const file of files) out.push(linkedFile(at(file.path), file.real ?? file.path, file.id));
     for (const link of inner) {
+      if (!followedName(link.slice(link.lastIndexOf("/") + 1))) continue;
       const resolution = resolve(link);
       if (resolution.kind === "broken") out.push({ path: at(link), real: link, problem: resolution.problem });
       else if (resolution.kind === "file") out.push(linkedFile(at(link), resolution.real, resolution.id));
-      else if (followedName(link.slice(link.lastIndexOf("/") + 1))) {
+      else {
         const here = [...entered, parentOf(link)];
         if (here.some((dir) => within(dir, resolution.real)))
           return { closing: { link, target: targetOf(link) } };
