@@ -123,6 +123,25 @@ function plural(count: number, word: string): string {
   return `${count} ${word}${count === 1 ? "" : "s"}`;
 }
 
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it finds.
+const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/u;
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it removes.
+const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f]/gu;
+
+/**
+ * Why `data` fails `pattern`, in words where one character is the reason (a NUL or line break, a
+ * trailing `/`: the value matches without it), else the pattern itself.
+ */
+function patternMismatch(pattern: string, data: unknown): string {
+  if (typeof data === "string") {
+    const matches = (text: string) => new RegExp(pattern, "u").test(text);
+    if (CONTROL_CHARACTER.test(data) && matches(data.replace(CONTROL_CHARACTERS, "")))
+      return "must not contain control characters (NUL, line breaks, tabs)";
+    if (data.length > 1 && data.endsWith("/") && matches(data.slice(0, -1))) return 'must not end with "/"';
+  }
+  return `must match ${pattern}`;
+}
+
 /** Turns one ajv error into a finding, or undefined for errors that only repeat a more precise one. */
 function toFinding(error: ErrorObject, all: ErrorObject[]): Finding | undefined {
   const path = pointerToPath(error.instancePath);
@@ -245,7 +264,7 @@ function toFinding(error: ErrorObject, all: ErrorObject[]): Finding | undefined 
         severity: "error",
         code: "schema/pattern",
         path,
-        message: `${where} must match ${String(params.pattern)} (got ${describe(error.data)})`,
+        message: `${where} ${patternMismatch(String(params.pattern), error.data)} (got ${describe(error.data)})`,
         fix: schemaDescription(error.parentSchema),
       };
     default:
