@@ -30,8 +30,13 @@ export const DURATION_FIELDS: readonly DurationField[] = [
 
 const DURATION = /^[0-9]+(ms|s|m|h|d)$/;
 
-const BY_KIND = new Map<DocumentKind, readonly DurationField[]>();
-for (const field of DURATION_FIELDS) BY_KIND.set(field.kind, [...(BY_KIND.get(field.kind) ?? []), field]);
+/** The fields of each kind, with their bounds in milliseconds. */
+const BY_KIND = new Map<DocumentKind, { field: DurationField; minMs: number; maxMs: number }[]>();
+for (const field of DURATION_FIELDS) {
+  const list = BY_KIND.get(field.kind) ?? [];
+  list.push({ field, minMs: parseDuration(field.min), maxMs: parseDuration(field.max) });
+  BY_KIND.set(field.kind, list);
+}
 
 /**
  * Findings for the durations of a document of `kind` that are outside their bounds. Values that
@@ -39,30 +44,45 @@ for (const field of DURATION_FIELDS) BY_KIND.set(field.kind, [...(BY_KIND.get(fi
  */
 export function durationFindings(kind: DocumentKind, value: unknown): Finding[] {
   const findings: Finding[] = [];
-  for (const field of BY_KIND.get(kind) ?? []) {
-    const visit = (at: unknown, depth: number, path: (string | number)[]) => {
-      if (depth === field.path.length) {
-        if (typeof at === "string" && DURATION.test(at)) {
-          const ms = parseDuration(at);
-          if (ms < parseDuration(field.min) || ms > parseDuration(field.max))
-            findings.push({
-              severity: "error",
-              code: "duration/range",
-              path,
-              message: `${formatPath(path)} must be from ${field.min} to ${field.max} (got ${JSON.stringify(at)})`,
-              fix: `use a duration from ${field.min} to ${field.max}`,
-            });
-        }
-        return;
-      }
-      if (at === null || typeof at !== "object") return;
-      const segment = field.path[depth]!;
-      if (segment === "*") {
-        if (Array.isArray(at)) for (const [i, item] of at.entries()) visit(item, depth + 1, [...path, i]);
-      } else if (!Array.isArray(at) && Object.hasOwn(at, segment))
-        visit((at as Record<string, unknown>)[segment], depth + 1, [...path, segment]);
-    };
-    visit(value, 0, []);
-  }
+  // Runs for every document of a fleet: one path stack, copied only for a finding.
+  const path: (string | number)[] = [];
+  for (const bounded of BY_KIND.get(kind) ?? []) visit(value, 0, bounded, path, findings);
   return findings;
+}
+
+function visit(
+  at: unknown,
+  depth: number,
+  bounded: { field: DurationField; minMs: number; maxMs: number },
+  path: (string | number)[],
+  findings: Finding[],
+): void {
+  const { field, minMs, maxMs } = bounded;
+  if (depth === field.path.length) {
+    if (typeof at !== "string" || !DURATION.test(at)) return;
+    const ms = parseDuration(at);
+    if (ms >= minMs && ms <= maxMs) return;
+    findings.push({
+      severity: "error",
+      code: "duration/range",
+      path: [...path],
+      message: `${formatPath(path)} must be from ${field.min} to ${field.max} (got ${JSON.stringify(at)})`,
+      fix: `use a duration from ${field.min} to ${field.max}`,
+    });
+    return;
+  }
+  if (at === null || typeof at !== "object") return;
+  const segment = field.path[depth]!;
+  if (segment === "*") {
+    if (!Array.isArray(at)) return;
+    for (let i = 0; i < at.length; i++) {
+      path.push(i);
+      visit(at[i], depth + 1, bounded, path, findings);
+      path.pop();
+    }
+  } else if (!Array.isArray(at) && Object.hasOwn(at, segment)) {
+    path.push(segment);
+    visit((at as Record<string, unknown>)[segment], depth + 1, bounded, path, findings);
+    path.pop();
+  }
 }
