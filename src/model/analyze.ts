@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from "node:worker_threads";
 import type { Finding } from "./findings.js";
+import type { LinkProblem } from "./links.js";
 import { type DocumentKind, validateDocument } from "./schema.js";
 import { MAX_YAML_BYTES, type ParsedFile, parseYamlFile } from "./yaml.js";
 
@@ -59,6 +60,15 @@ export function unreadable(error: unknown): FileAnalysis {
         },
       ],
     },
+    documents: [],
+  };
+}
+
+/** The analysis of a symlink that is not followed: one diagnostic at its path, with the fix. */
+export function linkAnalysis(problem: LinkProblem): FileAnalysis {
+  const { code, message, fix } = problem;
+  return {
+    parsed: { problems: [{ severity: "error", code, line: 1, column: 1, message, fix }] },
     documents: [],
   };
 }

@@ -135,7 +135,16 @@ export interface AssignmentFacts {
   duplicates: ReadonlySet<number> | undefined;
   /** Every `${...}` of its resources and probes, in the order substitution meets them. */
   references: readonly Reference[];
+  /**
+   * Resources and probes whose references land in a field the schema constrains (a name, a
+   * dependency, a port, the start of a URL): checked against the schema again once substituted
+   * for each node, as the agent checks its bundle. Paths are checked with confinement.
+   */
+  substituted: readonly { part: "resources" | "probes"; index: number }[];
 }
+
+/** Fields of resources whose `${...}` may make a name the schema refuses. */
+const NAMING_FIELDS = new Set<string | number | undefined>(["name", "dependsOn", "restartOn"]);
 
 const assignmentFacts = new WeakMap<Assignment, AssignmentFacts>();
 
@@ -274,6 +283,17 @@ export function factsOf(assignment: Assignment): AssignmentFacts {
     for (const reference of references(resource, ["resources", i])) refs.push(reference);
   for (const [i, probe] of (spec.probes ?? []).entries())
     for (const reference of references(probe, ["probes", i])) refs.push(reference);
+  const substituted: { part: "resources" | "probes"; index: number }[] = [];
+  for (const { path } of refs) {
+    const [part, index, field] = path as ["resources" | "probes", number, string];
+    const constrained =
+      part === "resources"
+        ? NAMING_FIELDS.has(field)
+        : field === "port" ||
+          (field === "url" && !/^https?:\/\//.test((spec.probes![index] as { url: string }).url));
+    const last = substituted[substituted.length - 1];
+    if (constrained && (last?.part !== part || last.index !== index)) substituted.push({ part, index });
+  }
   const facts: AssignmentFacts = {
     findings: kept(findings),
     confined: kept(confined),
@@ -281,6 +301,7 @@ export function factsOf(assignment: Assignment): AssignmentFacts {
     sources: kept(sources),
     duplicates,
     references: kept(refs),
+    substituted: kept(substituted),
   };
   assignmentFacts.set(assignment, facts);
   return facts;

@@ -15,14 +15,14 @@ export type Name = string;
  */
 export type Stage = "observe" | "apply";
 /**
- * A duration: a whole number and a unit (`ms`, `s`, `m`, `h`, `d`), e.g. `30s`.
+ * A duration: a whole number and a unit (`ms`, `s`, `m`, `h`, `d`), e.g. `30s`. Each field that takes one says its bounds.
  *
  * This interface was referenced by `StewardSchemas`'s JSON-Schema
  * via the `definition` "Duration".
  */
 export type Duration = string;
 /**
- * An absolute path.
+ * An absolute path, without control characters (NUL, line breaks, tabs), at most 4096 characters.
  *
  * This interface was referenced by `StewardSchemas`'s JSON-Schema
  * via the `definition` "AbsolutePath".
@@ -44,7 +44,7 @@ export type Resource =
   | ContainerResource
   | PackageResource;
 /**
- * Names the resource within its assignment, for `dependsOn` and reports. Defaults to the path for files, directories and symlinks (so a name may start with `/`).
+ * Names the resource within its assignment, for `dependsOn`, `restartOn` and reports: any text without control characters (NUL, line breaks, tabs), at most 4096 characters. Files, directories and symlinks default to their path, so every valid path is a valid name (`/srv/my file.conf`).
  *
  * This interface was referenced by `StewardSchemas`'s JSON-Schema
  * via the `definition` "ResourceName".
@@ -65,7 +65,7 @@ export type ResourceDependsOn = ResourceName[];
  */
 export type AtomicGroup = string;
 /**
- * An absolute path on the node, or one that starts with a `${node.vars.KEY}` holding an absolute path.
+ * An absolute path on the node, or one that starts with a `${node.vars.KEY}` holding an absolute path; without control characters (NUL, line breaks, tabs) or a trailing `/`, at most 4096 characters.
  *
  * This interface was referenced by `StewardSchemas`'s JSON-Schema
  * via the `definition` "ResourcePath".
@@ -106,6 +106,8 @@ export type Ensure = "present" | "absent";
  *
  * This interface was referenced by `StewardSchemas`'s JSON-Schema
  * via the `definition` "Argv".
+ *
+ * Items: One argument: any text without a NUL byte (a process cannot be given one).
  */
 export type Argv = string[];
 /**
@@ -226,7 +228,7 @@ export interface FleetSpec {
   heartbeat?: {
     interval?: Duration;
     /**
-     * Beats missed before `NodeSilent`. Default 3.
+     * Beats missed before `NodeSilent`: from 1 to 100. Default 3.
      */
     missed?: number;
   };
@@ -245,7 +247,7 @@ export interface FleetSpec {
  */
 export interface Budget {
   /**
-   * Default 5.
+   * How many attempts transient failures get: from 1 to 1000. Default 5.
    */
   attempts?: number;
   within?: Duration;
@@ -357,6 +359,9 @@ export interface NodeSpec {
    * Values for this node, used in assignments as `${node.vars.KEY}` (e.g. a port or a data directory).
    */
   vars?: {
+    /**
+     * Any text without a NUL byte (no path, argument or environment value can hold one).
+     */
     [k: string]: string;
   };
 }
@@ -428,7 +433,7 @@ export interface AssignmentSpec {
    */
   state?: "running" | "stopped";
   /**
-   * The configuration version this assignment declares; reported back by agents and checked by probes.
+   * The configuration version this assignment declares; reported back by agents and checked by probes. Any text without a NUL byte.
    */
   version?: string;
   /**
@@ -504,7 +509,7 @@ export interface SymlinkResource {
   atomic?: AtomicGroup;
   path: ResourcePath;
   /**
-   * Where the link points: absolute, or relative to the link's directory; either way it must resolve inside the node's roots.
+   * Where the link points: absolute, or relative to the link's directory; either way it must resolve inside the node's roots. No control characters (NUL, line breaks, tabs), at most 4096 characters.
    */
   target: string;
   ensure?: Ensure;
@@ -538,6 +543,9 @@ export interface CommandResource {
  * via the `definition` "Env".
  */
 export interface Env {
+  /**
+   * Any text without a NUL byte (a process cannot be given one).
+   */
   [k: string]: string;
 }
 /**
@@ -721,15 +729,18 @@ export interface Rollout {
      * @minItems 1
      */
     nodes?: Name[];
+    /**
+     * How many of the assignment's nodes go first: from 1 to 100000.
+     */
     count?: number;
     soak?: Duration;
   };
   /**
-   * How many nodes may have an attempt in flight at once: a count, or a percentage like `25%`. Default: all.
+   * How many nodes may have an attempt in flight at once: a count from 1 to 100000, or a percentage like `25%`. Default: all.
    */
   maxInFlight?: number | string;
   /**
-   * Failed nodes tolerated before the rollout pauses with `RolloutPaused`. Default 0.
+   * Failed nodes tolerated before the rollout pauses with `RolloutPaused`: from 0 to 100000. Default 0.
    */
   maxFailures?: number;
 }
@@ -768,6 +779,9 @@ export interface Bundle {
    */
   hash: string;
   spec: InstanceSpec;
+  /**
+   * The assignment's retry budget, within the bounds of steward.schema.json's Budget.
+   */
   budget?: {
     attempts?: number;
     withinMs?: number;

@@ -3,13 +3,14 @@
  * syncer (on git trees) and the hub. Per-file work (decode, parse, schema validation) depends only on
  * the file's bytes and is cached by content id, so a sync re-reads only files whose blob changed.
  */
-import { type Dirent, readdirSync } from "node:fs";
+import { type Dirent, lstatSync, readdirSync, readlinkSync, type Stats } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import {
   analyzeDirectoryFiles,
   analyzeFile,
   type FileAnalysis,
+  linkAnalysis,
   readBuffer,
   readWhole,
   unreadable,
@@ -22,6 +23,7 @@ import { EnvironmentError } from "./errors.js";
 import type { Finding } from "./findings.js";
 import { fleetSettings } from "./fleet.js";
 import type { Assignment } from "./generated.js";
+import { followedName, type LinkedTree, type LinkProblem, linkedFiles, type RepoEntry } from "./links.js";
 import { DeferredInstances, type DesiredState, Rendering, type SourceContent } from "./render.js";
 import { quoteFix } from "./schema.js";
 import { FleetChecks } from "./semantic.js";
@@ -32,6 +34,13 @@ export interface RepoFile {
   path: string;
   /** Equal ids mean equal bytes (a git blob id). Absent: the file is never served from the cache. */
   id?: string;
+  /**
+   * For a path seen through a symlink: the path of the file it is in the repository. Several
+   * paths of one file are read as one: its documents count once.
+   */
+  real?: string;
+  /** For a symlink that leaves the repository, dangles or loops: why it is not read. */
+  problem?: LinkProblem;
 }
 
 /** Where a repository's files come from: a directory, or a git tree at some commit. */
@@ -147,6 +156,10 @@ const notIgnored = () => false;
 class LoadState {
   /** The files of the last load, by path. */
   private files = new Map<string, RepoFile>();
+  /** The files of the last load seen through a symlink (with `real`), by path. */
+  private linked = new Map<string, RepoFile>();
+  /** Paths not analysed because another path of the same file is (see aliasesOf). */
+  private aliases: ReadonlySet<string> = new Set();
   /** The source of the last load, for the next one's `changesSince`. */
   private source?: RepoSource;
   /** Counts loads, so a result knows whether the state still describes its revision. */
@@ -182,12 +195,16 @@ class LoadState {
     const paths: string[] = [];
     const delta = this.source !== undefined ? source.changesSince?.(this.source) : undefined;
     let files: Map<string, RepoFile>;
+    let linked: Map<string, RepoFile>;
     if (delta) {
       // Told by the source: the file map is changed where it changed, in place (a load that fails
       // from here on drops the whole state, see loadRepo).
       files = this.files;
+      linked = this.linked;
       for (const [path, file] of delta) {
         const was = files.get(path);
+        if (file?.real !== undefined) linked.set(path, file);
+        else linked.delete(path);
         if (file === undefined) {
           if (!was) continue;
           files.delete(path);
@@ -203,7 +220,11 @@ class LoadState {
     } else {
       const before = this.files;
       files = new Map();
-      for (const file of sortedFiles(await source.files())) files.set(file.path, file);
+      linked = new Map();
+      for (const file of sortedFiles(await source.files())) {
+        files.set(file.path, file);
+        if (file.real !== undefined) linked.set(file.path, file);
+      }
       for (const file of files.values()) {
         const was = before.get(file.path);
         if (!was) paths.push(file.path);
@@ -218,6 +239,7 @@ class LoadState {
     }
 
     const analyze = async (file: RepoFile): Promise<FileAnalysis> => {
+      if (file.problem) return linkAnalysis(file.problem);
       const hit = file.id ? cache?.get(file.id) : undefined;
       if (hit) return hit;
       let bytes: Uint8Array;
@@ -244,38 +266,67 @@ class LoadState {
       ignore = ignorePatterns(analysis);
     } else if (gone.includes(FLEET_FILE)) ignore = [];
     const toAnalyze: RepoFile[] = [];
-    const analysable = (path: string) => isYaml(path) && !hidden(path) && !ignored(path);
-    if (ignore.join("\0") !== this.ignore.join("\0")) {
-      // picomatch is loaded only for a repository that ignores something.
+    const ignoreChanged = ignore.join("\0") !== this.ignore.join("\0");
+    // picomatch is loaded only for a repository that ignores something.
+    if (ignoreChanged)
       ignored =
         ignore.length > 0
           ? (createRequire(import.meta.url)("picomatch") as typeof import("picomatch"))(ignore, { dot: true })
           : notIgnored;
+    // A symlink that is not followed is reported whatever its name; YAML files are read.
+    const readable = (file: RepoFile) =>
+      (file.problem !== undefined || isYaml(file.path)) && !hidden(file.path) && !ignored(file.path);
+    const aliases = aliasesOf(files, linked, readable);
+    const analysable = (file: RepoFile) => readable(file) && !aliases.has(file.path);
+    if (ignoreChanged) {
       // Other ignore patterns: any file may come in or go out.
       const again = new Set(changed);
       for (const file of sortedFiles([...files.values()])) {
         if (file.path === FLEET_FILE) continue;
-        if (analysable(file.path)) {
+        if (analysable(file)) {
           if (again.has(file) || !this.entries.has(file.path)) toAnalyze.push(file);
         } else if (this.entries.has(file.path)) analyses.set(file.path, undefined);
       }
-    } else
+    } else {
       for (const file of changed) {
         if (file.path === FLEET_FILE) continue;
-        if (analysable(file.path)) toAnalyze.push(file);
+        if (analysable(file)) toAnalyze.push(file);
         else if (this.entries.has(file.path)) analyses.set(file.path, undefined);
       }
+      // Paths that became, or stopped being, another path of a file read elsewhere.
+      const flipped = [...aliases].filter((path) => !this.aliases.has(path));
+      for (const path of this.aliases) if (!aliases.has(path)) flipped.push(path);
+      if (flipped.length > 0) {
+        const again = new Set(changed.map((file) => file.path));
+        for (const path of flipped.sort()) {
+          const file = files.get(path);
+          if (!file || again.has(path) || path === FLEET_FILE) continue;
+          if (analysable(file)) {
+            if (!this.entries.has(path)) toAnalyze.push(file);
+          } else if (this.entries.has(path)) analyses.set(path, undefined);
+        }
+        toAnalyze.sort(byPath);
+      }
+    }
 
     // Plain files of a directory (nothing to serve from a cache) may be analysed on two threads.
     const cacheable = cache !== undefined && toAnalyze.some((f) => f.id !== undefined);
     if (source.directory !== undefined && !cacheable && toAnalyze.length > 0) {
-      const list = toAnalyze.map((f) => f.path);
+      // Read where each file is: a path seen through a link is read at the file it leads to.
+      const list = toAnalyze.filter((f) => !f.problem).map((f) => f.real ?? f.path);
       const analysed = await analyzeDirectoryFiles(source.directory, list);
-      for (const [i, file] of toAnalyze.entries()) analyses.set(file.path, { file, analysis: analysed[i]! });
+      let next = 0;
+      for (const file of toAnalyze)
+        analyses.set(file.path, {
+          file,
+          analysis: file.problem ? linkAnalysis(file.problem) : analysed[next++]!,
+        });
     } else for (const file of toAnalyze) analyses.set(file.path, { file, analysis: await analyze(file) });
 
     // From here on the state is updated, without waiting for anything.
     this.files = files;
+    this.linked = linked;
+    this.aliases = aliases;
     this.source = source;
     const version = ++this.version;
     this.ignore = ignore;
@@ -519,7 +570,8 @@ class LoadState {
       try {
         bytes = await source.read(file);
       } catch (error) {
-        diagnostics.push({ ...unreadable(error).parsed.problems[0]!, file: path });
+        const analysis = file.problem ? linkAnalysis(file.problem) : unreadable(error);
+        diagnostics.push({ ...analysis.parsed.problems[0]!, file: path });
         readable = false;
         continue;
       }
@@ -559,6 +611,35 @@ function readText(
     // Unreadable now: the diagnostic keeps its file and loses its position.
     return undefined;
   }
+}
+
+/**
+ * The paths not analysed because another path of the same file is (see RepoFile.real): of the
+ * readable paths of one file, steward.yaml is read (where a Fleet document must be), else the
+ * file's own path, else the first.
+ */
+function aliasesOf(
+  files: ReadonlyMap<string, RepoFile>,
+  linked: ReadonlyMap<string, RepoFile>,
+  readable: (file: RepoFile) => boolean,
+): ReadonlySet<string> {
+  const aliases = new Set<string>();
+  if (linked.size === 0) return aliases;
+  const seenAt = new Map<string, string[]>();
+  for (const file of linked.values()) {
+    const paths = seenAt.get(file.real!);
+    if (paths) paths.push(file.path);
+    else seenAt.set(file.real!, [file.path]);
+  }
+  for (const [real, paths] of seenAt) {
+    const readablePaths = paths.filter((path) => readable(files.get(path)!)).sort();
+    const own = files.get(real);
+    const ownReadable = own !== undefined && own.real === undefined && readable(own);
+    if (ownReadable) readablePaths.push(real);
+    const read = readablePaths.includes(FLEET_FILE) ? FLEET_FILE : ownReadable ? real : readablePaths[0];
+    for (const path of readablePaths) if (path !== read) aliases.add(path);
+  }
+  return aliases;
 }
 
 /** What the last load with each cache found (see LoadState). */
@@ -637,39 +718,74 @@ function templateFinding(
   };
 }
 
-/** A RepoSource over a directory: every file below it, skipping dot-directories like .git. */
+/**
+ * A RepoSource over a directory: every file below it, skipping dot-directories like .git and
+ * node_modules. Symlinks follow the rules of links.ts: a path seen through a link that stays
+ * inside is read at the file it leads to, and a link that leaves the directory, dangles or loops
+ * is listed with its problem (it is never read).
+ */
 export function directorySource(root: string): RepoSource {
   const scratch = readBuffer();
+  /** The regular files and the links below `dir` (`prefix` is its relative path), at their real paths. */
+  const walk = (dir: string, prefix: string, files: RepoFile[], links: string[]) => {
+    let entries: Dirent[];
+    try {
+      entries = readdirSync(dir, { withFileTypes: true });
+    } catch (error) {
+      const reason = (error as NodeJS.ErrnoException).code ?? String(error);
+      throw new EnvironmentError(
+        `cannot read directory ${dir} (${reason}): make it readable, or list it under ignore:`,
+        {
+          cause: error,
+        },
+      );
+    }
+    for (const entry of entries) {
+      const rel = prefix === "" ? entry.name : `${prefix}/${entry.name}`;
+      if (entry.isDirectory()) {
+        if (followedName(entry.name)) walk(join(dir, entry.name), rel, files, links);
+      } else if (entry.isFile()) files.push({ path: rel });
+      else if (entry.isSymbolicLink()) links.push(rel);
+    }
+  };
+  const tree: LinkedTree = {
+    lookup(path) {
+      return directoryEntry(join(root, path));
+    },
+    below(dir) {
+      const files: RepoFile[] = [];
+      const links: string[] = [];
+      walk(join(root, dir), dir, files, links);
+      return { files, links };
+    },
+  };
   return {
     directory: root,
     files() {
-      const out: RepoFile[] = [];
-      const walk = (dir: string, prefix: string) => {
-        let entries: Dirent[];
-        try {
-          entries = readdirSync(dir, { withFileTypes: true });
-        } catch (error) {
-          const reason = (error as NodeJS.ErrnoException).code ?? String(error);
-          throw new EnvironmentError(
-            `cannot read directory ${dir} (${reason}): make it readable, or list it under ignore:`,
-            {
-              cause: error,
-            },
-          );
-        }
-        for (const entry of entries) {
-          const rel = prefix === "" ? entry.name : `${prefix}/${entry.name}`;
-          if (entry.isDirectory()) {
-            if (!entry.name.startsWith(".") && entry.name !== "node_modules")
-              walk(join(dir, entry.name), rel);
-          } else if (entry.isFile()) out.push({ path: rel });
-        }
-      };
-      walk(root, "");
-      return out;
+      const files: RepoFile[] = [];
+      const links: string[] = [];
+      walk(root, "", files, links);
+      if (links.length > 0) for (const file of linkedFiles(links, tree)) files.push(file);
+      return files;
     },
     read(file) {
-      return readWhole(join(root, file.path), scratch);
+      if (file.problem) throw new Error(file.problem.message);
+      return readWhole(join(root, file.real ?? file.path), scratch);
     },
   };
+}
+
+/** What is at `path` of a directory, not following a link there. */
+function directoryEntry(path: string): RepoEntry {
+  let stats: Stats | undefined;
+  try {
+    stats = lstatSync(path, { throwIfNoEntry: false });
+    if (stats?.isSymbolicLink()) return { kind: "link", target: readlinkSync(path) };
+  } catch {
+    // Not a directory on the way (ENOTDIR), or unreadable: nothing the repository can use there.
+    return { kind: "missing" };
+  }
+  if (!stats) return { kind: "missing" };
+  if (stats.isFile()) return { kind: "file" };
+  return stats.isDirectory() ? { kind: "directory" } : { kind: "other" };
 }

@@ -3,6 +3,7 @@
  * findings that name the field, what was expected, what was found, and the fix.
  */
 import type { ErrorObject } from "ajv/dist/2020.js";
+import { durationFindings } from "./durations.js";
 import { type Finding, formatPath } from "./findings.js";
 import { didYouMean } from "./suggest.js";
 import { compiledValidators } from "./validators.generated.js";
@@ -49,6 +50,9 @@ function describe(value: unknown): string {
   if (typeof value === "object") return "a mapping";
   if (typeof value === "string")
     return JSON.stringify(value.length > 60 ? `${value.slice(0, 57)}...` : value);
+  // `1e400` and `.inf` are read as Infinity.
+  if (typeof value === "number" && !Number.isFinite(value))
+    return Number.isNaN(value) ? "not a number (NaN)" : "a number too large to hold (read as Infinity)";
   return `${typeof value} ${String(value)}`;
 }
 
@@ -102,6 +106,10 @@ function plainMessage(error: ErrorObject): string {
       return limit === 1 ? "must not be empty" : `must have at least ${plural(limit ?? 0, "character")}`;
     case "maxLength":
       return `must have at most ${plural(limit ?? 0, "character")}`;
+    case "maximum":
+      return `must be at most ${limit}`;
+    case "minimum":
+      return `must be at least ${limit}`;
     case "uniqueItems": {
       const { i, j } = error.params as { i: number; j: number };
       return `lists the same value twice (items ${j} and ${i})`;
@@ -113,6 +121,25 @@ function plainMessage(error: ErrorObject): string {
 
 function plural(count: number, word: string): string {
   return `${count} ${word}${count === 1 ? "" : "s"}`;
+}
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it finds.
+const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/u;
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it removes.
+const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f]/gu;
+
+/**
+ * Why `data` fails `pattern`, in words where one character is the reason (a NUL or line break, a
+ * trailing `/`: the value matches without it), else the pattern itself.
+ */
+function patternMismatch(pattern: string, data: unknown): string {
+  if (typeof data === "string") {
+    const matches = (text: string) => new RegExp(pattern, "u").test(text);
+    if (CONTROL_CHARACTER.test(data) && matches(data.replace(CONTROL_CHARACTERS, "")))
+      return "must not contain control characters (NUL, line breaks, tabs)";
+    if (data.length > 1 && data.endsWith("/") && matches(data.slice(0, -1))) return 'must not end with "/"';
+  }
+  return `must match ${pattern}`;
 }
 
 /** Turns one ajv error into a finding, or undefined for errors that only repeat a more precise one. */
@@ -237,7 +264,7 @@ function toFinding(error: ErrorObject, all: ErrorObject[]): Finding | undefined 
         severity: "error",
         code: "schema/pattern",
         path,
-        message: `${where} must match ${String(params.pattern)} (got ${describe(error.data)})`,
+        message: `${where} ${patternMismatch(String(params.pattern), error.data)} (got ${describe(error.data)})`,
         fix: schemaDescription(error.parentSchema),
       };
     default:
@@ -286,7 +313,8 @@ export function schemaFindings(validate: Validator, value: unknown): Finding[] {
 
 /**
  * Validates one fleet document: first that it is a steward document at all (a mapping with a known
- * `apiVersion` and `kind`), then against its kind's schema, reporting every error.
+ * `apiVersion` and `kind`), then against its kind's schema and the bounds of its durations,
+ * reporting every error.
  */
 export function validateDocument(value: unknown): { kind?: DocumentKind; findings: Finding[] } {
   if (value === null || typeof value !== "object" || Array.isArray(value)) {
@@ -346,8 +374,7 @@ export function validateDocument(value: unknown): { kind?: DocumentKind; finding
       ],
     };
   }
-  return {
-    kind: kind as DocumentKind,
-    findings: schemaFindings(validatorFor(STEWARD_SCHEMA_ID, kind), value),
-  };
+  const findings = schemaFindings(validatorFor(STEWARD_SCHEMA_ID, kind), value);
+  for (const finding of durationFindings(kind as DocumentKind, value)) findings.push(finding);
+  return { kind: kind as DocumentKind, findings };
 }

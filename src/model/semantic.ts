@@ -18,13 +18,14 @@ import {
   type SourcedDocument,
 } from "./documents.js";
 import { type AssignmentFacts, factsOf, findCycle } from "./facts.js";
-import type { Finding } from "./findings.js";
+import { type Finding, formatPath } from "./findings.js";
 import type { Node } from "./generated.js";
 import { containingRoot, hasDotSegments } from "./paths.js";
 import { NodeIndex } from "./placement.js";
+import { STEWARD_SCHEMA_ID, schemaFindings, validatorFor } from "./schema.js";
 import { emptySorted, type SortedMap } from "./sorted.js";
 import { didYouMean } from "./suggest.js";
-import { substituteString } from "./template.js";
+import { substitute, substituteString } from "./template.js";
 
 export interface LocatedFinding {
   document: SourcedDocument<unknown>;
@@ -91,6 +92,17 @@ function checkConfinement(
           path: where,
           message: `${JSON.stringify(path)} becomes ${JSON.stringify(actual)} on node "${node.metadata.name}", which is not a canonical path`,
           fix: "fix the node's value so the path has no `.`, `..` or `//`",
+        });
+        continue;
+      }
+      // The path as the agent's schema reads it, once the node's values are in.
+      if (templated && field[0] !== "volumes" && !validatorFor(STEWARD_SCHEMA_ID, "ResourcePath")(actual)) {
+        push(doc, {
+          severity: "error",
+          code: "path/invalid",
+          path: where,
+          message: `${JSON.stringify(path)} becomes ${JSON.stringify(actual)} on node "${node.metadata.name}", which has a control character (NUL, line break, tab) or a trailing "/"`,
+          fix: `fix the node's value (spec.vars of nodes/${node.metadata.name})`,
         });
         continue;
       }
@@ -323,7 +335,44 @@ function checkAssignment(
         fix: "add the file, or fix the path (relative to the repository root)",
       });
   checkConfinement(doc, facts.confined, placed, push);
+  checkSubstituted(doc, facts.substituted, placed, push);
   return suggests;
+}
+
+/**
+ * Findings for resources and probes that the schema refuses once a node's values are substituted
+ * (see AssignmentFacts.substituted): the agent checks its bundle against the same schema. One
+ * finding per resource or probe, naming the first node it fails on.
+ */
+function checkSubstituted(
+  doc: AssignmentDocument,
+  substituted: AssignmentFacts["substituted"],
+  placed: readonly Node[],
+  push: Push,
+): void {
+  for (const { part, index } of substituted) {
+    const raw = part === "resources" ? doc.value.spec.resources[index] : doc.value.spec.probes?.[index];
+    const validate = validatorFor(STEWARD_SCHEMA_ID, part === "resources" ? "Resource" : "Probe");
+    for (const node of placed) {
+      const rendered = substitute(raw, { node, assignment: doc.value }, ignoreMissing);
+      if (validate(rendered)) continue;
+      const [first] = schemaFindings(validate, rendered);
+      if (!first) continue;
+      const path = ["spec", part, index, ...first.path];
+      const inside = formatPath(first.path);
+      const message = first.message.startsWith(inside)
+        ? formatPath(path) + first.message.slice(inside.length)
+        : first.message;
+      push(doc, {
+        severity: "error",
+        code: first.code,
+        path,
+        message: `${message} on node "${node.metadata.name}", once its values are filled in`,
+        fix: `fix the values it uses on node "${node.metadata.name}" (spec.vars, labels) or the field${first.fix ? `: ${first.fix}` : ""}`,
+      });
+      break;
+    }
+  }
 }
 
 function checkNode(doc: NodeDocument, push: Push): void {

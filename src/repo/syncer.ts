@@ -404,10 +404,11 @@ export class Syncer {
     } catch {
       return undefined;
     }
-    const entry = this.repository.reader.readTree(commit.tree).find((e) => e.name === FLEET_FILE);
+    // Through a symlink, as the loader reads it: a linked steward.yaml keeps its policy in force.
+    const blob = this.repository.trees.blobAt(commit.tree, FLEET_FILE);
     let policy: SigningPolicy | undefined;
-    if (entry?.type === "blob") {
-      const analysis = analyzeFile(this.repository.reader.readBlob(entry.oid));
+    if (blob) {
+      const analysis = analyzeFile(this.repository.reader.readBlob(blob));
       const fleet = analysis.documents.find((d) => d.kind === "Fleet" && d.findings.length === 0);
       policy = fleetSettings((fleet?.value as { spec?: FleetSpec } | undefined)?.spec).signing;
     }

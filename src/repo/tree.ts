@@ -2,7 +2,12 @@
  * Git trees as the loader's RepoSource. Listings are cached per subtree (by its path and object id),
  * so listing a new commit re-reads only the trees on the paths that changed: an unchanged subtree
  * has the same id and its listing is reused whole. The same walk compares two trees.
+ *
+ * A symlink is a blob of mode 120000 holding its target; the links of a tree follow the rules of
+ * model/links.ts, as those of a working directory do, so `steward validate` on a checkout and the
+ * syncer on its commit agree.
  */
+import { followedName, type LinkedTree, linkedFiles, type RepoEntry, resolveLink } from "../model/links.js";
 import type { RepoFile, RepoSource } from "../model/load.js";
 import { type ObjectReader, parseTreeEntry, type TreeEntry, treeEntryEnd } from "./objects.js";
 
@@ -18,6 +23,8 @@ export interface TreeChange {
 
 interface Listing {
   files: RepoFile[];
+  /** Paths of the symlinks below, outside directories the loader does not read (see followedName). */
+  links: string[];
   /** Cache keys of the subtrees directly below, so reusing a listing keeps them cached too. */
   subtrees: string[];
 }
@@ -46,22 +53,100 @@ interface ParsedTree {
 /** How far ahead an unchanged entry is looked for after a mismatch (entries deleted in a row). */
 const REALIGN_WINDOW = 64;
 
+/** Root trees remembered as having symlinks or not (for `changes`). */
+const LINK_STATES = 64;
+
+const SYMLINK_MODE = "120000";
+
 /** Lists and compares the trees of one repository, remembering the listing of every subtree it saw. */
 export class TreeIndex {
   private listings = new Map<string, Listing>();
   private parsedAt = new Map<string, ParsedTree>();
+  /** Whether a root tree has symlinks the loader reads, for the root trees seen last. */
+  private readonly linkStates = new Map<string, boolean>();
+  /** The last root tree with symlinks that was listed, and its files. */
+  private linkedListing?: { oid: string; files: RepoFile[] };
+  /** Whether the running `compare` met a symlink in the tree it compares to. */
+  private sawLink = false;
 
   constructor(private readonly reader: ObjectReader) {}
 
-  /** Every file below tree `oid` (paths relative to it, `/`-separated), skipping symlinks and submodules. */
+  /**
+   * Every file below tree `oid` (paths relative to it, `/`-separated), skipping submodules; a
+   * symlink is listed as what it leads to (see model/links.ts).
+   */
   files(oid: string): RepoFile[] {
     const touched = new Set<string>();
-    const files = this.list(oid, "", touched);
+    const listing = this.list(oid, "", touched);
+    let files = listing.files;
+    if (listing.links.length > 0) {
+      if (this.linkedListing?.oid !== oid)
+        this.linkedListing = {
+          oid,
+          files: [...files, ...linkedFiles(listing.links, this.linkedTree(oid, touched))],
+        };
+      files = this.linkedListing.files;
+    }
+    this.rememberLinks(oid, listing.links.length > 0);
     // Forget subtrees the newest listing no longer has, so the cache tracks the repo, not its history.
     for (const key of this.listings.keys()) if (!touched.has(key)) this.listings.delete(key);
     for (const [prefix, tree] of this.parsedAt)
       if (!touched.has(`${prefix}\0${tree.oid}`)) this.parsedAt.delete(prefix);
     return files;
+  }
+
+  /** The blob at `path` of root tree `oid`, following symlinks inside the tree; undefined if none. */
+  blobAt(oid: string, path: string): string | undefined {
+    const tree = this.linkedTree(oid, new Set());
+    const entry = tree.lookup(path);
+    if (entry.kind === "file") return entry.id;
+    if (entry.kind !== "link") return undefined;
+    const resolution = resolveLink(path, tree);
+    return resolution.kind === "file" ? resolution.id : undefined;
+  }
+
+  /** Root tree `oid` as links.ts reads it; `touched` keeps the listings it makes cached. */
+  private linkedTree(oid: string, touched: Set<string>): LinkedTree {
+    // Each tree on the way is indexed by name once per listing: links are few, trees may be large.
+    const byName = new Map<string, Map<string, TreeEntry>>();
+    const entriesOf = (tree: string) => {
+      let names = byName.get(tree);
+      if (!names) {
+        names = new Map(this.reader.readTree(tree).map((entry) => [entry.name, entry]));
+        byName.set(tree, names);
+      }
+      return names;
+    };
+    const entryAt = (path: string): TreeEntry | undefined => {
+      let entry: TreeEntry | undefined = { name: "", mode: "40000", type: "tree", oid };
+      for (const name of path.split("/")) {
+        if (entry?.type !== "tree") return undefined;
+        entry = entriesOf(entry.oid).get(name);
+      }
+      return entry;
+    };
+    return {
+      lookup: (path): RepoEntry => {
+        const entry = entryAt(path);
+        if (!entry) return { kind: "missing" };
+        if (entry.type === "tree") return { kind: "directory" };
+        if (entry.type === "commit") return { kind: "other" };
+        if (entry.mode === SYMLINK_MODE)
+          return { kind: "link", target: this.reader.readBlob(entry.oid).toString("utf8") };
+        return { kind: "file", id: entry.oid };
+      },
+      below: (dir) => {
+        const entry = entryAt(dir)!;
+        const listing = this.list(entry.oid, dir, touched);
+        return { files: listing.files, links: listing.links };
+      },
+    };
+  }
+
+  private rememberLinks(oid: string, linked: boolean): void {
+    this.linkStates.delete(oid);
+    this.linkStates.set(oid, linked);
+    if (this.linkStates.size > LINK_STATES) this.linkStates.delete(this.linkStates.keys().next().value!);
   }
 
   /** The blobs that differ between two trees; equal subtrees are skipped without being read. */
@@ -96,7 +181,7 @@ export class TreeIndex {
     return changes.sort((x, y) => (x.path < y.path ? -1 : x.path > y.path ? 1 : 0));
   }
 
-  private list(oid: string, prefix: string, touched: Set<string>): RepoFile[] {
+  private list(oid: string, prefix: string, touched: Set<string>): Listing {
     const key = `${prefix}\0${oid}`;
     touched.add(key);
     const cached = this.listings.get(key);
@@ -107,34 +192,45 @@ export class TreeIndex {
         touched.add(below);
         stack.push(...(this.listings.get(below)?.subtrees ?? []));
       }
-      return cached.files;
+      return cached;
     }
-    const listing: Listing = { files: [], subtrees: [] };
+    const listing: Listing = { files: [], links: [], subtrees: [] };
     const tree = this.parse(oid, prefix);
     for (let i = 0; i < tree.entries.length; i++) {
       const entry = tree.entries[i]!;
       if (entry.type === "tree") {
         const path = prefix ? `${prefix}/${entry.name}` : entry.name;
         listing.subtrees.push(`${path}\0${entry.oid}`);
-        for (const file of this.list(entry.oid, path, touched)) listing.files.push(file);
+        const below = this.list(entry.oid, path, touched);
+        for (const file of below.files) listing.files.push(file);
+        // The loader reads nothing in dot-directories and node_modules: their links are not followed.
+        if (below.links.length > 0 && followedName(entry.name))
+          for (const link of below.links) listing.links.push(link);
       } else {
         const file = tree.files[i];
         if (file) listing.files.push(file);
+        else if (entry.mode === SYMLINK_MODE)
+          listing.links.push(prefix ? `${prefix}/${entry.name}` : entry.name);
       }
     }
     this.listings.set(key, listing);
-    return listing.files;
+    return listing;
   }
 
   /**
    * The files that differ between root trees `before` and `after`: by path, the file in `after`,
    * or undefined when `after` has none there. Equal subtrees are skipped by object id, and a changed
    * tree is compared by the entries its parse did not reuse, so the work grows with the change.
+   * Undefined when either tree has symlinks (what a link leads to may change anywhere), or when
+   * `before` was never listed: then compare their `files()`.
    */
-  changes(before: string, after: string): Map<string, RepoFile | undefined> {
+  changes(before: string, after: string): Map<string, RepoFile | undefined> | undefined {
+    if (this.linkStates.get(before) !== false) return undefined;
     const out = new Map<string, RepoFile | undefined>();
+    this.sawLink = false;
     this.compare(before, after, "", out);
-    return out;
+    this.rememberLinks(after, this.sawLink);
+    return this.sawLink ? undefined : out;
   }
 
   private compare(
@@ -164,6 +260,7 @@ export class TreeIndex {
     const pathOf = (name: string) => (prefix ? `${prefix}/${name}` : name);
     for (const k of fresh) {
       const entry = tree.entries[k]!;
+      if (entry.mode === SYMLINK_MODE) this.sawLink = true;
       const i = gone.get(entry.name);
       gone.delete(entry.name);
       const was = i === undefined ? undefined : old.entries[i]!;
@@ -189,6 +286,7 @@ export class TreeIndex {
       const entry = tree.entries[i]!;
       if (entry.type === "tree") this.walk(entry.oid, prefix ? `${prefix}/${entry.name}` : entry.name, out);
       else if (tree.files[i]) out.push(tree.files[i]!);
+      else if (entry.mode === SYMLINK_MODE) this.sawLink = true;
     }
   }
 
@@ -372,9 +470,9 @@ function nameIndex(tree: ParsedTree): Map<string, number> {
   return index;
 }
 
-/** Symlinks (mode 120000) and submodules are not files of the fleet repo. */
+/** Submodules are not files of the fleet repo; symlinks (mode 120000) are listed by what they lead to. */
 function usable(entry: TreeEntry | undefined): TreeEntry | undefined {
-  if (!entry || entry.type === "commit" || entry.mode === "120000") return undefined;
+  if (!entry || entry.type === "commit" || entry.mode === SYMLINK_MODE) return undefined;
   return entry;
 }
 
@@ -388,7 +486,10 @@ const trees = new WeakMap<RepoSource, { index: TreeIndex; oid: string }>();
 export function treeSource(reader: ObjectReader, index: TreeIndex, oid: string): RepoSource {
   const source: RepoSource = {
     files: () => index.files(oid),
-    read: (file) => reader.readBlob(file.id!),
+    read: (file) => {
+      if (file.problem) throw new Error(file.problem.message);
+      return reader.readBlob(file.id!);
+    },
     changesSince(earlier) {
       const tree = trees.get(earlier);
       return tree?.index === index ? index.changes(tree.oid, oid) : undefined;

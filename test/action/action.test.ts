@@ -1,10 +1,10 @@
 import { execFileSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readFileSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { type FakeForge, startGithubForge } from "../helpers/forge-openapi.js";
 import { removeTempDirs, tempDir } from "../helpers/git.js";
-import { assignmentYaml, nodeYaml, smallFleet } from "../repo/fleet.js";
+import { assignmentYaml, fleetYaml, nodeYaml, smallFleet } from "../repo/fleet.js";
 import { manifest, positionOf, pullRequest, runStep, workflowCommands } from "./harness.js";
 
 afterAll(removeTempDirs);
@@ -72,6 +72,15 @@ function checkoutAt(dir: string, path: string, depth?: number): string {
   return workspace;
 }
 
+/** The step on pull request 7, with the repository checked out at `fleet` in the workspace. */
+function runInCheckout(pr: ReturnType<typeof pullRequest>) {
+  return runStep({
+    workspace: checkoutAt(pr.repo.dir, "fleet"),
+    inputs: { path: "fleet" },
+    event: { number: 7, base: pr.base, head: pr.head },
+  });
+}
+
 describe("action", () => {
   it("action - a valid pull request: per node the instances with a unified diff and the canary in the summary, outputs counted", async () => {
     const pr = pullRequest(baseFleet(), change);
@@ -120,12 +129,7 @@ describe("action", () => {
   it("action - an invalid head: exit 1, an annotation at the exact line prefixed with the path, and a summary naming the error", async () => {
     const broken = badMode();
     const pr = pullRequest(baseFleet(), { "assignments/web.yaml": broken });
-    const workspace = checkoutAt(pr.repo.dir, "fleet");
-    const run = await runStep({
-      workspace,
-      inputs: { path: "fleet" },
-      event: { number: 7, base: pr.base, head: pr.head },
-    });
+    const run = await runInCheckout(pr);
     expect(run.code).toBe(1);
     const { line, column } = positionOf(broken, '"644"');
     expect(workflowCommands(run.stdout)).toEqual([
@@ -146,6 +150,23 @@ describe("action", () => {
       side: "to",
       sha: pr.head,
     });
+  });
+
+  it("action - the head's symlink out of the repository and unbounded duration are annotated where they are, as validate reports them", async () => {
+    const pr = pullRequest(baseFleet(), {
+      "steward.yaml": fleetYaml("mode: apply\nheartbeat:\n  interval: 0s"),
+    });
+    symlinkSync("/etc/passwd", join(pr.repo.dir, "nodes/users.yaml"));
+    pr.push("and a link out of the repository", {});
+    const run = await runInCheckout(pr);
+    expect(run.code).toBe(1);
+    expect(workflowCommands(run.stdout)).toEqual([
+      '::error file=fleet/nodes/users.yaml,line=1,col=1,title=steward file/symlink-outside::symlink "nodes/users.yaml" points to "/etc/passwd", outside the repository: steward does not follow links out of it. Fix: put the file itself in the repository in place of the link, or remove the link',
+      '::error file=fleet/steward.yaml,line=8,col=15,title=steward duration/range::spec.heartbeat.interval must be from 1s to 1h (got "0s"). Fix: use a duration from 1s to 1h',
+      "::group::steward plan",
+      "::endgroup::",
+    ]);
+    expect(run.outputs).toMatchObject({ valid: "false" });
   });
 
   it("action - an invalid base still lets the head be checked: the plan starts from an empty fleet and says so", async () => {

@@ -91,8 +91,8 @@ describe("schema - messages", () => {
       {
         code: "schema/pattern",
         path: ["spec", "roots", 0],
-        message: 'spec.roots[0] must match ^/ (got "srv")',
-        fix: "An absolute path.",
+        message: 'spec.roots[0] must match ^/[^\\u0000-\\u001f\\u007f]*$ (got "srv")',
+        fix: "An absolute path, without control characters (NUL, line breaks, tabs), at most 4096 characters.",
       },
     ],
     [
@@ -141,7 +141,7 @@ describe("schema - messages", () => {
         code: "schema/invalid",
         path: ["spec", "rollout", "maxInFlight"],
         message:
-          'spec.rollout.maxInFlight must be an integer >= 1 or a string matching ^(100|[1-9][0-9]?)%$ (got "0%")',
+          'spec.rollout.maxInFlight must be an integer >= 1 and <= 100000 or a string matching ^(100|[1-9][0-9]?)%$ (got "0%")',
       },
     ],
     [
@@ -150,7 +150,7 @@ describe("schema - messages", () => {
       {
         code: "schema/maximum",
         path: ["spec", "ssh", "port"],
-        message: "spec.ssh.port must be <= 65535 (got number 70000)",
+        message: "spec.ssh.port must be at most 65535 (got number 70000)",
       },
     ],
     [

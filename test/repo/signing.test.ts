@@ -1,3 +1,5 @@
+import { readFileSync, symlinkSync } from "node:fs";
+import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import type { SyncOutcome } from "../../src/repo/syncer.js";
 import { removeTempDirs } from "../helpers/git.js";
@@ -94,6 +96,20 @@ describe("signing", () => {
     expect(await h.syncer.sync()).toMatchObject({ kind: "applied" });
     h.repo.commit("unsigned is fine now", dbChange("db v2\n"));
     expect(await h.syncer.sync()).toMatchObject({ kind: "applied" });
+  });
+
+  it("signing - a steward.yaml that is a symlink keeps its policy in force for the next commit", async () => {
+    const key = sshKey();
+    h = await signedHarness([key], key);
+    await h.syncer.sync();
+    const policy = readFileSync(join(h.repo.dir, "steward.yaml"), "utf8");
+    h.repo.write({ "steward.yaml": null, "config/fleet.yaml": policy });
+    symlinkSync("config/fleet.yaml", join(h.repo.dir, "steward.yaml"));
+    h.repo.commit("the policy behind a link, signed", {}, { sign: true, config: key.config });
+    expect(await h.syncer.sync()).toMatchObject({ kind: "applied", signer: "key-0" });
+    // The link stays; what it leads to drops signing, unsigned: the last good policy still holds.
+    h.repo.commit("drop signing behind the link, unsigned", { "config/fleet.yaml": fleetYaml() });
+    expect(invalidReason(await h.syncer.sync())).toMatch(/^signing\/unsigned:/);
   });
 
   it("signing - a signature moved onto other content does not verify", async () => {
