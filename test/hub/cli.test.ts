@@ -26,14 +26,18 @@ describe("hub - cli", () => {
     await h.settle();
     const failing = await steward(h.dir, "status");
     expect(failing.code).toBe(EXIT.problems);
-    expect(failing.stdout).toMatch(/^2 open conditions \(0\/2 intents converged\)\n/);
+    expect(failing.stdout).toMatch(/^not right: 2 open conditions; 0\/2 instances converged\n/);
     expect(failing.stdout).toMatch(/Blocked\s+instance app@n1\s+\d+s ago\s+CommandNotFound\s+[0-9A-Z]{26}/);
     // History names each generation's outcome, failure class and correlation id.
     const attemptId = h.intent("app@n1").lastAttemptId!;
     const history = await steward(h.dir, "history", "app", "--node", "n1");
     expect(history.stdout).toMatch(new RegExp(`app@n1\\s+1\\s.*blocked/permanent ${attemptId}`));
     const json = JSON.parse((await steward(h.dir, "status", "--json")).stdout);
-    expect(json).toMatchObject({ ok: false, conditions: [{ type: "Blocked" }, { type: "Blocked" }] });
+    expect(json).toMatchObject({
+      answer: "not-right",
+      ok: false,
+      conditions: [{ type: "Blocked" }, { type: "Blocked" }],
+    });
 
     h.write({
       "assignments/app.yaml": assignmentYaml("app", { nodes: ["n1", "n2"], resources: [file("conf", "v2")] }),
@@ -43,7 +47,7 @@ describe("hub - cli", () => {
     const right = await steward(h.dir, "status");
     expect(right).toMatchObject({
       code: EXIT.ok,
-      stdout: "no open conditions: the fleet is right (2/2 intents converged)\n",
+      stdout: "right: no open conditions; 2/2 instances converged\n",
     });
   });
 
