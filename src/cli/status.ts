@@ -74,7 +74,7 @@ export function instanceLine(instance: InstanceView, rendering: StatusRendering)
   } else if (instance.message) parts.push(instance.message);
   if (instance.lastAttemptId && instance.state !== "converged")
     parts.push(`attempt ${instance.lastAttemptId}`);
-  return `  ${instance.instance}  ${state}${parts.length > 0 ? `  ${clip(parts.join("; "), 240, rendering.wide ?? false)}` : ""}`;
+  return `  ${instance.instance}  ${state}${parts.length > 0 ? `  ${parts.join("; ")}` : ""}`;
 }
 
 /**

@@ -48,7 +48,7 @@ export function ago(iso: string | undefined, now: Date): string {
 export function until(iso: string | undefined, now: Date): string {
   if (!iso) return "not scheduled";
   const seconds = Math.round((Date.parse(iso) - now.getTime()) / 1000);
-  if (seconds <= 0) return "now";
+  if (seconds <= 0) return "due now";
   if (seconds < 120) return `in ${seconds}s`;
   if (seconds < 7200) return `in ${Math.round(seconds / 60)}m`;
   return `in ${Math.round(seconds / 3600)}h`;
