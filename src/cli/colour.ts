@@ -58,3 +58,18 @@ export function palette(io: Pick<CliIo, "env" | "isTty">): Palette {
       paint(answer === "right" ? "green" : answer === "converging" ? "yellow" : "red", text),
   };
 }
+
+/** A plan or diff with its added lines green, removed lines red and changed lines yellow. */
+export function colourDiff(text: string, colours: Palette): string {
+  if (!colours.enabled) return text;
+  return text
+    .split("\n")
+    .map((line) => {
+      const mark = line.trimStart()[0];
+      if (mark === "+") return colours.paint("green", line);
+      if (mark === "-") return colours.paint("red", line);
+      if (mark === "~") return colours.paint("yellow", line);
+      return line;
+    })
+    .join("\n");
+}

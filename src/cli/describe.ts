@@ -19,7 +19,7 @@ import type {
   RevisionStory,
   Story,
 } from "../hub/story.js";
-import { UsageError } from "../model/errors.js";
+import { NotFoundError, UsageError } from "../model/errors.js";
 import type { Palette } from "./colour.js";
 import { type CliIo, EXIT, type GlobalOptions } from "./io.js";
 import { addOutputOptions, type OutputOptions, outputFormat, printResult } from "./output.js";
@@ -27,9 +27,6 @@ import { ago, renderTable, until } from "./table.js";
 
 export const DESCRIBE_KINDS = ["instance", "node", "revision", "condition", "attempt"] as const;
 export type DescribeKind = (typeof DESCRIBE_KINDS)[number];
-
-/** Raised when the object asked for does not exist: a usage error (exit 2), naming how to find one. */
-export class NotFoundError extends UsageError {}
 
 const INDENT = "    ";
 

@@ -113,12 +113,31 @@ export function answerExit(answer: FleetAnswer): number {
   return answer === "right" ? EXIT.ok : answer === "converging" ? EXIT.converging : EXIT.problems;
 }
 
-/** The table of conditions: type, subject, since, reason, attempt and message. */
-export function renderConditions(conditions: readonly ConditionRecord[], now: Date, wide = false): string {
+/**
+ * The table of conditions: type, subject, since, reason, attempt and message (`wide`: not cut);
+ * `columns` adds the id (for `steward describe condition ID`) and the status (open or resolved).
+ */
+export function renderConditions(
+  conditions: readonly ConditionRecord[],
+  now: Date,
+  wide = false,
+  columns: { id?: boolean; status?: boolean } = {},
+): string {
   return renderTable(
-    ["TYPE", "SUBJECT", "SINCE", "REASON", "ATTEMPT", "MESSAGE"],
+    [
+      ...(columns.id ? ["ID"] : []),
+      "TYPE",
+      ...(columns.status ? ["STATUS"] : []),
+      "SUBJECT",
+      "SINCE",
+      "REASON",
+      "ATTEMPT",
+      "MESSAGE",
+    ],
     conditions.map((c) => [
+      ...(columns.id ? [c.id] : []),
       c.type,
+      ...(columns.status ? [c.status] : []),
       `${c.subjectKind} ${c.subject}`,
       ago(c.since, now),
       c.reason,

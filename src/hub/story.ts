@@ -429,3 +429,8 @@ export function attemptStoryOf(store: Store, id: string): AttemptStoryOf | undef
   if (intent) story.intent = intentStory(intent);
   return story;
 }
+
+/** Every attempt the hub keeps, newest first, as `steward get attempts` lists them. */
+export function attemptStories(store: Store): AttemptStory[] {
+  return newestFirst(store.instanceList().flatMap((i) => store.attemptsOf(i.key))).map(attemptStory);
+}

@@ -56,7 +56,9 @@ export interface AssignmentView {
   stage: string;
   instances: number;
   converged: number;
+  /** Failing within budget, stuck, blocked, ambiguous or interrupted. */
   failing: number;
+  /** Held by the rollout, or waiting for a dependency. */
   held: number;
 }
 
@@ -68,6 +70,15 @@ function openConditionsBy(store: Store): Map<string, string[]> {
   }
   return bySubject;
 }
+
+/** States an assignment counts as failing: failed, or failing within budget, or its result lost. */
+const FAILING_STATES: ReadonlySet<DisplayState> = new Set([
+  "failing",
+  "stuck",
+  "blocked",
+  "ambiguous",
+  "interrupted",
+]);
 
 /** States whose last attempt failed: their evidence is worth a look. */
 const FAILED_STATES: ReadonlySet<DisplayState> = new Set(["failing", "stuck", "blocked"]);
@@ -152,9 +163,8 @@ export function assignmentViews(store: Store): AssignmentView[] {
     }
     view.instances++;
     if (instance.converged) view.converged++;
-    if (instance.status === "blocked" || instance.status === "stuck" || instance.status === "ambiguous")
-      view.failing++;
-    if (instance.status === "held" || instance.status === "waiting") view.held++;
+    if (FAILING_STATES.has(instance.state)) view.failing++;
+    if (instance.state === "held" || instance.state === "waiting") view.held++;
   }
   return [...byName.values()].sort((a, b) => (a.name < b.name ? -1 : 1));
 }

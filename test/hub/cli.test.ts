@@ -57,10 +57,8 @@ describe("hub - cli", () => {
     await h.settle();
     const instances = await steward(h.dir, "get", "instances");
     expect(instances.code).toBe(EXIT.ok);
-    expect(instances.stdout.split("\n")[0]).toMatch(
-      /^INSTANCE\s+GEN\s+OBSERVED\s+STATUS\s+CONVERGED\s+CONDITIONS\s+MESSAGE$/,
-    );
-    expect(instances.stdout).toMatch(/app@n1\s+1\s+0\s+blocked\s+no\s+Blocked\s+1 of 2 resources failed/);
+    expect(instances.stdout.split("\n")[0]).toMatch(/^INSTANCE\s+GEN\s+OBSERVED\s+STATE\s+CONDITIONS\s+MESSAGE$/);
+    expect(instances.stdout).toMatch(/app@n1\s+1\s+0\s+blocked\s+Blocked\s+1 of 2 resources failed/);
     const nodesOut = await steward(h.dir, "get", "nodes");
     expect(nodesOut.stdout).toMatch(/n1\s+local\s+0\/1\s+no\s+\d+s ago\s+\d+s ago\s+-/);
     const assignments = JSON.parse((await steward(h.dir, "get", "assignments", "--json")).stdout);
@@ -72,7 +70,7 @@ describe("hub - cli", () => {
     const wrong = await steward(h.dir, "get", "widgets");
     expect(wrong).toMatchObject({ code: EXIT.usage });
     expect(wrong.stderr).toBe(
-      'steward: cannot get "widgets": choose one of nodes, assignments, instances, intents\n',
+      'steward: cannot get "widgets": choose one of nodes, assignments, instances, intents, attempts, conditions, tasks, revisions\n',
     );
   });
 
