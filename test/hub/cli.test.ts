@@ -57,7 +57,9 @@ describe("hub - cli", () => {
     await h.settle();
     const instances = await steward(h.dir, "get", "instances");
     expect(instances.code).toBe(EXIT.ok);
-    expect(instances.stdout.split("\n")[0]).toMatch(/^INSTANCE\s+GEN\s+OBSERVED\s+STATE\s+CONDITIONS\s+MESSAGE$/);
+    expect(instances.stdout.split("\n")[0]).toMatch(
+      /^INSTANCE\s+GEN\s+OBSERVED\s+STATE\s+CONDITIONS\s+MESSAGE$/,
+    );
     expect(instances.stdout).toMatch(/app@n1\s+1\s+0\s+blocked\s+Blocked\s+1 of 2 resources failed/);
     const nodesOut = await steward(h.dir, "get", "nodes");
     expect(nodesOut.stdout).toMatch(/n1\s+local\s+0\/1\s+no\s+\d+s ago\s+\d+s ago\s+-/);

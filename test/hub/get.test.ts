@@ -12,7 +12,10 @@ const fleet = {
   ...nodes("n1", "n2"),
   "assignments/app.yaml": assignmentYaml("app", {
     nodes: ["n1", "n2"],
-    resources: [file("conf", "v1"), shell("check-config-accepted", "echo 'fatal: config v1 rejected' >&2; exit 1")],
+    resources: [
+      file("conf", "v1"),
+      shell("check-config-accepted", "echo 'fatal: config v1 rejected' >&2; exit 1"),
+    ],
     budget: { attempts: 1, within: "1h" },
   }),
 };
