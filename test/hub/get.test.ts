@@ -86,7 +86,7 @@ describe("hub - get lists every kind, kubectl style", () => {
     expect(badFormat.stderr).toMatch(/^steward: option '-o, --output <format>' argument 'xml' is invalid/);
   });
 
-  it("hub - get --watch prints the list again when it changes, until Ctrl-C", async () => {
+  it("hub - get --watch and describe --watch print again when what they show changes, until Ctrl-C", async () => {
     const h = await startHarness({
       files: {
         ...nodes("n1"),
@@ -95,22 +95,45 @@ describe("hub - get lists every kind, kubectl style", () => {
     });
     await h.commit();
     await h.settle();
-    const log = join(h.dir, "watch.log");
     const { readFileSync } = await import("node:fs");
-    const read = () => readFileSync(log, "utf8");
-    const watcher = await startSteward(["--state", h.dir, "get", "nodes", "--watch"], { cwd: h.dir, log });
+    const read = (log: string) => readFileSync(join(h.dir, log), "utf8");
+    const watch = (log: string, ...args: string[]) =>
+      startSteward(["--state", h.dir, ...args, "--watch"], { cwd: h.dir, log: join(h.dir, log) });
+    const watchers = [
+      await watch("get.log", "get", "nodes"),
+      await watch("describe.log", "describe", "node", "n1", "-o", "json"),
+    ];
     try {
-      await eventually(() => read().includes("n1    local      1/1        no"), 30_000, "the first listing");
+      await eventually(
+        () => read("get.log").includes("n1    local      1/1        no"),
+        30_000,
+        "the first listing",
+      );
+      await eventually(() => read("describe.log").includes('"draining":false'), 30_000, "the first story");
       expect((await steward(h.dir, "drain", "n1", "--reason", "kernel")).code).toBe(EXIT.ok);
       await eventually(
-        () => /--- \S+Z\n.*\nn1 +local +1\/1 +yes \(kernel\)/.test(read()),
+        () => /--- \S+Z\n.*\nn1 +local +1\/1 +yes \(kernel\)/.test(read("get.log")),
         30_000,
         "the listing after the drain",
       );
+      // JSON: one document per line, each parsing, the last one drained.
+      await eventually(
+        () => read("describe.log").trim().split("\n").length === 2,
+        30_000,
+        "the story after the drain",
+      );
+      const stories = read("describe.log")
+        .trim()
+        .split("\n")
+        .map((line) => JSON.parse(line));
+      expect(stories.map((s) => [s.kind, s.draining, s.drainReason])).toEqual([
+        ["node", false, undefined],
+        ["node", true, "kernel"],
+      ]);
     } finally {
-      watcher.kill("SIGINT");
+      for (const watcher of watchers) watcher.kill("SIGINT");
     }
-    const code = await new Promise<number | null>((resolve) => watcher.on("close", resolve));
-    expect(code).toBe(0);
+    for (const watcher of watchers)
+      expect(await new Promise<number | null>((resolve) => watcher.on("close", resolve))).toBe(0);
   }, 60_000);
 });
