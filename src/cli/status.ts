@@ -1,7 +1,8 @@
 /**
- * `steward status [--json]`: the open conditions — what is not right, since when, why, what was
- * tried and who can resolve it. Exits 0 only when there are none: the fleet is right, not just up.
- * `--watch` keeps printing each change (status-watch.ts); `--nats URL` reads the conditions the hub
+ * `steward status [-o json|yaml|wide]`: the fleet's answer (src/hub/answer.ts) — right (exit 0),
+ * converging (exit 3: work in flight, failures within budget, each with its retries and next retry)
+ * or not right (exit 1: the open conditions, since when, why, what was tried and who can resolve
+ * them). It is never right while an instance it counts is unconverged. `--watch` keeps printing each change (status-watch.ts); `--nats URL` reads the conditions the hub
  * mirrors to the bus instead of the local database; `--revision SHA` shows a commit's statuses.
  */
 import { Command } from "commander";
