@@ -1,9 +1,21 @@
-/** Evidence is bounded: the last lines of what a process printed, never a whole log. */
+import { errorLine } from "../model/error-line.js";
+
+/**
+ * Evidence is bounded: the last lines of what a process printed, never a whole log. The line that
+ * names the error (see errorLine) is kept even when it falls before them — a Node crash prints a
+ * dozen frames after it — followed by `…` where lines were left out.
+ */
 export function tail(text: string, maxLines = 20, maxChars = 2000): string {
   const trimmed = text.replace(/\s+$/, "");
   const lines = trimmed.split("\n");
   let out = lines.slice(-maxLines).join("\n");
   if (out.length > maxChars) out = `…${out.slice(out.length - maxChars + 1)}`;
+  const named = errorLine(trimmed);
+  if (named && !out.includes(named)) {
+    const kept = lines.slice(-(maxLines - 2)).join("\n");
+    const room = Math.max(0, maxChars - named.length - 3);
+    out = `${named.slice(0, maxChars)}\n…\n${kept.length > room ? kept.slice(kept.length - room) : kept}`;
+  }
   return out;
 }
 

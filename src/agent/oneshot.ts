@@ -14,7 +14,9 @@
  * and only a person (or the command's own `creates`/`unless` check) decides whether it runs again.
  */
 import {
+  accessSync,
   closeSync,
+  constants,
   mkdirSync,
   openSync,
   readdirSync,
@@ -23,7 +25,7 @@ import {
   rmSync,
   statSync,
 } from "node:fs";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import type { LostRun, OneShotDecision } from "../model/generated.js";
 import { isSameProcess, startTimeOf } from "./proc.js";
 import type { ProcessRunner, RunResult } from "./runner.js";
@@ -200,6 +202,30 @@ function recordOutcome(
   });
 }
 
+/**
+ * Why `file` cannot be executed as `execvp` would find it (`ENOENT`: not there, `EACCES`: not an
+ * executable file), or undefined when it can.
+ */
+function executableProblem(file: string, path: string, cwd: string): "ENOENT" | "EACCES" | undefined {
+  const candidates = file.includes("/")
+    ? [resolve(cwd, file)]
+    : path.split(":").map((dir) => join(dir || ".", file));
+  let found: "ENOENT" | "EACCES" = "ENOENT";
+  for (const candidate of candidates) {
+    try {
+      if (!statSync(candidate).isFile()) {
+        found = "EACCES";
+        continue;
+      }
+      accessSync(candidate, constants.X_OK);
+      return undefined;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "EACCES") found = "EACCES";
+    }
+  }
+  return found;
+}
+
 /** Removes the output of this resource's earlier runs: only the latest run's is kept, as evidence. */
 function dropEarlierRuns(files: RunFiles): void {
   const parent = join(files.dir, "..");
@@ -233,6 +259,13 @@ export async function runOneShot(
   const startedAt = ctx.clock().toISOString();
   const started = Date.now();
   const record: RunOnceRecord = { generation: ctx.generation, attemptId: ctx.attemptId, startedAt };
+  // What cannot start is known before anything runs (and the wrapper's shell would only blur it).
+  const unstartable = executableProblem(request.argv[0] ?? "", request.env.PATH ?? "", request.cwd);
+  if (unstartable) {
+    const result = resultOf(files, { exitCode: null, signal: null }, false, started, unstartable);
+    recordOutcome(ctx, record, result, "agent");
+    return result;
+  }
   ctx.store.recordRunOnce(ctx.assignment, ctx.resource, record);
   let child: Awaited<ReturnType<ProcessRunner["spawnDetached"]>>;
   try {

@@ -3,7 +3,7 @@
  * attempt's bundle once and prints the result and a fresh report (the SSH transport runs exactly
  * `steward agent apply --bundle - --json`); exit 0 when the attempt succeeded, 1 when it failed,
  * 2 for a bundle that cannot be applied at all. `steward agent observe` prints a report and changes
- * nothing. The agent code is imported only when a subcommand runs.
+ * nothing; exit 0 when every instance is as desired, 1 when one is not (drift, a failed resource). The agent code is imported only when a subcommand runs.
  */
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
@@ -175,7 +175,8 @@ export function agentCommand(
         options.root ? { ...agentOptions, root: resolve(io.cwd, options.root) } : agentOptions,
       ).observe();
       io.stdout(globals().json ? `${JSON.stringify(report)}\n` : formatReport(report));
-      exit(EXIT.ok);
+      // As the README's conventions say: 1 when something is not as desired (drift, a failure).
+      exit(report.instances.every((instance) => instance.converged) ? EXIT.ok : EXIT.problems);
     });
 
   return addNatsAgent(agent, io, (command) => stateDir(command, io));

@@ -5,6 +5,7 @@
  */
 import { Command } from "commander";
 import { type CliIo, EXIT, type GlobalOptions } from "./io.js";
+import { addOutputOptions, type OutputOptions, outputFormat, printResult } from "./output.js";
 
 function operator(io: CliIo): string {
   return io.env.STEWARD_OPERATOR ?? io.env.USER ?? io.env.LOGNAME ?? "operator";
@@ -24,7 +25,8 @@ function drainingCommand(
     )
     .argument("<node>", "node name");
   if (draining) command.option("--reason <text>", "why, shown with the node");
-  return command.action(async (name: string, options: { reason?: string }) => {
+  addOutputOptions(command);
+  return command.action(async (name: string, options: OutputOptions & { reason?: string }) => {
     const { statePaths, openHubStore, nudgeHub } = await import("./hub-state.js");
     const { setNodeDraining } = await import("../hub/operator.js");
     const paths = statePaths(io, globals());
@@ -40,7 +42,18 @@ function drainingCommand(
     const what = draining
       ? `node ${name} is draining: no new dispatches, desired state kept`
       : `node ${name} is back in service`;
-    io.stdout(`${what}${nudged ? "" : " (no hub is running; it takes this in when it starts)"}\n`);
+    await printResult(
+      io,
+      outputFormat(options, globals()),
+      {
+        node: name,
+        draining,
+        by: operator(io),
+        ...(options.reason ? { reason: options.reason } : {}),
+        hubNudged: nudged,
+      },
+      () => `${what}${nudged ? "" : " (no hub is running; it takes this in when it starts)"}\n`,
+    );
     exit(EXIT.ok);
   });
 }

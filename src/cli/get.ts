@@ -1,109 +1,279 @@
 /**
- * `steward get nodes|assignments|instances|intents [--json]`: what the hub knows, as tables (or
- * JSON). Reads the hub database directly; works while a hub runs.
+ * `steward get KIND [NAME] [-o json|yaml|wide] [--all] [--watch]`, kubectl style: what the hub
+ * knows, as tables (or JSON or YAML). Kinds: nodes, assignments, instances, intents, attempts,
+ * conditions, tasks, revisions; NAME is the object's name (ASSIGNMENT@NODE for instances and
+ * intents, an id — or its last characters — for attempts, conditions and tasks, a sha prefix for
+ * revisions). Reads the hub database directly; works while a hub runs. `describe` tells one
+ * object's whole story.
  */
 import { Command, Option } from "commander";
-import { UsageError } from "../model/errors.js";
+import type { SqliteStore } from "../hub/store/sqlite.js";
+import { NotFoundError, UsageError } from "../model/errors.js";
+import type { Palette } from "./colour.js";
 import { type CliIo, EXIT, type GlobalOptions } from "./io.js";
+import { addOutputOptions, clip, type OutputOptions, outputFormat, printResult } from "./output.js";
 
-export const GET_KINDS = ["nodes", "assignments", "instances", "intents"] as const;
+export const GET_KINDS = [
+  "nodes",
+  "assignments",
+  "instances",
+  "intents",
+  "attempts",
+  "conditions",
+  "tasks",
+  "revisions",
+] as const;
 export type GetKind = (typeof GET_KINDS)[number];
 
+/** What `get` printed: the rows (JSON and YAML print them as they are) and their table. */
+interface Listing {
+  rows: unknown[];
+  table: (wide: boolean, colours: Palette) => string;
+}
+
+/** The same name in the kind's own words: `instance` → `instances`; undefined when no kind matches. */
+export function getKind(word: string): GetKind | undefined {
+  const plural = word.endsWith("s") ? word : `${word}s`;
+  return GET_KINDS.find((kind) => kind === plural);
+}
+
+/** The rows of `kind` (only `name`'s when given) and how to print them. */
+export async function listing(
+  store: SqliteStore,
+  kind: GetKind,
+  name: string | undefined,
+  options: { all: boolean; now: Date },
+): Promise<Listing> {
+  const views = await import("../hub/views.js");
+  const { renderTable, ago } = await import("./table.js");
+  const { DISPLAY_STATES } = await import("../hub/states.js");
+  const { now } = options;
+  const one = <T>(rows: T[], key: (row: T) => string, exact = true): T[] => {
+    if (name === undefined) return rows;
+    const wanted = exact ? name : name.toUpperCase();
+    const found = rows.filter((row) => (exact ? key(row) === wanted : key(row).endsWith(wanted)));
+    if (found.length === 1) return found;
+    throw new NotFoundError(
+      found.length === 0
+        ? `no ${kind.slice(0, -1)} "${name}": \`steward get ${kind}${kind === "conditions" || kind === "tasks" || kind === "intents" ? " --all" : ""}\` lists them`
+        : `"${name}" names ${found.length} ${kind}: give more of it`,
+    );
+  };
+  const state = (colours: Palette, s: keyof typeof DISPLAY_STATES) =>
+    colours.state(s, DISPLAY_STATES[s].label);
+  switch (kind) {
+    case "nodes": {
+      const rows = one(views.nodeViews(store), (n) => n.name);
+      return {
+        rows,
+        table: (wide) =>
+          renderTable(
+            ["NAME", "TRANSPORT", "CONVERGED", "DRAINING", "HEARTBEAT", "REPORT", "CONDITIONS"],
+            rows.map((n) => [
+              n.declared ? n.name : `${n.name} (removed)`,
+              n.transport,
+              `${n.converged}/${n.instances}`,
+              n.draining ? `yes${n.drainReason ? ` (${clip(n.drainReason, 40, wide)})` : ""}` : "no",
+              ago(n.lastHeartbeatAt, now),
+              ago(n.lastReportAt, now),
+              n.openConditions.join(",") || "-",
+            ]),
+          ),
+      };
+    }
+    case "assignments": {
+      const rows = one(views.assignmentViews(store), (a) => a.name);
+      return {
+        rows,
+        table: () =>
+          renderTable(
+            ["NAME", "STAGE", "CONVERGED", "FAILING", "HELD"],
+            rows.map((a) => [a.name, a.stage, `${a.converged}/${a.instances}`, a.failing, a.held]),
+          ),
+      };
+    }
+    case "instances": {
+      const rows = one(views.instanceViews(store, { retired: options.all }), (i) => i.instance);
+      return {
+        rows,
+        table: (wide, colours) =>
+          renderTable(
+            wide
+              ? [
+                  "INSTANCE",
+                  "GEN",
+                  "OBSERVED",
+                  "STATE",
+                  "STATUS",
+                  "CONDITIONS",
+                  "ATTEMPT",
+                  "MESSAGE",
+                  "ERROR",
+                ]
+              : ["INSTANCE", "GEN", "OBSERVED", "STATE", "CONDITIONS", "MESSAGE"],
+            rows.map((i) => [
+              i.instance,
+              i.generation,
+              i.observedGeneration ?? "-",
+              state(colours, i.state),
+              ...(wide ? [i.holdReason ? `${i.status} (${i.holdReason})` : i.status] : []),
+              i.openConditions.join(",") || "-",
+              ...(wide
+                ? [i.lastAttemptId ?? "-", i.message ?? "", i.errorLine ?? ""]
+                : [clip(i.errorLine ?? i.message ?? "", 80, false)]),
+            ]),
+          ),
+      };
+    }
+    case "intents": {
+      const { intentDisplayState } = await import("../hub/states.js");
+      const rows = one(views.intentViews(store, { all: options.all }), (i) => i.instanceKey).map((i) => ({
+        ...i,
+        state: intentDisplayState(i),
+      }));
+      return {
+        rows,
+        table: (wide, colours) =>
+          renderTable(
+            ["INSTANCE", "GEN", "STATE", "OUTCOME", "CLASS", "FAILURES", "ATTEMPT", "MESSAGE"],
+            rows.map((i) => [
+              i.instanceKey,
+              i.generation,
+              state(colours, i.state),
+              i.outcome ?? "-",
+              i.failureClass ?? "-",
+              i.failures,
+              i.lastAttemptId ?? "-",
+              clip(i.message ?? "", 70, wide),
+            ]),
+          ),
+      };
+    }
+    case "attempts": {
+      const { attemptStories } = await import("../hub/story.js");
+      const rows = one(attemptStories(store), (a) => a.id, false);
+      return {
+        rows,
+        table: (wide) =>
+          renderTable(
+            ["ID", "INSTANCE", "GEN", "STATUS", "CLASS", "REASON", "CREATED", wide ? "MESSAGE" : "ERROR"],
+            rows.map((a) => [
+              a.id,
+              a.instance,
+              a.generation,
+              a.status,
+              a.failureClass ?? "-",
+              a.reason ?? "-",
+              ago(a.createdAt, now),
+              wide
+                ? [a.message, a.errorLine].filter(Boolean).join("; ")
+                : clip(a.errorLine ?? a.message ?? "", 70, false),
+            ]),
+          ),
+      };
+    }
+    case "conditions": {
+      const { renderConditions } = await import("./status.js");
+      const rows = one(store.conditions(options.all ? {} : { status: "open" }), (c) => c.id, false);
+      return {
+        rows,
+        table: (wide) =>
+          rows.length === 0
+            ? "no open conditions\n"
+            : renderConditions(rows, now, wide, { id: true, status: options.all }),
+      };
+    }
+    case "tasks": {
+      const { listTasks } = await import("../hub/tasks.js");
+      const { renderTasks } = await import("./tasks.js");
+      const rows = one(listTasks(store, { all: options.all }), (t) => t.task.id, false);
+      return {
+        rows,
+        table: (wide) => (rows.length === 0 ? "no open tasks\n" : renderTasks(rows, now, wide)),
+      };
+    }
+    case "revisions": {
+      const all = store.revisionsAfter(0).reverse();
+      const rows = name === undefined ? all : all.filter((r) => r.sha.startsWith(name.toLowerCase()));
+      if (name !== undefined && rows.length !== 1)
+        throw new NotFoundError(
+          rows.length === 0
+            ? `no synced revision starts with "${name}": \`steward get revisions\` lists them (\`steward describe revision REV\` takes branches and HEAD~N too)`
+            : `"${name}" names ${rows.length} revisions: give more of the sha`,
+        );
+      return {
+        rows,
+        table: (wide) =>
+          renderTable(
+            ["SHA", "SEQ", "OUTCOME", "SYNCED", "AUTHOR", "CHANGED", "SUBJECT"],
+            rows.map((r) => [
+              wide ? r.sha : r.sha.slice(0, 12),
+              r.seq,
+              r.supersededBy ? `${r.outcome} by ${r.supersededBy.slice(0, 12)}` : r.outcome,
+              ago(r.syncedAt, now),
+              r.authorName,
+              clip(r.changedAssignments.join(",") || "-", 40, wide),
+              clip(r.message.split("\n", 1)[0] ?? "", 60, wide),
+            ]),
+          ),
+      };
+    }
+  }
+}
+
 export function getCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: number) => void): Command {
-  return new Command("get")
-    .description("show nodes, assignments, instances or intents as the hub knows them")
+  const command = new Command("get")
+    .description(`list what the hub knows: ${GET_KINDS.join(", ")}`)
     .argument("<kind>", GET_KINDS.join(" | "))
-    .option("--json", "machine-readable output")
-    .addOption(new Option("--all", "intents: include superseded and retired generations"))
-    .action(async (kind: string, options: { json?: boolean; all?: boolean }) => {
-      const singular = kind.endsWith("s") ? kind : `${kind}s`;
-      if (!GET_KINDS.includes(singular as GetKind))
-        throw new UsageError(`cannot get "${kind}": choose one of ${GET_KINDS.join(", ")}`);
+    .argument("[name]", "only this one (ASSIGNMENT@NODE, a node, an id or its last characters, a sha prefix)")
+    .addOption(
+      new Option(
+        "--all",
+        "include history: superseded and retired intents, retired instances, resolved conditions and tasks",
+      ),
+    )
+    .option("--watch", "print the list again whenever it changes, until Ctrl-C");
+  addOutputOptions(command);
+  return command.action(
+    async (
+      word: string,
+      name: string | undefined,
+      options: OutputOptions & { all?: boolean; watch?: boolean },
+    ) => {
+      const kind = getKind(word);
+      if (!kind) throw new UsageError(`cannot get "${word}": choose one of ${GET_KINDS.join(", ")}`);
+      const format = outputFormat(options, globals());
       const { statePaths, openHubStore } = await import("./hub-state.js");
-      const views = await import("../hub/views.js");
-      const { renderTable, ago } = await import("./table.js");
+      const { palette } = await import("./colour.js");
       const store = await openHubStore(statePaths(io, globals()));
-      const json = options.json || globals().json;
-      const now = new Date();
+      const colours = palette(io);
       try {
-        switch (singular as GetKind) {
-          case "nodes": {
-            const rows = views.nodeViews(store);
-            if (json) return io.stdout(`${JSON.stringify(rows, null, 2)}\n`);
-            io.stdout(
-              renderTable(
-                ["NAME", "TRANSPORT", "CONVERGED", "DRAINING", "HEARTBEAT", "REPORT", "CONDITIONS"],
-                rows.map((n) => [
-                  n.declared ? n.name : `${n.name} (removed)`,
-                  n.transport,
-                  `${n.converged}/${n.instances}`,
-                  n.draining ? `yes${n.drainReason ? ` (${n.drainReason})` : ""}` : "no",
-                  ago(n.lastHeartbeatAt, now),
-                  ago(n.lastReportAt, now),
-                  n.openConditions.join(",") || "-",
-                ]),
-              ),
-            );
-            break;
-          }
-          case "assignments": {
-            const rows = views.assignmentViews(store);
-            if (json) return io.stdout(`${JSON.stringify(rows, null, 2)}\n`);
-            io.stdout(
-              renderTable(
-                ["NAME", "STAGE", "CONVERGED", "FAILING", "HELD"],
-                rows.map((a) => [a.name, a.stage, `${a.converged}/${a.instances}`, a.failing, a.held]),
-              ),
-            );
-            break;
-          }
-          case "instances": {
-            const rows = views.instanceViews(store);
-            if (json) return io.stdout(`${JSON.stringify(rows, null, 2)}\n`);
-            io.stdout(
-              renderTable(
-                ["INSTANCE", "GEN", "OBSERVED", "STATUS", "CONVERGED", "CONDITIONS", "MESSAGE"],
-                rows.map((i) => [
-                  i.instance,
-                  i.generation,
-                  i.observedGeneration ?? "-",
-                  i.holdReason ? `${i.status} (${i.holdReason})` : i.status,
-                  i.converged ? "yes" : "no",
-                  i.openConditions.join(",") || "-",
-                  truncate(i.message ?? "", 80),
-                ]),
-              ),
-            );
-            break;
-          }
-          case "intents": {
-            const rows = views.intentViews(store, { all: options.all ?? false });
-            if (json) return io.stdout(`${JSON.stringify(rows, null, 2)}\n`);
-            io.stdout(
-              renderTable(
-                ["INSTANCE", "GEN", "STATUS", "OUTCOME", "CLASS", "FAILURES", "ATTEMPT", "MESSAGE"],
-                rows.map((i) => [
-                  i.instanceKey,
-                  i.generation,
-                  i.holdReason ? `${i.status} (${i.holdReason})` : i.status,
-                  i.outcome ?? "-",
-                  i.failureClass ?? "-",
-                  i.failures,
-                  i.lastAttemptId ?? "-",
-                  truncate(i.message ?? "", 70),
-                ]),
-              ),
-            );
-            break;
-          }
+        const read = async () => {
+          const list = await listing(store, kind, name, { all: options.all ?? false, now: new Date() });
+          return { rows: name === undefined ? list.rows : list.rows[0], table: list.table };
+        };
+        const text = (list: { table: Listing["table"] }) => list.table(format === "wide", colours);
+        if (options.watch) {
+          const { watchRendering } = await import("./status-watch.js");
+          // Compared and printed as data: the rows; the table is rendered from them.
+          let latest: Awaited<ReturnType<typeof read>> | undefined;
+          await watchRendering(
+            io,
+            async () => {
+              latest = await read();
+              return latest.rows;
+            },
+            () => text(latest!),
+            { format },
+          );
+        } else {
+          const list = await read();
+          await printResult(io, format, list.rows, () => text(list));
         }
         exit(EXIT.ok);
       } finally {
         store.close();
       }
-    });
-}
-
-function truncate(text: string, max: number): string {
-  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+    },
+  );
 }

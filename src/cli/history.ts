@@ -1,6 +1,7 @@
 import { resolve } from "node:path";
 import { Command, InvalidArgumentError } from "commander";
 import { type CliIo, EXIT, type GlobalOptions } from "./io.js";
+import { addOutputOptions, type OutputOptions, outputFormat, printResult } from "./output.js";
 
 function positive(value: string): number {
   const n = Number(value);
@@ -8,18 +9,19 @@ function positive(value: string): number {
   return n;
 }
 
-/** `steward history`: an assignment's generations from `<state>/hub.db`; exit 1 when there are none. */
+/** `steward history`: an assignment's generations from `<state>/hub.db`; exit 2 when there are none (an unknown name). */
 export function historyCommand(
   io: CliIo,
   globals: () => GlobalOptions,
   exit: (code: number) => void,
 ): Command {
-  return new Command("history")
+  const command = new Command("history")
     .description("list an assignment's generations: revision, time and spec hash, newest first")
     .argument("<assignment>", "assignment name")
     .option("--node <name>", "only the instance on this node")
-    .option("--limit <n>", "at most this many generations", positive, 100)
-    .action(async (assignment: string, options: { node?: string; limit: number }) => {
+    .option("--limit <n>", "at most this many generations", positive, 100);
+  return addOutputOptions(command).action(
+    async (assignment: string, options: OutputOptions & { node?: string; limit: number }) => {
       const { openGenerationStore, hubDatabasePath } = await import("../hub/store/generations.js");
       const { SqliteStore } = await import("../hub/store/sqlite.js");
       const { generationOutcomes } = await import("../hub/views.js");
@@ -39,15 +41,17 @@ export function historyCommand(
         } finally {
           hub.close();
         }
-        if (globals().json) io.stdout(`${JSON.stringify(rows, null, 2)}\n`);
-        else if (rows.length === 0)
-          io.stderr(
-            `no generations of assignment "${assignment}"${options.node ? ` on node "${options.node}"` : ""}: check the name, or run steward sync\n`,
+        if (rows.length === 0) {
+          const { NotFoundError } = await import("../model/errors.js");
+          throw new NotFoundError(
+            `no generations of assignment "${assignment}"${options.node ? ` on node "${options.node}"` : ""}: check the name (\`steward get assignments\`), or run steward sync`,
           );
-        else io.stdout(renderHistoryText(rows));
-        exit(rows.length > 0 ? EXIT.ok : EXIT.problems);
+        }
+        await printResult(io, outputFormat(options, globals()), rows, () => renderHistoryText(rows));
+        exit(EXIT.ok);
       } finally {
         close();
       }
-    });
+    },
+  );
 }

@@ -18,14 +18,16 @@ export function processIo(): CliIo {
   };
 }
 
-/** Exit codes shared by every command. */
+/** Exit codes shared by every command (the README's command-line conventions list them). */
 export const EXIT = {
-  /** Fine: valid, converged, no open conditions. */
+  /** Fine: valid, right (converged, no open conditions), done. */
   ok: 0,
-  /** The command found problems: invalid, not converged, open conditions. */
+  /** The command found problems: invalid, open conditions, a failure. */
   problems: 1,
-  /** Usage or environment error. */
+  /** Usage or environment error: a wrong flag or argument, an unknown name, a missing file or tool. */
   usage: 2,
+  /** Not there yet, and nothing is wrong: converging, or a commit status still pending. */
+  converging: 3,
 } as const;
 
 /** Options every command accepts. */

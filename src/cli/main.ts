@@ -17,6 +17,7 @@ const COMMANDS: CommandRegistry = {
   hub: async () => (await import("./hub.js")).hubCommand,
   status: async () => (await import("./status.js")).statusCommand,
   get: async () => (await import("./get.js")).getCommand,
+  describe: async () => (await import("./describe.js")).describeCommand,
   drain: async () => (await import("./drain.js")).drainCommand,
   undrain: async () => (await import("./drain.js")).undrainCommand,
   tasks: async () => (await import("./tasks.js")).tasksCommand,

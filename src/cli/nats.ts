@@ -17,6 +17,7 @@ import {
   writeNatsConfig,
 } from "../transport/nats/config.js";
 import { type CliIo, EXIT, type GlobalOptions } from "./io.js";
+import { addOutputOptions, type OutputOptions, outputFormat, printResult } from "./output.js";
 
 interface NatsConfigOptions {
   out: string;
@@ -73,7 +74,7 @@ const collect = (value: string, previous: string[]) => [...previous, value];
 
 export function natsCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: number) => void): Command {
   const nats = new Command("nats").description("NATS JetStream bus: server configuration and credentials");
-  nats
+  const config = nats
     .command("config")
     .description(
       "write a nats-server configuration (JetStream, store, accounts) and per-node credentials whose permissions confine each node to its own subjects",
@@ -86,26 +87,29 @@ export function natsCommand(io: CliIo, globals: () => GlobalOptions, exit: (code
     .option("--store-dir <dir>", "JetStream store directory (default <out>/jetstream)")
     .option("--tls-ca <file>", "CA to verify clients' certificates with (clients then need one)")
     .option("--tls-cert <file>", "the server's TLS certificate")
-    .option("--tls-key <file>", "the server's TLS key")
-    .action(async (options: NatsConfigOptions) => {
-      const plan = await natsConfig(options, io.cwd);
-      if (globals().json) {
-        io.stdout(
-          `${JSON.stringify({ dir: plan.dir, config: `${plan.dir}/nats-server.conf`, storeDir: plan.storeDir, listen: plan.listen, identities: plan.identities }, null, 2)}\n`,
-        );
-      } else {
-        const lines = [`wrote ${plan.dir}/nats-server.conf (listen ${plan.listen}, store ${plan.storeDir})`];
-        for (const identity of plan.identities)
-          lines.push(
-            `  ${identity.role.padEnd(10)} ${identity.name.padEnd(20)} ${identity.credentials}${identity.created ? "" : " (kept)"}`,
-          );
+    .option("--tls-key <file>", "the server's TLS key");
+  addOutputOptions(config).action(async (options: NatsConfigOptions & OutputOptions) => {
+    const plan = await natsConfig(options, io.cwd);
+    const summary = {
+      dir: plan.dir,
+      config: `${plan.dir}/nats-server.conf`,
+      storeDir: plan.storeDir,
+      listen: plan.listen,
+      identities: plan.identities,
+    };
+    await printResult(io, outputFormat(options, globals()), summary, () => {
+      const lines = [`wrote ${plan.dir}/nats-server.conf (listen ${plan.listen}, store ${plan.storeDir})`];
+      for (const identity of plan.identities)
         lines.push(
-          `start the server: nats-server -c ${plan.dir}/nats-server.conf`,
-          `run an agent:     steward agent --nats nats://${plan.listen} --creds ${plan.dir}/credentials/nodes/NODE.nk --node NODE`,
+          `  ${identity.role.padEnd(10)} ${identity.name.padEnd(20)} ${identity.credentials}${identity.created ? "" : " (kept)"}`,
         );
-        io.stdout(`${lines.join("\n")}\n`);
-      }
-      exit(EXIT.ok);
+      lines.push(
+        `start the server: nats-server -c ${plan.dir}/nats-server.conf`,
+        `run an agent:     steward agent --nats nats://${plan.listen} --creds ${plan.dir}/credentials/nodes/NODE.nk --node NODE`,
+      );
+      return `${lines.join("\n")}\n`;
     });
+    exit(EXIT.ok);
+  });
   return nats;
 }

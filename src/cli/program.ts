@@ -1,12 +1,14 @@
 /**
  * The `steward` program: global options, the commands it is given, and the mapping of errors to
- * exit codes: 0 fine, 1 problems found, 2 usage or environment error. A user's mistake is one line,
- * never a stack trace (`--debug` shows it). Commands come as lazy factories, so a run loads only
+ * exit codes: 0 fine, 1 problems found, 2 usage or environment error (3, converging or pending, is
+ * a command's own answer). Every error is said one way — `steward: <what went wrong>` and, for a
+ * command line commander refused, a hint naming the help to read — never commander's raw `error:`,
+ * and a user's mistake is one line, never a stack trace (`--debug` shows it). Commands come as lazy factories, so a run loads only
  * the module of the command it runs (`steward agent ...` never loads hub code), and the single-file
  * agent can be built from the agent command alone.
  */
 import { Command, CommanderError } from "commander";
-import { isStewardError, UsageError } from "../model/errors.js";
+import { isStewardError, type StewardError, UsageError } from "../model/errors.js";
 import { type CliIo, EXIT, type GlobalOptions } from "./io.js";
 
 /** Builds one command; `exit` sets the process exit code. */
@@ -21,6 +23,39 @@ export type CommandRegistry = Readonly<Record<string, () => Promise<CommandFacto
 
 /** Global options that take a value, so the word after them is not taken for the command's name. */
 const GLOBAL_OPTIONS_WITH_VALUE = new Set(["--state"]);
+
+/**
+ * Codes of errors that are the command line's or the environment's, not a finding: a wrong flag or
+ * argument, a name that names nothing, a path that is not a repository.
+ */
+const USAGE_CODES: ReadonlySet<string> = new Set([
+  "E_USAGE",
+  "E_ENVIRONMENT",
+  "E_NOT_FOUND",
+  "E_SOURCE",
+  "E_REVISION_NOT_FOUND",
+]);
+
+/** The exit code of one of our errors: 2 for usage and environment, 1 for a problem found. */
+export function exitCodeOf(error: StewardError): number {
+  return error instanceof UsageError || USAGE_CODES.has(error.code) ? EXIT.usage : EXIT.problems;
+}
+
+/**
+ * Makes `command` and its subcommands speak as steward does: output to `io`, errors thrown (not
+ * exiting), and commander's `error: ...` said as `steward: ...` with the help to read after it.
+ */
+function speakPlainly(command: Command, io: CliIo, path: string): void {
+  command
+    .configureOutput({
+      writeOut: io.stdout,
+      writeErr: io.stderr,
+      outputError: (text, write) => write(`steward: ${text.replace(/^error: /, "")}`),
+    })
+    .exitOverride()
+    .showHelpAfterError(`(see \`${path} --help\`)`);
+  for (const sub of command.commands) speakPlainly(sub, io, `${path} ${sub.name()}`);
+}
 
 /** The command `argv` runs (`steward [globals] NAME ...`, or `steward help NAME`), if any. */
 function requestedCommand(argv: readonly string[]): string | undefined {
@@ -55,25 +90,14 @@ export async function runProgram(
     .version(version, "-V, --version")
     .option("--json", "machine-readable output on stdout")
     .option("--state <dir>", "local state directory", ".steward")
-    .option("--debug", "show stack traces of errors")
-    .showHelpAfterError("(run with --help for usage)")
-    .configureOutput({ writeOut: io.stdout, writeErr: io.stderr })
-    .exitOverride();
+    .option("--debug", "show stack traces of errors");
   const globals = () => program.opts<GlobalOptions>();
   // Only the command being run is loaded; help (or an unknown command) needs them all.
   const named = requestedCommand(argv);
   const names = named !== undefined && Object.hasOwn(registry, named) ? [named] : Object.keys(registry);
   try {
-    for (const name of names) {
-      const command = (await registry[name]!())(io, globals, exit);
-      command
-        .configureOutput({ writeOut: io.stdout, writeErr: io.stderr })
-        .exitOverride()
-        .showHelpAfterError("(run with --help for usage)");
-      for (const sub of command.commands)
-        sub.configureOutput({ writeOut: io.stdout, writeErr: io.stderr }).exitOverride().showHelpAfterError();
-      program.addCommand(command);
-    }
+    for (const name of names) program.addCommand((await registry[name]!())(io, globals, exit));
+    speakPlainly(program, io, "steward");
     await program.parseAsync(argv, { from: "user" });
     return exitCode;
   } catch (error) {
@@ -88,9 +112,7 @@ export async function runProgram(
     if (isStewardError(error)) {
       io.stderr(`steward: ${error.message}\n`);
       if (debug && error.stack) io.stderr(`${error.stack}\n`);
-      return error instanceof UsageError || error.code === "E_USAGE" || error.code === "E_ENVIRONMENT"
-        ? EXIT.usage
-        : EXIT.problems;
+      return exitCodeOf(error);
     }
     const message = error instanceof Error ? error.message : String(error);
     io.stderr(`steward: internal error: ${message}\n`);

@@ -1,8 +1,9 @@
 import { resolve } from "node:path";
 import { Command } from "commander";
 import { type CliIo, EXIT, type GlobalOptions } from "./io.js";
+import { addOutputOptions, type OutputOptions, outputFormat, printResult } from "./output.js";
 
-interface RollbackOptions {
+interface RollbackOptions extends OutputOptions {
   repo: string;
   to?: string;
   push?: boolean;
@@ -15,7 +16,7 @@ export function rollbackCommand(
   globals: () => GlobalOptions,
   exit: (code: number) => void,
 ): Command {
-  return new Command("rollback")
+  const command = new Command("rollback")
     .description(
       "undo a change with a new commit: revert REV, or restore the tree of an earlier revision with --to",
     )
@@ -27,30 +28,31 @@ export function rollbackCommand(
     .addHelpText(
       "after",
       "\nThe author is STEWARD_GIT_AUTHOR_NAME/STEWARD_GIT_AUTHOR_EMAIL, else git config user.name/user.email.\nCredentials for pushing come from STEWARD_GIT_TOKEN, or STEWARD_GIT_USERNAME and STEWARD_GIT_PASSWORD.",
-    )
-    .action(async (rev: string | undefined, options: RollbackOptions) => {
-      const { UsageError } = await import("../model/errors.js");
-      if ((rev === undefined) === (options.to === undefined))
-        throw new UsageError("give either the commit to revert (steward rollback REV) or --to REV, not both");
-      const { parseLocation } = await import("../repo/git.js");
-      const { rollback } = await import("../repo/rollback.js");
-      const request: Parameters<typeof rollback>[0] = {
-        location: parseLocation(options.repo, io.cwd),
-        revision: (rev ?? options.to)!,
-        mode: options.to !== undefined ? "restore" : "revert",
-        push: options.push === true,
-        env: io.env,
-        cacheDir: resolve(io.cwd, globals().state, "git"),
-      };
-      if (options.branch) request.branch = options.branch;
-      const result = await rollback(request);
-      if (globals().json) io.stdout(`${JSON.stringify(result, null, 2)}\n`);
-      else {
-        const title = result.message.split("\n", 1)[0];
-        io.stdout(
-          `${result.commit.slice(0, 12)} ${title}\n  on ${result.branch} (was ${result.parent.slice(0, 12)}), ${result.paths.length} file${result.paths.length === 1 ? "" : "s"}: ${result.paths.join(", ")}\n  ${result.pushed ? "pushed" : "not pushed (add --push, or git push)"}\n`,
-        );
-      }
-      exit(EXIT.ok);
-    });
+    );
+  return addOutputOptions(command).action(async (rev: string | undefined, options: RollbackOptions) => {
+    const { UsageError } = await import("../model/errors.js");
+    if ((rev === undefined) === (options.to === undefined))
+      throw new UsageError("give either the commit to revert (steward rollback REV) or --to REV, not both");
+    const { parseLocation } = await import("../repo/git.js");
+    const { rollback } = await import("../repo/rollback.js");
+    const request: Parameters<typeof rollback>[0] = {
+      location: parseLocation(options.repo, io.cwd),
+      revision: (rev ?? options.to)!,
+      mode: options.to !== undefined ? "restore" : "revert",
+      push: options.push === true,
+      env: io.env,
+      cacheDir: resolve(io.cwd, globals().state, "git"),
+    };
+    if (options.branch) request.branch = options.branch;
+    const result = await rollback(request);
+    const title = result.message.split("\n", 1)[0];
+    await printResult(
+      io,
+      outputFormat(options, globals()),
+      result,
+      () =>
+        `${result.commit.slice(0, 12)} ${title}\n  on ${result.branch} (was ${result.parent.slice(0, 12)}), ${result.paths.length} file${result.paths.length === 1 ? "" : "s"}: ${result.paths.join(", ")}\n  ${result.pushed ? "pushed" : "not pushed (add --push, or git push)"}\n`,
+    );
+    exit(EXIT.ok);
+  });
 }

@@ -6,6 +6,8 @@
  */
 import type { ConditionRecord } from "../hub/records.js";
 import type { Store } from "../hub/store/store.js";
+import type { CliIo } from "./io.js";
+import type { OutputFormat } from "./output.js";
 import { renderConditions } from "./status.js";
 
 /** One change to the open conditions. */
@@ -136,4 +138,39 @@ export async function watchBus(
         : view.sawResolved(change.id);
     if (seen && !change.initial) onChanges([seen]);
   });
+}
+
+/**
+ * `--watch` of `steward get` and `steward describe`: reads `read()` every `intervalMs` and prints it
+ * again whenever what it read changed (compared as data, so a clock ticking in "5s ago" is no
+ * change), until `until` settles (default: SIGINT or SIGTERM). Text is redrawn in place on a
+ * terminal, else each printing follows a `--- <time>` line; JSON is one document per line and YAML
+ * one `---` document per change, for a script to read as they come.
+ */
+export async function watchRendering<T>(
+  io: CliIo,
+  read: () => Promise<T> | T,
+  render: (value: T) => string,
+  options: { format: OutputFormat; intervalMs?: number; until?: Promise<unknown> },
+): Promise<void> {
+  const { serialise } = await import("./output.js");
+  const { redrawEnabled } = await import("./colour.js");
+  const until = options.until ?? (await import("./hub.js")).untilSignal();
+  let last: string | undefined;
+  let stopped = false;
+  void until.then(() => {
+    stopped = true;
+  });
+  while (!stopped) {
+    const value = await read();
+    const seen = JSON.stringify(value);
+    if (seen !== last) {
+      if (options.format === "json") io.stdout(`${seen}\n`);
+      else if (options.format === "yaml") io.stdout(`---\n${await serialise(value, "yaml")}`);
+      else if (redrawEnabled(io)) io.stdout(`\x1b[H\x1b[2J${render(value)}`);
+      else io.stdout(`${last === undefined ? "" : `--- ${new Date().toISOString()}\n`}${render(value)}`);
+      last = seen;
+    }
+    await Promise.race([until, new Promise((wake) => setTimeout(wake, options.intervalMs ?? 1_000))]);
+  }
 }

@@ -1,42 +1,149 @@
 /**
- * `steward status [--json]`: the open conditions — what is not right, since when, why, what was
- * tried and who can resolve it. Exits 0 only when there are none: the fleet is right, not just up.
- * `--watch` keeps printing each change (status-watch.ts); `--nats URL` reads the conditions the hub
+ * `steward status [-o json|yaml|wide]`: the fleet's answer (src/hub/answer.ts) — right (exit 0),
+ * converging (exit 3: work in flight, failures within budget, each with its retries and next retry)
+ * or not right (exit 1: the open conditions, since when, why, what was tried and who can resolve
+ * them). It is never right while an instance it counts is unconverged. `--watch` keeps printing each change (status-watch.ts); `--nats URL` reads the conditions the hub
  * mirrors to the bus instead of the local database; `--revision SHA` shows a commit's statuses.
  */
 import { Command } from "commander";
+import type { FleetAnswer, FleetStatus } from "../hub/answer.js";
 import type { ConditionRecord, RevisionRecord } from "../hub/records.js";
+import { DISPLAY_STATES } from "../hub/states.js";
+import type { InstanceView } from "../hub/views.js";
 import { UsageError } from "../model/errors.js";
 import type { StatusRecord } from "../status/records.js";
 import { NATS_VIEWER_FLAGS, type NatsHubFlags, natsConnectionFromFlags } from "../transport/nats/flags.js";
+import type { Palette } from "./colour.js";
 import { type CliIo, EXIT, type GlobalOptions } from "./io.js";
+import { addOutputOptions, clip, type OutputOptions, outputFormat, printResult } from "./output.js";
 import type { ConditionChangeSeen, ConditionSource } from "./status-watch.js";
-import { ago, renderTable } from "./table.js";
+import { ago, renderTable, until } from "./table.js";
 
-/** The text `steward status` prints for these conditions. */
-export function renderStatus(
-  conditions: ConditionRecord[],
-  counts: Record<string, number>,
-  now: Date,
-): string {
-  const total = Object.values(counts).reduce((a, b) => a + b, 0);
-  const converged = counts.converged ?? 0;
-  const summary = `${converged}/${total - (counts.superseded ?? 0) - (counts.retired ?? 0)} intents converged`;
-  if (conditions.length === 0) return `no open conditions: the fleet is right (${summary})\n`;
-  return `${conditions.length} open condition${conditions.length === 1 ? "" : "s"} (${summary})\n${renderConditions(conditions, now)}`;
+const ANSWER_WORDS: Record<FleetAnswer, string> = {
+  right: "right",
+  converging: "converging",
+  "not-right": "not right",
+};
+
+/** How `steward status` (and `steward up`) words an answer and prints what it rests on. */
+export interface StatusRendering {
+  now: Date;
+  /** Never truncate. */
+  wide?: boolean;
+  colours?: Palette;
+  /** Said after the answer, in parentheses (`steward up`: how long it took, or that it timed out). */
+  context?: string;
 }
 
-/** The table of conditions: type, subject, since, reason, attempt and message. */
-export function renderConditions(conditions: readonly ConditionRecord[], now: Date): string {
+function plural(count: number, word: string): string {
+  return `${count} ${word}${count === 1 ? "" : "s"}`;
+}
+
+/** The first line of an answer: `converging: no open conditions; 0/2 instances converged`. */
+export function answerLine(status: FleetStatus, colours?: Palette, context?: string): string {
+  const word = ANSWER_WORDS[status.answer];
+  const conditions =
+    status.conditions.length === 0
+      ? "no open conditions"
+      : plural(status.conditions.length, "open condition");
+  const notCounted = [
+    status.observeOnly.length > 0 ? `${status.states["observe-only"]} observe-only` : "",
+    status.drained.length > 0 ? `${status.drained.length} drained` : "",
+    status.skipped.length > 0 ? `${status.skipped.length} skipped` : "",
+  ].filter(Boolean);
+  return `${colours ? colours.answer(status.answer, word) : word}: ${conditions}; ${status.converged}/${status.counted} instances converged${notCounted.length > 0 ? ` (not counted: ${notCounted.join(", ")})` : ""}${context ? ` (${context})` : ""}`;
+}
+
+/**
+ * One instance in a list of `steward status` and `steward up`: name, state, and why — for a failed
+ * attempt the line of its evidence that names the error, and within budget the retries out of the
+ * budget and when the next one is.
+ */
+export function instanceLine(instance: InstanceView, rendering: StatusRendering): string {
+  const colours = rendering.colours;
+  const state = colours ? colours.state(instance.state) : DISPLAY_STATES[instance.state].label;
+  const parts: string[] = [];
+  if (instance.state === "failing")
+    parts.push(
+      `retry ${instance.failures}/${instance.budget.attempts}, next ${instance.nextAttemptAt ? `at ${instance.nextAttemptAt} (${until(instance.nextAttemptAt, rendering.now)})` : "not scheduled"}`,
+    );
+  const failed = DISPLAY_STATES[instance.state].weight === "not-right" || instance.state === "failing";
+  if (failed) {
+    const why = [instance.reason, instance.message].filter(Boolean).join(": ");
+    if (why) parts.push(why);
+    if (instance.errorLine && !instance.message?.includes(instance.errorLine)) parts.push(instance.errorLine);
+  } else if (instance.message) parts.push(instance.message);
+  if (instance.lastAttemptId && instance.state !== "converged")
+    parts.push(`attempt ${instance.lastAttemptId}`);
+  return `  ${instance.instance}  ${state}${parts.length > 0 ? `  ${parts.join("; ")}` : ""}`;
+}
+
+/**
+ * The text of `steward status`: the answer, the open conditions, then what is in progress, what is
+ * failing within budget (reason, retries out of the budget, when the next one is), and what is not
+ * counted (observe-only differences, drained and skipped nodes).
+ */
+export function renderFleetStatus(status: FleetStatus, rendering: StatusRendering): string {
+  let text = `${answerLine(status, rendering.colours, rendering.context)}\n`;
+  if (status.conditions.length > 0)
+    text += renderConditions(status.conditions, rendering.now, rendering.wide);
+  const section = (title: string, instances: readonly InstanceView[]) => {
+    if (instances.length === 0) return;
+    text += `${title}:\n${instances.map((i) => instanceLine(i, rendering)).join("\n")}\n`;
+  };
+  section("failed", status.failed);
+  section("failing within budget", status.failing);
+  section("in progress", status.inProgress);
+  section(
+    "observe-only (compared, not delivered)",
+    status.observeOnly.filter((i) => !i.converged),
+  );
+  section("drained (not counted)", status.drained);
+  section("skipped (not counted)", status.skipped);
+  return text;
+}
+
+/** What `steward status -o json` prints: the answer, what it rests on, and the intents by status. */
+export function statusDocument(status: FleetStatus, intents: Record<string, number>) {
+  const { answer, ...rest } = status;
+  return { answer, ok: answer === "right", ...rest, intents };
+}
+
+/** The exit code of an answer: 0 right, 3 converging, 1 not right. */
+export function answerExit(answer: FleetAnswer): number {
+  return answer === "right" ? EXIT.ok : answer === "converging" ? EXIT.converging : EXIT.problems;
+}
+
+/**
+ * The table of conditions: type, subject, since, reason, attempt and message (`wide`: not cut);
+ * `columns` adds the id (for `steward describe condition ID`) and the status (open or resolved).
+ */
+export function renderConditions(
+  conditions: readonly ConditionRecord[],
+  now: Date,
+  wide = false,
+  columns: { id?: boolean; status?: boolean } = {},
+): string {
   return renderTable(
-    ["TYPE", "SUBJECT", "SINCE", "REASON", "ATTEMPT", "MESSAGE"],
+    [
+      ...(columns.id ? ["ID"] : []),
+      "TYPE",
+      ...(columns.status ? ["STATUS"] : []),
+      "SUBJECT",
+      "SINCE",
+      "REASON",
+      "ATTEMPT",
+      "MESSAGE",
+    ],
     conditions.map((c) => [
+      ...(columns.id ? [c.id] : []),
       c.type,
+      ...(columns.status ? [c.status] : []),
       `${c.subjectKind} ${c.subject}`,
       ago(c.since, now),
       c.reason,
       c.attemptId ?? "",
-      c.message.length > 100 ? `${c.message.slice(0, 99)}…` : c.message,
+      clip(c.message, 100, wide),
     ]),
   );
 }
@@ -103,10 +210,16 @@ export function renderRevisionStatus(view: RevisionStatusView): string {
   )}`;
 }
 
-interface StatusOptions extends NatsHubFlags {
-  json?: boolean;
+interface StatusOptions extends NatsHubFlags, OutputOptions {
   revision?: string;
   watch?: boolean;
+}
+
+/** The exit code of `steward status --revision`: 0 success, 1 failure or error, 3 pending. */
+export function revisionExit(fleet: string): number {
+  if (fleet === "success") return EXIT.ok;
+  if (fleet === "failure" || fleet === "error") return EXIT.problems;
+  return EXIT.converging;
 }
 
 export function statusCommand(
@@ -116,18 +229,19 @@ export function statusCommand(
 ): Command {
   const command = new Command("status")
     .description(
-      "list open conditions (exit 0 only when there are none), or with --revision what a commit's statuses say",
+      "is the fleet right? exit 0 right, 3 converging, 1 not right (open conditions); with --revision what a commit's statuses say (0 success, 1 failure or error, 3 pending)",
     )
-    .option("--json", "machine-readable output")
     .option("--revision <sha>", "show the commit statuses of this revision (a full or abbreviated sha)")
     .option(
       "--watch",
       "print the open conditions, then each change as it happens until Ctrl-C (exit 0 if none is open then); " +
         "with --nats the server pushes changes, without it the local hub's database is read every second",
     );
+  addOutputOptions(command);
   for (const [flag, help] of NATS_VIEWER_FLAGS) command.option(flag, help);
   return command.action(async (options: StatusOptions) => {
-    const json = options.json || globals().json;
+    const format = outputFormat(options, globals());
+    const json = format === "json" || format === "yaml";
     if (options.revision !== undefined && (options.watch || options.nats))
       throw new UsageError("--revision shows one commit's statuses: leave out --watch and --nats");
     const connection = natsConnectionFromFlags(options, io.cwd);
@@ -146,18 +260,18 @@ export function statusCommand(
           );
         const { StatusRecords } = await import("../status/records.js");
         const view = revisionStatusView(revision, new StatusRecords(store.db).forRevision(revision.sha));
-        io.stdout(json ? `${JSON.stringify(view, null, 2)}\n` : renderRevisionStatus(view));
-        exit(view.fleet === "success" ? EXIT.ok : EXIT.problems);
+        await printResult(io, format, view, () => renderRevisionStatus(view));
+        exit(revisionExit(view.fleet));
         return;
       }
-      const conditions = store.conditions({ status: "open" });
-      const counts = store.intentCountsByStatus();
-      if (json)
-        io.stdout(
-          `${JSON.stringify({ ok: conditions.length === 0, intents: counts, conditions }, null, 2)}\n`,
-        );
-      else io.stdout(renderStatus(conditions, counts, new Date()));
-      exit(conditions.length === 0 ? EXIT.ok : EXIT.problems);
+      const { fleetStatus } = await import("../hub/answer.js");
+      const { instanceViews } = await import("../hub/views.js");
+      const { palette } = await import("./colour.js");
+      const status = fleetStatus(instanceViews(store), store.conditions({ status: "open" }));
+      await printResult(io, format, statusDocument(status, store.intentCountsByStatus()), (wide) =>
+        renderFleetStatus(status, { now: new Date(), wide, colours: palette(io) }),
+      );
+      exit(answerExit(status.answer));
     } finally {
       store.close();
     }

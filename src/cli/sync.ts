@@ -2,8 +2,9 @@ import { resolve } from "node:path";
 import { Command } from "commander";
 import type { SyncOutcome } from "../repo/syncer.js";
 import { type CliIo, EXIT, type GlobalOptions } from "./io.js";
+import { addOutputOptions, type OutputOptions, outputFormat, printResult } from "./output.js";
 
-interface SyncCommandOptions {
+interface SyncCommandOptions extends OutputOptions {
   repo?: string;
   branch: string;
   acceptRewrite?: boolean;
@@ -44,7 +45,7 @@ export async function renderSyncOutcome(outcome: SyncOutcome): Promise<string> {
 
 /** `steward sync`: one sync into `<state>/hub.db`; exit 0 when applied or up to date, 1 when invalid or refused. */
 export function syncCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: number) => void): Command {
-  return new Command("sync")
+  const command = new Command("sync")
     .description("fetch the fleet repository's tracked branch and turn new commits into generations")
     .option(
       "--repo <path|url>",
@@ -55,34 +56,33 @@ export function syncCommand(io: CliIo, globals: () => GlobalOptions, exit: (code
     .addHelpText(
       "after",
       "\nCredentials for HTTP remotes come from STEWARD_GIT_TOKEN, or STEWARD_GIT_USERNAME and STEWARD_GIT_PASSWORD.",
-    )
-    .action(async (options: SyncCommandOptions) => {
-      const { openGenerationStore } = await import("../hub/store/generations.js");
-      const { credentialsFromEnv, parseLocation } = await import("../repo/git.js");
-      const { Syncer } = await import("../repo/syncer.js");
-      const state = resolve(io.cwd, globals().state);
-      const { store, close } = openGenerationStore(state);
+    );
+  return addOutputOptions(command).action(async (options: SyncCommandOptions) => {
+    const { openGenerationStore } = await import("../hub/store/generations.js");
+    const { credentialsFromEnv, parseLocation } = await import("../repo/git.js");
+    const { Syncer } = await import("../repo/syncer.js");
+    const state = resolve(io.cwd, globals().state);
+    const { store, close } = openGenerationStore(state);
+    try {
+      const source = parseLocation(options.repo ?? store.syncState(options.branch)?.source ?? ".", io.cwd);
+      const credentials = credentialsFromEnv(io.env);
+      const syncer = new Syncer({
+        store,
+        source,
+        branch: options.branch,
+        cacheDir: resolve(state, "git"),
+        ...(credentials ? { credentials } : {}),
+      });
       try {
-        const source = parseLocation(options.repo ?? store.syncState(options.branch)?.source ?? ".", io.cwd);
-        const credentials = credentialsFromEnv(io.env);
-        const syncer = new Syncer({
-          store,
-          source,
-          branch: options.branch,
-          cacheDir: resolve(state, "git"),
-          ...(credentials ? { credentials } : {}),
-        });
-        try {
-          const outcome = await syncer.sync({ acceptRewrite: options.acceptRewrite === true });
-          io.stdout(
-            globals().json ? `${JSON.stringify(outcome, null, 2)}\n` : await renderSyncOutcome(outcome),
-          );
-          exit(outcome.kind === "applied" || outcome.kind === "up-to-date" ? EXIT.ok : EXIT.problems);
-        } finally {
-          syncer.close();
-        }
+        const outcome = await syncer.sync({ acceptRewrite: options.acceptRewrite === true });
+        const text = await renderSyncOutcome(outcome);
+        await printResult(io, outputFormat(options, globals()), outcome, () => text);
+        exit(outcome.kind === "applied" || outcome.kind === "up-to-date" ? EXIT.ok : EXIT.problems);
       } finally {
-        close();
+        syncer.close();
       }
-    });
+    } finally {
+      close();
+    }
+  });
 }

@@ -43,3 +43,13 @@ export function ago(iso: string | undefined, now: Date): string {
   if (seconds < 172_800) return `${Math.round(seconds / 3600)}h ago`;
   return `${Math.round(seconds / 86_400)}d ago`;
 }
+
+/** A future time as `in 5s`, `in 3m`, `in 2h` from `now` (`now` when it is due). */
+export function until(iso: string | undefined, now: Date): string {
+  if (!iso) return "not scheduled";
+  const seconds = Math.round((Date.parse(iso) - now.getTime()) / 1000);
+  if (seconds <= 0) return "due now";
+  if (seconds < 120) return `in ${seconds}s`;
+  if (seconds < 7200) return `in ${Math.round(seconds / 60)}m`;
+  return `in ${Math.round(seconds / 3600)}h`;
+}

@@ -5,8 +5,27 @@
  */
 import { Command } from "commander";
 import type { TaskOutcome } from "../hub/records.js";
+import type { TaskView } from "../hub/tasks.js";
 import { UsageError } from "../model/errors.js";
 import { type CliIo, EXIT, type GlobalOptions } from "./io.js";
+import { addOutputOptions, clip, type OutputOptions, outputFormat, printResult } from "./output.js";
+import { ago, renderTable } from "./table.js";
+
+/** The table of tasks: id, type, subject, status, since, attempt and message (`wide`: not cut). */
+export function renderTasks(views: readonly TaskView[], now: Date, wide = false): string {
+  return renderTable(
+    ["ID", "TYPE", "SUBJECT", "STATUS", "SINCE", "ATTEMPT", "MESSAGE"],
+    views.map(({ task, condition }) => [
+      task.id,
+      task.type,
+      `${task.subjectKind} ${task.subject}`,
+      task.status === "claimed" ? `claimed by ${task.claimedBy}` : task.status,
+      ago(task.createdAt, now),
+      condition.attemptId ?? "-",
+      clip(condition.message, 80, wide),
+    ]),
+  );
+}
 
 const TASK_OUTCOMES: readonly TaskOutcome[] = ["ran", "rerun"];
 
@@ -22,48 +41,38 @@ export function tasksCommand(io: CliIo, globals: () => GlobalOptions, exit: (cod
   };
   const command = new Command("tasks")
     .description("list tasks (conditions that need judgement); claim and resolve them")
-    .option("--all", "include resolved and closed tasks")
-    .option("--json", "machine-readable output")
-    .action(async (options: { all?: boolean; json?: boolean }) => {
-      const { listTasks } = await import("../hub/tasks.js");
-      const { renderTable, ago } = await import("./table.js");
-      const { store } = await open();
-      try {
-        const views = listTasks(store, { all: options.all ?? false });
-        if (options.json || globals().json) io.stdout(`${JSON.stringify(views, null, 2)}\n`);
-        else if (views.length === 0) io.stdout("no open tasks\n");
-        else
-          io.stdout(
-            renderTable(
-              ["ID", "TYPE", "SUBJECT", "STATUS", "SINCE", "ATTEMPT", "MESSAGE"],
-              views.map(({ task, condition }) => [
-                task.id,
-                task.type,
-                `${task.subjectKind} ${task.subject}`,
-                task.status === "claimed" ? `claimed by ${task.claimedBy}` : task.status,
-                ago(task.createdAt, new Date()),
-                condition.attemptId ?? "-",
-                condition.message.length > 80 ? `${condition.message.slice(0, 79)}…` : condition.message,
-              ]),
-            ),
-          );
-        exit(EXIT.ok);
-      } finally {
-        store.close();
-      }
-    });
+    .option("--all", "include resolved and closed tasks");
+  addOutputOptions(command).action(async (options: OutputOptions & { all?: boolean }) => {
+    const { listTasks } = await import("../hub/tasks.js");
+    const { store } = await open();
+    try {
+      const views = listTasks(store, { all: options.all ?? false });
+      await printResult(io, outputFormat(options, globals()), views, (wide) =>
+        views.length === 0 ? "no open tasks\n" : renderTasks(views, new Date(), wide),
+      );
+      exit(EXIT.ok);
+    } finally {
+      store.close();
+    }
+  });
   command
     .command("claim")
     .description("claim a task for yourself (or --as NAME)")
     .argument("<id>", "task id (or its last characters)")
     .option("--as <name>", "who claims it")
-    .action(async (id: string, options: { as?: string }) => {
+    .action(async (id: string, _local: unknown, self: Command) => {
+      // -o and --json belong to `tasks` and are read with it.
+      const options = self.optsWithGlobals<OutputOptions & { as?: string }>();
       const { claimTask } = await import("../hub/tasks.js");
       const { store } = await open();
       try {
         const task = claimTask(store, id, agentName(io, options.as), new Date().toISOString());
-        io.stdout(
-          `task ${task.id} (${task.type} on ${task.subjectKind} ${task.subject}) claimed by ${task.claimedBy}\n`,
+        await printResult(
+          io,
+          outputFormat(options, globals()),
+          { task },
+          () =>
+            `task ${task.id} (${task.type} on ${task.subjectKind} ${task.subject}) claimed by ${task.claimedBy}\n`,
         );
         exit(EXIT.ok);
       } finally {
@@ -80,7 +89,10 @@ export function tasksCommand(io: CliIo, globals: () => GlobalOptions, exit: (cod
       "the decision a task of its type needs: for OneShotInterrupted, ran (record it as done: nothing runs again) or rerun (run it once more)",
     )
     .option("--as <name>", "who resolves it")
-    .action(async (id: string, options: { action: string; as?: string; outcome?: string }) => {
+    .action(async (id: string, _local: unknown, self: Command) => {
+      const options = self.optsWithGlobals<
+        OutputOptions & { action: string; as?: string; outcome?: string }
+      >();
       const { resolveTask } = await import("../hub/tasks.js");
       const { nudgeHub } = await import("./hub-state.js");
       const { paths, store } = await open();
@@ -99,12 +111,16 @@ export function tasksCommand(io: CliIo, globals: () => GlobalOptions, exit: (cod
           options.outcome as TaskOutcome | undefined,
         );
         node = condition.node;
-        io.stdout(
-          `task ${task.id} resolved by ${task.resolvedBy}${task.outcome ? ` (--outcome ${task.outcome})` : ""}: ${task.action}\n${
-            condition.status === "open"
-              ? `condition ${condition.type} on ${condition.subjectKind} ${condition.subject} stays open until observation shows it resolved\n`
-              : `condition ${condition.type} closed\n`
-          }`,
+        await printResult(
+          io,
+          outputFormat(options, globals()),
+          { task, condition },
+          () =>
+            `task ${task.id} resolved by ${task.resolvedBy}${task.outcome ? ` (--outcome ${task.outcome})` : ""}: ${task.action}\n${
+              condition.status === "open"
+                ? `condition ${condition.type} on ${condition.subjectKind} ${condition.subject} stays open until observation shows it resolved\n`
+                : `condition ${condition.type} closed\n`
+            }`,
         );
       } finally {
         store.close();

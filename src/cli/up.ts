@@ -2,18 +2,24 @@
  * `steward up`: the whole product on one machine — SQLite in the state directory, the agent in
  * process (the local transport) applying under `--root` (each node in `<root>/<node>/`), and without
  * `--repo` the example fleet copied into a fresh Git repository under the state directory. It
- * shows each node converging; `--once` exits 0 as soon as everything this hub reaches converged,
- * 1 as soon as the outcome is known otherwise (something failed and nothing else is moving), or
- * when `--timeout` passes. Nodes on transports this hub does not run are listed, not counted.
+ * shows each node converging; `--once` ends, as soon as nothing else is moving or when `--timeout`
+ * passes, with the answer `steward status` gives for what this hub reaches: right (exit 0),
+ * converging (exit 3: a failure within budget, with the time of its next retry, or work still in
+ * flight at the timeout) or not right (exit 1). Nodes on transports this hub does not run are
+ * listed, not counted.
  */
 import { cpSync, existsSync, mkdirSync } from "node:fs";
 import { isAbsolute, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Command, Option } from "commander";
+import type { ConditionRecord } from "../hub/records.js";
+import { DISPLAY_STATES, type DisplayState } from "../hub/states.js";
 import type { InstanceView } from "../hub/views.js";
 import { EnvironmentError } from "../model/errors.js";
 import type { StatusFlags } from "../status/settings.js";
-import { type CliIo, EXIT, type GlobalOptions } from "./io.js";
+import type { Palette } from "./colour.js";
+import type { CliIo, GlobalOptions } from "./io.js";
+import { addOutputOptions, isMachine, type OutputOptions, outputFormat } from "./output.js";
 import { addStatusFlags } from "./status-flags.js";
 
 /** The example fleet shipped with steward. */
@@ -55,10 +61,10 @@ export interface UpOutcome {
   unreachable: InstanceView[];
 }
 
-/** Statuses that will change by themselves (an attempt in flight, a canary soaking, not started yet). */
-const MOVING = new Set(["not-started", "pending", "dispatched", "verifying", "ambiguous"]);
-/** Statuses of an instance whose attempt failed: retried later at best, so not moving now. */
-const FAILED = new Set(["backoff", "stuck", "blocked"]);
+/** States that change by themselves (an attempt in flight, not started yet, a report awaited). */
+const MOVING: ReadonlySet<DisplayState> = new Set(["converging", "verifying", "ambiguous"]);
+/** States of an instance whose attempt failed: retried later at best, so not moving now. */
+const FAILED: ReadonlySet<DisplayState> = new Set(["failing", "stuck", "blocked", "interrupted"]);
 
 /** The outcome so far: done when nothing that this hub reaches is still moving. */
 export function upOutcome(reaches: (node: string) => boolean, instances: InstanceView[]): UpOutcome {
@@ -68,22 +74,34 @@ export function upOutcome(reaches: (node: string) => boolean, instances: Instanc
   // A node held behind a canary or a batch moves on by itself unless what it waits for has failed:
   // behind a failed canary (or a batch whose slot is taken by a failed node) it waits on nothing
   // that will change. Behind a converged canary it is soaking, which ends by itself.
-  const failedAssignments = new Set(reachable.filter((i) => FAILED.has(i.status)).map((i) => i.assignment));
+  const failedAssignments = new Set(reachable.filter((i) => FAILED.has(i.state)).map((i) => i.assignment));
   const moving = reachable.some(
     (i) =>
       !i.converged &&
-      (MOVING.has(i.status) ||
-        (i.status === "held" &&
+      (MOVING.has(i.state) ||
+        (i.state === "held" &&
           (i.holdReason === "canary" || i.holdReason === "batch") &&
           !failedAssignments.has(i.assignment))),
   );
   return { done: converged || !moving, converged, reachable, unreachable };
 }
 
-const MARK: Record<string, string> = { converged: "✓", blocked: "✗", stuck: "✗", backoff: "↻" };
+/** How an instance stands in a progress line: `✓` when converged, else its display state's symbol and words. */
+function progressMark(instance: InstanceView, colours?: Palette): string {
+  const info = DISPLAY_STATES[instance.state];
+  const text =
+    instance.state === "converged"
+      ? info.symbol
+      : `${info.label}${instance.state === "held" && instance.holdReason ? ` (${instance.holdReason})` : ""}`;
+  return colours ? colours.state(instance.state, text) : text;
+}
 
 /** One line per node: its instances and how each stands. */
-export function progressLines(outcome: UpOutcome, unreachableTransports: Map<string, string>): string[] {
+export function progressLines(
+  outcome: UpOutcome,
+  unreachableTransports: Map<string, string>,
+  colours?: Palette,
+): string[] {
   const byNode = new Map<string, InstanceView[]>();
   for (const instance of outcome.reachable)
     byNode.set(instance.node, [...(byNode.get(instance.node) ?? []), instance]);
@@ -91,10 +109,7 @@ export function progressLines(outcome: UpOutcome, unreachableTransports: Map<str
   const lines: string[] = [];
   for (const [node, list] of [...byNode].sort(([a], [b]) => (a < b ? -1 : 1))) {
     const done = list.filter((i) => i.converged).length;
-    const parts = list.map((i) => {
-      const state = i.converged ? "converged" : i.holdReason ? `${i.status} (${i.holdReason})` : i.status;
-      return `${i.assignment} ${MARK[state] ?? state}`;
-    });
+    const parts = list.map((i) => `${i.assignment} ${progressMark(i, colours)}`);
     lines.push(`  ${node.padEnd(width)}  ${`${done}/${list.length}`.padEnd(5)}  ${parts.join("  ")}`);
   }
   const unreachableByNode = new Map<string, string[]>();
@@ -110,17 +125,22 @@ export function progressLines(outcome: UpOutcome, unreachableTransports: Map<str
   return lines;
 }
 
-/** Why each failed instance failed: the node, the last attempt's message and its correlation id. */
-export function failureLines(outcome: UpOutcome): string[] {
-  return outcome.reachable
-    .filter((i) => !i.converged && FAILED.has(i.status))
-    .map(
-      (i) =>
-        `  ${i.instance} ${i.status}${i.lastAttemptId ? ` (attempt ${i.lastAttemptId})` : ""}: ${i.message ?? "no message"}`,
-    );
+/**
+ * The open conditions that speak of what this hub reaches: a node it does not reach is listed by
+ * `steward up` and left to `steward status`, and so are its conditions (its `TransportDegraded`).
+ */
+export function reachedConditions(
+  conditions: readonly ConditionRecord[],
+  reaches: (node: string) => boolean,
+): ConditionRecord[] {
+  return conditions.filter((c) => {
+    if (c.type === "NodeSilent") return false;
+    const node = c.node ?? (c.subjectKind === "node" ? c.subject : undefined);
+    return node === undefined || reaches(node);
+  });
 }
 
-interface UpOptions extends StatusFlags {
+interface UpOptions extends StatusFlags, OutputOptions {
   transport: "local" | "nats";
   repo?: string;
   root?: string;
@@ -144,16 +164,27 @@ export function upCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: 
         .choices(["local", "nats"])
         .default("local"),
     )
-    .option("--once", "exit when the outcome is known: 0 when everything converged, 1 otherwise")
+    .option(
+      "--once",
+      "exit when the outcome is known, with the answer of steward status: 0 right, 3 converging, 1 not right",
+    )
     .option("--timeout <duration>", "with --once: give up after this long", "5m")
     .option("--listen <host:port>", "HTTP address for healthz, metrics and revisions", "127.0.0.1:0");
   addStatusFlags(command);
+  addOutputOptions(command);
   return command.action(async (options: UpOptions) => {
     const { statePaths } = await import("./hub-state.js");
     const { HubRuntime, durationFlag, untilSignal } = await import("./hub.js");
     const { instanceViews } = await import("../hub/views.js");
-    const { renderStatus } = await import("./status.js");
+    const { fleetStatus } = await import("../hub/answer.js");
+    const { answerExit, renderFleetStatus, statusDocument } = await import("./status.js");
+    const { palette, redrawEnabled } = await import("./colour.js");
+    const { serialise } = await import("./output.js");
     const pino = (await import("pino")).default;
+    const format = outputFormat(options, globals());
+    const colours = palette(io);
+    // With -o json|yaml stdout carries the final document only; what people read goes to stderr.
+    const say = isMachine(format) ? io.stderr : io.stdout;
     const paths = statePaths(io, globals());
     // Paths below the working directory are shown relative to it, as the user typed them.
     const display = (path: string) => {
@@ -167,7 +198,7 @@ export function upCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: 
       const made = await ensureExampleRepo(paths.repo);
       repo = paths.repo;
       if (made === "created")
-        io.stdout(
+        say(
           `steward up: the example fleet is in ${display(paths.repo)} (a Git repository: edit, commit, run again)\n`,
         );
     }
@@ -200,7 +231,7 @@ export function upCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: 
         io.stderr(await renderSyncOutcome(first));
       }
       const head = runtime.store.latestRevision();
-      io.stdout(
+      say(
         `steward up: ${display(repo)} at ${head?.sha.slice(0, 12) ?? "?"}${head ? ` "${head.message.split("\n")[0]}"` : ""}; hub ${runtime.http.url}; logs ${display(paths.log)}\n`,
       );
       // Nodes come and go with commits: their transports are read again at each look.
@@ -213,16 +244,16 @@ export function upCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: 
       let shown: string[] = [];
       const show = (outcome: UpOutcome) => {
         const unreachable = new Map([...transports].filter(([node]) => !reaches(node)));
-        const lines = progressLines(outcome, unreachable);
+        const lines = progressLines(outcome, unreachable, colours);
         if (lines.join("\n") === shown.join("\n")) return;
-        if (io.isTty) {
+        if (redrawEnabled(io) && !isMachine(format)) {
           // Redraw the block in place.
-          if (shown.length > 0) io.stdout(`\x1b[${shown.length}A\x1b[J`);
-          io.stdout(`${lines.join("\n")}\n`);
+          if (shown.length > 0) say(`\x1b[${shown.length}A\x1b[J`);
+          say(`${lines.join("\n")}\n`);
           shown = lines;
         } else {
           // Plain lines: a node's line when it changes.
-          for (const line of lines) if (!shown.includes(line)) io.stdout(`${line}\n`);
+          for (const line of lines) if (!shown.includes(line)) say(`${line}\n`);
           shown = lines;
         }
       };
@@ -242,26 +273,37 @@ export function upCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: 
       // reports queued) before it stops, so its records say what was printed.
       if (options.once)
         await Promise.race([runtime.hub.idle(), new Promise((wake) => setTimeout(wake, 2_000).unref())]);
+      if (options.once) outcome = look();
       const seconds = ((Date.now() - started) / 1000).toFixed(1);
-      const done = outcome.reachable.filter((i) => i.converged).length;
+      const status = fleetStatus(
+        outcome.reachable,
+        reachedConditions(runtime.store.conditions({ status: "open" }), reaches),
+      );
       const nodes = new Set(outcome.reachable.map((i) => i.node)).size;
-      if (outcome.converged)
+      const unreached = new Set(outcome.unreachable.map((i) => i.node)).size;
+      const notReached =
+        unreached > 0
+          ? `; ${unreached} node${unreached === 1 ? "" : "s"} not reached by this hub, see steward status`
+          : "";
+      const context =
+        status.answer === "right"
+          ? `${nodes} local node${nodes === 1 ? "" : "s"} in ${seconds}s${notReached}`
+          : outcome.done
+            ? `after ${seconds}s nothing else is moving${status.failing.length > 0 ? "; the next retry is made by the next steward up or steward hub" : ""}`
+            : `timed out after ${options.timeout}`;
+      if (isMachine(format))
         io.stdout(
-          `converged: ${done}/${outcome.reachable.length} instances on ${nodes} local nodes in ${seconds}s\n`,
+          await serialise(
+            {
+              ...statusDocument(status, runtime.store.intentCountsByStatus()),
+              elapsedSeconds: Number(seconds),
+            },
+            format,
+          ),
         );
-      else {
-        io.stdout(
-          outcome.done
-            ? `not converged: ${done}/${outcome.reachable.length} instances after ${seconds}s, and nothing else is moving\n`
-            : `timed out after ${options.timeout}: ${done}/${outcome.reachable.length} instances converged\n`,
-        );
-        for (const line of failureLines(outcome)) io.stdout(`${line}\n`);
-        const conditions = runtime.store
-          .conditions({ status: "open" })
-          .filter((c) => c.type !== "NodeSilent");
-        io.stdout(renderStatus(conditions, runtime.store.intentCountsByStatus(), new Date()));
-      }
-      exit(outcome.converged ? EXIT.ok : EXIT.problems);
+      else
+        io.stdout(renderFleetStatus(status, { now: new Date(), wide: format === "wide", colours, context }));
+      exit(answerExit(status.answer));
     } finally {
       await runtime.stop();
     }

@@ -64,8 +64,10 @@ export const validateCommand: CommandFactory = (io, globals, exit) =>
     .addOption(
       new Option("--format <format>", "output format").choices(["text", "json", "github"]).default("text"),
     )
-    .action(async (path: string, options: { format: ValidateFormat }) => {
-      const format = globals().json ? "json" : options.format;
+    .addOption(new Option("-o, --output <format>", "-o json is --format json").choices(["json"]))
+    .option("--json", "the same as --format json")
+    .action(async (path: string, options: { format: ValidateFormat; output?: "json"; json?: boolean }) => {
+      const format = options.output || options.json || globals().json ? "json" : options.format;
       const result = await validateDirectory(resolve(io.cwd, path));
       io.stdout(renderValidation(result, format));
       exit(result.ok ? EXIT.ok : EXIT.problems);

@@ -1,6 +1,8 @@
 /**
  * The hub's HTTP surface (node:http): `GET /healthz`, `GET /metrics` (Prometheus), `GET
- * /revisions/:sha` (a revision's progress, what its commit statuses link to), `POST /nudge` (the CLI
+ * /revisions/:sha` (a revision's progress, what its commit statuses link to), the stories `steward
+ * describe` tells as JSON (`GET /instances/:assignment@:node`, `/nodes/:name`, `/conditions/:id`,
+ * `/attempts/:id`: the same model, src/hub/story.ts), `POST /nudge` (the CLI
  * wrote an operator change to the store: look again), and a mount point for the syncer's webhook
  * handler at `POST /webhook`. It listens on loopback unless told otherwise.
  */
@@ -8,6 +10,15 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import type { Hub } from "./hub.js";
 import { revisionProgress } from "./progress.js";
+import { attemptStoryOf, conditionStoryOf, instanceStory, nodeStory } from "./story.js";
+
+/** The stories served by kind, as `steward describe` tells them. */
+const STORIES = {
+  instances: instanceStory,
+  nodes: nodeStory,
+  conditions: conditionStoryOf,
+  attempts: attemptStoryOf,
+} as const;
 
 export type RequestHandler = (request: IncomingMessage, response: ServerResponse) => void | Promise<void>;
 
@@ -89,6 +100,14 @@ export async function startHubHttp(options: HubHttpOptions): Promise<HubHttp> {
       const progress = full ? revisionProgress(hub.store, full) : undefined;
       if (!progress) return json(response, 404, { error: `no revision ${sha} has been synced by this hub` });
       return json(response, 200, progress);
+    }
+    const story = /^GET \/(instances|nodes|conditions|attempts)\/([^/]+)$/.exec(route);
+    if (story) {
+      const [, kind, name] = story as unknown as [string, keyof typeof STORIES, string];
+      const found = STORIES[kind](hub.store, decodeURIComponent(name));
+      if (!found)
+        return json(response, 404, { error: `no ${kind.slice(0, -1)} ${decodeURIComponent(name)}` });
+      return json(response, 200, found);
     }
     json(response, 404, { error: `no route ${route}` });
   };

@@ -5,6 +5,7 @@
  * from this (`pending` "3/10 nodes at generation 7", `success`, `failure`, `error`); so are
  * `GET /revisions/:sha` and `steward up`'s summary. Pure reads; JSON-serialisable.
  */
+import { attemptErrorLine } from "./evidence.js";
 import type { ConditionRecord, ConditionType, IntentRecord, RevisionRecord } from "./records.js";
 import type {
   InstanceFailure as StatusFailure,
@@ -266,7 +267,11 @@ export function statusInputs(store: Store, sha: string): StatusInputs | undefine
         condition: condition.type,
         message: condition.message,
       };
-      if (condition.attemptId) failure.attemptId = condition.attemptId;
+      if (condition.attemptId) {
+        failure.attemptId = condition.attemptId;
+        const line = attemptErrorLine(store.attempt(condition.attemptId));
+        if (line) failure.errorLine = line;
+      }
       failures.push(failure);
     }
   }

@@ -210,6 +210,8 @@ export interface InstanceFailure {
   /** The attempt that failed (its ULID is the correlation id), when there was one. */
   attemptId?: string;
   message: string;
+  /** The line of the attempt's evidence that names the error (src/hub/evidence.ts), when it has one. */
+  errorLine?: string;
 }
 
 function withUrl(status: CommitStatus, publicUrl: string | undefined): CommitStatus {
@@ -221,11 +223,18 @@ function plural(count: number, word: string): string {
   return `${count} ${word}${count === 1 ? "" : "s"}`;
 }
 
-/** What one failure says, condition, node and attempt first so truncation only shortens the message. */
+/**
+ * What one failure says: condition, node and attempt first, then the line of the evidence that
+ * names the error, then the condition's message — so truncation only shortens the message.
+ */
 function describeFailure(first: InstanceFailure, others: number): string {
   const more = others > 0 ? ` (+${others} more)` : "";
   const attempt = first.attemptId ? `, attempt ${first.attemptId}` : "";
-  return `${first.condition} on ${first.node}${more}${attempt}: ${cleanDescription(first.message)}`;
+  const why =
+    first.errorLine && !first.message.includes(first.errorLine)
+      ? `${first.errorLine} (${first.message})`
+      : first.message;
+  return `${first.condition} on ${first.node}${more}${attempt}: ${cleanDescription(why)}`;
 }
 
 /**

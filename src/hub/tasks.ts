@@ -5,7 +5,7 @@
  * observation does — except `HumanProcedureRequired`, which nothing can observe, so the person who
  * did the procedure closes it. A task whose condition resolved by observation is closed.
  */
-import { StewardError } from "../model/errors.js";
+import { NotFoundError, StewardError } from "../model/errors.js";
 import { closeCondition } from "./conditions.js";
 import type { ConditionRecord, ConditionType, TaskOutcome, TaskRecord } from "./records.js";
 import type { Store } from "./store/store.js";
@@ -136,7 +136,7 @@ export function listTasks(store: Store, options: { all?: boolean } = {}): TaskVi
 
 function findTask(store: Store, id: string): TaskRecord {
   const task = store.task(id) ?? store.tasks().find((t) => t.id.endsWith(id.toUpperCase()));
-  if (!task) throw new TaskError(`no task "${id}": run \`steward tasks\` to list them`, { id });
+  if (!task) throw new NotFoundError(`no task "${id}": run \`steward tasks\` to list them`, { id });
   return task;
 }
 

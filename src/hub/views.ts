@@ -4,7 +4,9 @@
  * formats them. Views never write.
  */
 import { compare } from "./decide.js";
+import { attemptErrorLine } from "./evidence.js";
 import type { ConditionRecord, IntentRecord } from "./records.js";
+import { type DisplayState, displayState } from "./states.js";
 import type { Store } from "./store/store.js";
 
 export interface NodeView {
@@ -29,11 +31,22 @@ export interface InstanceView {
   /** Generation the node last applied completely, from its latest report. */
   observedGeneration?: number;
   status: IntentRecord["status"] | "not-started";
-  holdReason?: string;
+  holdReason?: IntentRecord["holdReason"];
+  /** How it is shown and counted (states.ts). */
+  state: DisplayState;
   converged: boolean;
+  /** Failures counted against the budget at this generation. */
   failures: number;
+  /** The assignment's budget: at most `attempts` failures within `withinMs`. */
+  budget: { attempts: number; withinMs: number };
+  /** When the next attempt is due, for a failure within budget (or a stuck instance's slow retry). */
+  nextAttemptAt?: string;
+  /** Why it is not converged, as a word (`CommandFailed`, `ServiceExited`...). */
+  reason?: string;
   lastAttemptId?: string;
   message?: string;
+  /** For a failed attempt: the line of its evidence that names the error (src/hub/evidence.ts). */
+  errorLine?: string;
   openConditions: string[];
   retired: boolean;
 }
@@ -43,7 +56,9 @@ export interface AssignmentView {
   stage: string;
   instances: number;
   converged: number;
+  /** Failing within budget, stuck, blocked, ambiguous or interrupted. */
   failing: number;
+  /** Held by the rollout, or waiting for a dependency. */
   held: number;
 }
 
@@ -56,6 +71,18 @@ function openConditionsBy(store: Store): Map<string, string[]> {
   return bySubject;
 }
 
+/** States an assignment counts as failing: failed, or failing within budget, or its result lost. */
+const FAILING_STATES: ReadonlySet<DisplayState> = new Set([
+  "failing",
+  "stuck",
+  "blocked",
+  "ambiguous",
+  "interrupted",
+]);
+
+/** States whose last attempt failed: their evidence is worth a look. */
+const FAILED_STATES: ReadonlySet<DisplayState> = new Set(["failing", "stuck", "blocked"]);
+
 /** Every instance the hub knows, with its current intent and observation. */
 export function instanceViews(store: Store, options: { retired?: boolean } = {}): InstanceView[] {
   const conditions = openConditionsBy(store);
@@ -66,21 +93,38 @@ export function instanceViews(store: Store, options: { retired?: boolean } = {})
     if (!desired) continue;
     const intent = store.intent(instance.key, instance.generation);
     const observation = store.observation(instance.key);
+    const status = intent?.status ?? "not-started";
+    const converged = compare(desired, observation).converged;
+    const openConditions = conditions.get(`instance:${instance.key}`) ?? [];
+    const state = displayState({
+      status,
+      ...(intent?.holdReason ? { holdReason: intent.holdReason } : {}),
+      converged,
+      openConditions,
+    });
     const view: InstanceView = {
       instance: instance.key,
       assignment: instance.assignment,
       node: instance.node,
       generation: instance.generation,
-      status: intent?.status ?? "not-started",
-      converged: compare(desired, observation).converged,
+      status,
+      state,
+      converged,
       failures: intent?.failures ?? 0,
-      openConditions: conditions.get(`instance:${instance.key}`) ?? [],
+      budget: { attempts: desired.budget.attempts, withinMs: desired.budget.withinMs },
+      openConditions,
       retired: instance.retiredAt !== undefined,
     };
     if (observation) view.observedGeneration = observation.generation;
     if (intent?.holdReason) view.holdReason = intent.holdReason;
+    if (intent?.nextAttemptAt && !converged) view.nextAttemptAt = intent.nextAttemptAt;
+    if (intent?.reason && !converged) view.reason = intent.reason;
     if (intent?.lastAttemptId) view.lastAttemptId = intent.lastAttemptId;
     if (intent?.message) view.message = intent.message;
+    if (intent?.lastAttemptId && FAILED_STATES.has(state)) {
+      const line = attemptErrorLine(store.attempt(intent.lastAttemptId));
+      if (line) view.errorLine = line;
+    }
     views.push(view);
   }
   return views;
@@ -119,9 +163,8 @@ export function assignmentViews(store: Store): AssignmentView[] {
     }
     view.instances++;
     if (instance.converged) view.converged++;
-    if (instance.status === "blocked" || instance.status === "stuck" || instance.status === "ambiguous")
-      view.failing++;
-    if (instance.status === "held" || instance.status === "waiting") view.held++;
+    if (FAILING_STATES.has(instance.state)) view.failing++;
+    if (instance.state === "held" || instance.state === "waiting") view.held++;
   }
   return [...byName.values()].sort((a, b) => (a.name < b.name ? -1 : 1));
 }

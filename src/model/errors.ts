@@ -36,6 +36,14 @@ export class EnvironmentError extends StewardError {
   }
 }
 
+/** A name given on the command line names nothing (a node, an instance, a task, an id). Exit 2. */
+export class NotFoundError extends StewardError {
+  override readonly name = "NotFoundError";
+  constructor(message: string, data?: Record<string, unknown>) {
+    super("E_NOT_FOUND", message, data ? { data } : {});
+  }
+}
+
 /** True when `error` is one of ours (its message is meant for the user as it is). */
 export function isStewardError(error: unknown): error is StewardError {
   return error instanceof StewardError;

@@ -116,6 +116,27 @@ export function remoteError(remote: string, error: unknown, hadCredentials: bool
   });
 }
 
+/** What a working tree holds that its HEAD does not: tracked files changed, and files git does not track. */
+export interface WorkingTreeChanges {
+  changed: string[];
+  untracked: string[];
+}
+
+/** The uncommitted changes of the working tree `dir` (ignored files are not changes). */
+export async function workingTreeChanges(dir: string, gitdir: string): Promise<WorkingTreeChanges> {
+  const matrix = await git.statusMatrix({ fs, dir, gitdir });
+  const changes: WorkingTreeChanges = { changed: [], untracked: [] };
+  for (const [path, head, workdir, stage] of matrix) {
+    if (head === 1 && workdir === 1 && stage === 1) continue;
+    if (head === 0 && stage === 0) {
+      if (workdir === 2) changes.untracked.push(path);
+      continue;
+    }
+    changes.changed.push(path);
+  }
+  return changes;
+}
+
 /** Finds the git directory of a local repository (a working tree's `.git`, or a bare repository). */
 function localGitdir(path: string): { gitdir: string; headDir: string } {
   const dotgit = join(path, ".git");

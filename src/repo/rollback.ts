@@ -11,7 +11,13 @@ import { join } from "node:path";
 import git, { type HttpClient, type TreeEntry as IsoTreeEntry } from "isomorphic-git";
 import { type ParsedCommit, subject } from "./commits.js";
 import { type RepoError, RollbackRefusedError, SourceError } from "./errors.js";
-import { credentialsFromEnv, describeLocation, FleetRepository, type SourceLocation } from "./git.js";
+import {
+  credentialsFromEnv,
+  describeLocation,
+  FleetRepository,
+  type SourceLocation,
+  workingTreeChanges,
+} from "./git.js";
 import type { Clock } from "./syncer.js";
 
 /** What to roll back, where, and how. */
@@ -277,13 +283,7 @@ function localBranch(
 
 /** Refuses when tracked files have uncommitted changes (untracked files are fine). */
 async function refuseDirty(dir: string, gitdir: string): Promise<void> {
-  const matrix = await git.statusMatrix({ fs, dir, gitdir });
-  const dirty = matrix
-    .filter(
-      ([, head, workdir, stage]) =>
-        !(head === 1 && workdir === 1 && stage === 1) && !(head === 0 && stage === 0),
-    )
-    .map(([path]) => path);
+  const dirty = (await workingTreeChanges(dir, gitdir)).changed;
   if (dirty.length > 0)
     throw new RollbackRefusedError(
       "dirty",

@@ -17,8 +17,16 @@ export interface CliRun {
   stderr: string;
 }
 
-/** `steward ...args` with `cwd` (default: the checkout) and exactly `env` as its environment. */
-export async function runCli(args: string[], cwd = repoRoot, env: NodeJS.ProcessEnv = {}): Promise<CliRun> {
+/**
+ * `steward ...args` with `cwd` (default: the checkout) and exactly `env` as its environment; stdout
+ * is not a terminal unless `isTty`.
+ */
+export async function runCli(
+  args: string[],
+  cwd = repoRoot,
+  env: NodeJS.ProcessEnv = {},
+  isTty = false,
+): Promise<CliRun> {
   let stdout = "";
   let stderr = "";
   const io: CliIo = {
@@ -30,7 +38,7 @@ export async function runCli(args: string[], cwd = repoRoot, env: NodeJS.Process
     },
     env,
     cwd,
-    isTty: false,
+    isTty,
   };
   const code = await main(args, io);
   return { code, stdout, stderr };

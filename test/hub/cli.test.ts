@@ -26,14 +26,18 @@ describe("hub - cli", () => {
     await h.settle();
     const failing = await steward(h.dir, "status");
     expect(failing.code).toBe(EXIT.problems);
-    expect(failing.stdout).toMatch(/^2 open conditions \(0\/2 intents converged\)\n/);
+    expect(failing.stdout).toMatch(/^not right: 2 open conditions; 0\/2 instances converged\n/);
     expect(failing.stdout).toMatch(/Blocked\s+instance app@n1\s+\d+s ago\s+CommandNotFound\s+[0-9A-Z]{26}/);
     // History names each generation's outcome, failure class and correlation id.
     const attemptId = h.intent("app@n1").lastAttemptId!;
     const history = await steward(h.dir, "history", "app", "--node", "n1");
     expect(history.stdout).toMatch(new RegExp(`app@n1\\s+1\\s.*blocked/permanent ${attemptId}`));
     const json = JSON.parse((await steward(h.dir, "status", "--json")).stdout);
-    expect(json).toMatchObject({ ok: false, conditions: [{ type: "Blocked" }, { type: "Blocked" }] });
+    expect(json).toMatchObject({
+      answer: "not-right",
+      ok: false,
+      conditions: [{ type: "Blocked" }, { type: "Blocked" }],
+    });
 
     h.write({
       "assignments/app.yaml": assignmentYaml("app", { nodes: ["n1", "n2"], resources: [file("conf", "v2")] }),
@@ -43,7 +47,7 @@ describe("hub - cli", () => {
     const right = await steward(h.dir, "status");
     expect(right).toMatchObject({
       code: EXIT.ok,
-      stdout: "no open conditions: the fleet is right (2/2 intents converged)\n",
+      stdout: "right: no open conditions; 2/2 instances converged\n",
     });
   });
 
@@ -54,9 +58,9 @@ describe("hub - cli", () => {
     const instances = await steward(h.dir, "get", "instances");
     expect(instances.code).toBe(EXIT.ok);
     expect(instances.stdout.split("\n")[0]).toMatch(
-      /^INSTANCE\s+GEN\s+OBSERVED\s+STATUS\s+CONVERGED\s+CONDITIONS\s+MESSAGE$/,
+      /^INSTANCE\s+GEN\s+OBSERVED\s+STATE\s+CONDITIONS\s+MESSAGE$/,
     );
-    expect(instances.stdout).toMatch(/app@n1\s+1\s+0\s+blocked\s+no\s+Blocked\s+1 of 2 resources failed/);
+    expect(instances.stdout).toMatch(/app@n1\s+1\s+0\s+blocked\s+Blocked\s+1 of 2 resources failed/);
     const nodesOut = await steward(h.dir, "get", "nodes");
     expect(nodesOut.stdout).toMatch(/n1\s+local\s+0\/1\s+no\s+\d+s ago\s+\d+s ago\s+-/);
     const assignments = JSON.parse((await steward(h.dir, "get", "assignments", "--json")).stdout);
@@ -68,7 +72,7 @@ describe("hub - cli", () => {
     const wrong = await steward(h.dir, "get", "widgets");
     expect(wrong).toMatchObject({ code: EXIT.usage });
     expect(wrong.stderr).toBe(
-      'steward: cannot get "widgets": choose one of nodes, assignments, instances, intents\n',
+      'steward: cannot get "widgets": choose one of nodes, assignments, instances, intents, attempts, conditions, tasks, revisions\n',
     );
   });
 

@@ -45,6 +45,21 @@ describe("hub - http", () => {
     const short = await fetch(`${http.url}/revisions/${synced.sha.slice(0, 8)}`);
     expect(((await short.json()) as { revision: string }).revision).toBe(synced.sha);
     expect((await fetch(`${http.url}/revisions/0000000`)).status).toBe(404);
+
+    // The stories steward describe tells, as the same JSON.
+    const attemptId = h.intent("app@n1").lastAttemptId!;
+    expect(await (await fetch(`${http.url}/instances/app@n1`)).json()).toMatchObject({
+      kind: "instance",
+      name: "app@n1",
+      now: { state: "converged" },
+      attempts: [{ id: attemptId, status: "succeeded" }],
+    });
+    expect(await (await fetch(`${http.url}/nodes/n2`)).json()).toMatchObject({ kind: "node", name: "n2" });
+    expect(await (await fetch(`${http.url}/attempts/${attemptId}`)).json()).toMatchObject({
+      kind: "attempt",
+      attempt: { id: attemptId, instance: "app@n1" },
+    });
+    expect((await fetch(`${http.url}/instances/app@n9`)).status).toBe(404);
   });
 
   it("hub - a nudge makes a running hub take in an operator's drain at once", async () => {

@@ -6,6 +6,7 @@ import { GitNotesStatusWriter, readStatusNote } from "../../src/status/gitnotes.
 import { StatusPublisher } from "../../src/status/publisher.js";
 import { assignmentYaml, file, nodes } from "./helpers/fleet.js";
 import { startHarness } from "./helpers/harness.js";
+import { notesPublisher } from "./helpers/notes.js";
 
 const app = (content: string, extra: object = {}) =>
   assignmentYaml("app", { nodes: ["n1", "n2"], resources: [file("conf", content)], ...extra });
@@ -80,5 +81,38 @@ describe("hub - commit statuses", () => {
       recoveredAt: h.clock.now(),
     });
     expect(h.store.conditions({ status: "open" })).toEqual([]);
+  });
+
+  it("hub - a failure status's description carries the line of the evidence that names the error", async () => {
+    const notes = notesPublisher();
+    const h = await startHarness({
+      files: {
+        ...nodes("n1"),
+        "assignments/app.yaml": assignmentYaml("app", {
+          nodes: ["n1"],
+          // A real Node crash: its output starts with the script's location and the source line.
+          resources: [
+            {
+              kind: "command",
+              name: "migrate",
+              run: [process.execPath, "-e", 'throw new Error("schema v7 needs v6")'],
+            },
+          ],
+          budget: { attempts: 1, within: "1h" },
+        }),
+      },
+      hubOptions: notes.hubOptions,
+    });
+    const commit = await h.commit("migrate");
+    await h.settle();
+    await h.advance(1_000);
+    await notes.publisher().flushNow();
+    const attempt = h.intent("app@n1").lastAttemptId;
+    const [note] = (await notes.read(commit.sha)).filter((s) => s.context === "steward/app");
+    expect(note).toMatchObject({ state: "failure" });
+    expect(note!.description).toMatch(
+      new RegExp(`^Stuck on n1, attempt ${attempt}: migrate: Error: schema v7 needs v6 \\(generation 1: `),
+    );
+    notes.publisher().close();
   });
 });

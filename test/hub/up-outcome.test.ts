@@ -1,20 +1,26 @@
 import { describe, expect, it } from "vitest";
-import { failureLines, upOutcome } from "../../src/cli/up.js";
+import { instanceLine } from "../../src/cli/status.js";
+import { reachedConditions, upOutcome } from "../../src/cli/up.js";
+import type { ConditionRecord } from "../../src/hub/records.js";
+import { displayState } from "../../src/hub/states.js";
 import type { InstanceView } from "../../src/hub/views.js";
 
 function view(node: string, status: InstanceView["status"], extra: Partial<InstanceView> = {}): InstanceView {
-  return {
+  const converged = status === "converged";
+  const base = {
     instance: `web@${node}`,
     assignment: "web",
     node,
     generation: 1,
     status,
-    converged: status === "converged",
+    converged,
     failures: 0,
+    budget: { attempts: 5, withinMs: 600_000 },
     openConditions: [],
     retired: false,
     ...extra,
   };
+  return { ...base, state: displayState(base) };
 }
 
 describe("up - outcome of --once", () => {
@@ -71,13 +77,32 @@ describe("up - outcome of --once", () => {
     expect(outcome.unreachable.map((i) => i.node)).toEqual(["b"]);
   });
 
-  it("up - a failed instance is explained with its attempt id and message", () => {
-    const outcome = upOutcome(
-      () => true,
-      [view("a", "backoff", { lastAttemptId: "01ATTEMPT", message: "service web exited at once" })],
+  it("up - a failure within budget is explained with the evidence line, the retries and when the next one is", () => {
+    const now = new Date("2026-01-01T10:00:00.000Z");
+    const failing = view("a", "backoff", {
+      lastAttemptId: "01ATTEMPT",
+      reason: "ServiceExited",
+      message: "1 of 1 resources failed (first: web: service web exited at once within 300 ms of starting)",
+      errorLine: "web: Error: listen EADDRINUSE: address already in use 127.0.0.1:18081",
+      failures: 2,
+      nextAttemptAt: "2026-01-01T10:00:04.000Z",
+    });
+    expect(instanceLine(failing, { now, wide: true })).toBe(
+      "  web@a  failing within budget  retry 2/5, next at 2026-01-01T10:00:04.000Z (in 4s); ServiceExited: 1 of 1 resources failed (first: web: service web exited at once within 300 ms of starting); web: Error: listen EADDRINUSE: address already in use 127.0.0.1:18081; attempt 01ATTEMPT",
     );
-    expect(failureLines(outcome)).toEqual([
-      "  web@a backoff (attempt 01ATTEMPT): service web exited at once",
-    ]);
+  });
+
+  it("up - the conditions of nodes this hub does not reach are left to steward status", () => {
+    const condition = (subjectKind: ConditionRecord["subjectKind"], subject: string, node?: string) =>
+      ({ type: "TransportDegraded", subjectKind, subject, ...(node ? { node } : {}) }) as ConditionRecord;
+    const kept = reachedConditions(
+      [
+        condition("node", "edge-1", "edge-1"),
+        condition("instance", "web@a", "a"),
+        condition("revision", "abc"),
+      ],
+      (node) => node === "a",
+    );
+    expect(kept.map((c) => c.subject)).toEqual(["web@a", "abc"]);
   });
 });

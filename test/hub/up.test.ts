@@ -55,7 +55,9 @@ describe("hub - steward up", () => {
     expect(first.stderr).toBe("");
     expect(first.code).toBe(0);
     expect(first.stdout).toContain("steward up: state/repo at ");
-    expect(first.stdout).toMatch(/converged: 6\/6 instances on 3 local nodes in [0-9.]+s\n$/);
+    expect(first.stdout).toMatch(
+      /right: no open conditions; 6\/6 instances converged \(3 local nodes in [0-9.]+s; 2 nodes not reached by this hub, see steward status\)\n$/,
+    );
     expect(first.stdout).toMatch(
       /edge-1\s+-\s+not dispatched: transport ssh is not enabled in this hub \(base, edge-proxy, edge-system\)/,
     );
@@ -80,8 +82,8 @@ describe("hub - steward up", () => {
         cwd: dir,
       },
     );
-    // The fleet context stays pending: the example's ssh and nats nodes are not reached by this hub.
-    expect(statuses.code).toBe(1);
+    // The fleet context stays pending (exit 3): the example's ssh and nats nodes are not reached by this hub.
+    expect(statuses.code).toBe(3);
     const view = JSON.parse(statuses.stdout) as { fleet: string; statuses: Record<string, string>[] };
     expect(view.fleet).toBe("pending");
     expect(view.statuses).toContainEqual(
@@ -108,7 +110,7 @@ describe("hub - steward up", () => {
     const second = await runSteward(["--state", state, "up", "--once", "--timeout", "90s"], { cwd: dir });
     expect(second.code).toBe(0);
     expect(second.stdout).not.toContain("the example fleet is in");
-    expect(second.stdout).toMatch(/converged: 6\/6 instances/);
+    expect(second.stdout).toMatch(/right: no open conditions; 6\/6 instances converged/);
     expect(readFileSync(join(root, "web-2", "etc", "steward-demo", "motd"), "utf8")).toContain(
       "is managed by steward, changed",
     );
@@ -122,7 +124,7 @@ describe("hub - steward up", () => {
     // Two whole `steward up` runs, each with the example's 5 s canary soak: give a loaded machine time.
   }, 120_000);
 
-  it("hub - up --once exits 1 as soon as an attempt failed and nothing else is moving, without waiting out the budget", async () => {
+  it("hub - up --once ends converging (exit 3) as soon as an attempt failed within budget and nothing else is moving, with the next retry", async () => {
     const dir = mkdtempSync(join(tmpdir(), "steward-up-"));
     dirs.push(dir);
     const repo = join(dir, "fleet");
@@ -148,8 +150,11 @@ describe("hub - steward up", () => {
     const result = await runSteward(["--state", join(dir, "state"), "up", "--once", "--repo", repo], {
       cwd: dir,
     });
-    expect(result.code).toBe(1);
+    expect(result.code).toBe(3);
     expect(Date.now() - started).toBeLessThan(30_000);
-    expect(result.stdout).toMatch(/not converged: 0\/1 instances after [0-9.]+s, and nothing else is moving/);
+    expect(result.stdout).toMatch(
+      /converging: no open conditions; 0\/1 instances converged \(after [0-9.]+s nothing else is moving; the next retry is made by the next steward up or steward hub\)\n/,
+    );
+    expect(result.stdout).toMatch(/app@n1 {2}failing within budget {2}retry 1\/10, next at \S+Z \(/);
   });
 });

@@ -70,8 +70,10 @@ describe("cli", () => {
     ]);
 
     const unknown = await run(["--state", state, "history", "nope"], "/");
-    expect(unknown.code).toBe(1);
-    expect(unknown.stderr).toBe('no generations of assignment "nope": check the name, or run steward sync\n');
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toBe(
+      'steward: no generations of assignment "nope": check the name (`steward get assignments`), or run steward sync\n',
+    );
   });
 
   it("cli - sync from an HTTP remote with STEWARD_GIT_TOKEN from the environment", async () => {
@@ -116,7 +118,8 @@ describe("cli", () => {
       ["--state", state, "sync", "--repo", "https://bot:ghp_secret@git.example.test/fleet.git"],
       "/",
     );
-    expect(result.code).toBe(1);
+    // A wrong --repo is a usage error.
+    expect(result.code).toBe(2);
     expect(result.stderr).toContain("must not carry credentials");
     expect(result.stderr).not.toContain("ghp_secret");
   });
@@ -139,7 +142,7 @@ describe("cli", () => {
     expect(invalid.code).toBe(1);
     expect(invalid.stdout).toMatch(/--to revision [0-9a-f]{12} is invalid: no plan\n$/);
     const missing = await run(["plan", "--from", "nope"], repo.dir);
-    expect(missing.code).toBe(1);
+    expect(missing.code).toBe(2);
     expect(missing.stderr).toMatch(
       /^steward: "nope" names no commit in \S+: give a branch, tag, commit id or REV~N\n$/,
     );
