@@ -510,7 +510,7 @@ describe("hub - decide", () => {
       asked.conditions.map((c) => [
         c.type,
         c.generation,
-        (c.evidence?.oneShots as { run: string }[])[0]!.run,
+        (c.evidence!.oneShots as { run: string }[])[0]!.run,
       ]),
     ).toEqual([
       ["OneShotInterrupted", 2, "A1"],
