@@ -67,11 +67,16 @@ describe("ssh transport - session lost mid-run", () => {
       generation: 1,
       resources: [
         { kind: "directory", path: root },
-        { kind: "command", name: "slow", run: ["sh", "-c", `echo $PPID > ${marker}; sleep 5`] },
+        // Its parent is the one-shot wrapper; the wrapper's parent (field 4 of its stat) is the agent.
+        {
+          kind: "command",
+          name: "slow",
+          run: ["sh", "-c", `awk '{print $4}' /proc/$PPID/stat > ${marker}; sleep 5`],
+        },
       ],
     });
     await transport.dispatch(bundle, node);
-    // The command's parent is the agent process: kill it, as an OOM killer or an operator would.
+    // Kill the agent process, as an OOM killer or an operator would.
     const agentPid = Number(
       await until(
         () => (existsSync(marker) ? readFileSync(marker, "utf8").trim() || undefined : undefined),
