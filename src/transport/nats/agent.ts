@@ -175,6 +175,8 @@ class AgentLoop {
           }
         },
       });
+      void this.watchPull(this.messages);
+      this.log.debug({ node: this.node }, "pulling attempts");
     } catch (error) {
       if (this.stopped) return;
       this.log.warn({ node: this.node, error: String(error) }, "pulling attempts failed; retrying");
@@ -198,6 +200,16 @@ class AgentLoop {
       }
       this.taking = false;
     });
+  }
+
+  /** Logs what the client says of the pull (missed heartbeats, a consumer gone after a server restart). */
+  private async watchPull(messages: ConsumerMessages): Promise<void> {
+    for await (const status of messages.status()) {
+      const fields = { node: this.node, status: status.type };
+      if (status.type === "debug" || status.type === "next" || status.type === "heartbeat")
+        this.log.debug(fields, "pull");
+      else this.log.warn({ ...fields, detail: JSON.stringify(status) }, `pulling attempts: ${status.type}`);
+    }
   }
 
   private async consumer(): Promise<Consumer | undefined> {

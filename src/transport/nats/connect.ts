@@ -8,6 +8,7 @@ import {
   type Authenticator,
   connect,
   credsAuthenticator,
+  errors,
   type NatsConnection,
   nkeyAuthenticator,
   type TlsOptions,
@@ -35,6 +36,12 @@ export interface NatsConnectOptions {
   tls?: NatsTls;
   /** Keep retrying until the server first answers (an agent started before its server); default false. */
   waitOnFirstConnect?: boolean;
+  /**
+   * Retry the first connection while the server cannot be reached (down, restarting, not yet up),
+   * calling this before each retry; credentials the server refuses still fail at once. For a hub,
+   * whose start must not depend on the moment its server restarts.
+   */
+  onWaitingForServer?: (error: Error, attempt: number, retryInMs: number) => void;
   /** Milliseconds between reconnect attempts; default 500. */
   reconnectTimeWaitMs?: number;
 }
@@ -81,7 +88,12 @@ export function tlsOptions(tls: NatsTls | undefined): TlsOptions | undefined {
  * Connects as `identity`. Rejects with EnvironmentError when the server cannot be reached or refuses
  * the credentials (unless `waitOnFirstConnect`); afterwards the connection reconnects forever.
  */
-export async function connectNats(options: NatsConnectOptions): Promise<NatsConnection> {
+export function connectNats(options: NatsConnectOptions): Promise<NatsConnection> {
+  const waiting = options.onWaitingForServer;
+  return waiting ? untilServerAnswers(() => connectOnce(options), waiting) : connectOnce(options);
+}
+
+async function connectOnce(options: NatsConnectOptions): Promise<NatsConnection> {
   const authenticator = options.creds ? credentialsAuthenticator(options.creds) : undefined;
   const tls = tlsOptions(options.tls);
   try {
@@ -104,6 +116,54 @@ export async function connectNats(options: NatsConnectOptions): Promise<NatsConn
       `cannot connect to NATS at ${servers} as ${options.identity}: ${(error as Error).message}`,
       { cause: error },
     );
+  }
+}
+
+/** Socket errors that say the server is not there (yet): down, restarting, or a network in between. */
+const UNREACHABLE = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "EPIPE",
+  "ETIMEDOUT",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+]);
+
+/**
+ * True when connecting failed because the server could not be reached — worth waiting for — rather
+ * than because it refused us (credentials, TLS, permissions), which waiting does not mend.
+ */
+export function serverUnreachable(error: unknown): boolean {
+  let current: unknown = error;
+  while (current instanceof Error) {
+    if (current instanceof errors.TimeoutError) return true;
+    // JetStream answers a moment after the server does: no responders on $JS.API for now.
+    if (current instanceof errors.NoRespondersError) return true;
+    if (UNREACHABLE.has((current as NodeJS.ErrnoException).code ?? "")) return true;
+    if (/disconnect/i.test(current.message)) return true;
+    current = current.cause;
+  }
+  return false;
+}
+
+/**
+ * Runs `step` (idempotent: a request to the server) until it succeeds, waiting between tries while
+ * the server is away (restarting, JetStream not ready yet) and telling `onWaiting`; any other
+ * failure is thrown at once.
+ */
+export async function untilServerAnswers<T>(
+  step: () => Promise<T>,
+  onWaiting: (error: Error, attempt: number, retryInMs: number) => void,
+): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await step();
+    } catch (error) {
+      if (!serverUnreachable(error)) throw error;
+      const retryInMs = Math.min(5_000, 250 * 2 ** Math.min(attempt - 1, 5));
+      onWaiting(error as Error, attempt, retryInMs);
+      await new Promise((resolve) => setTimeout(resolve, retryInMs));
+    }
   }
 }
 

@@ -45,7 +45,7 @@ import type { AttemptResult, Bundle, Node, Report } from "../../model/generated.
 import { ADVISORY_SUBJECTS, observeAdvisory } from "./advisories.js";
 import { PULL_EXPIRES_MS } from "./agent.js";
 import { ConditionMirror } from "./conditions.js";
-import { causedBy, connectNats, type NatsTls } from "./connect.js";
+import { causedBy, connectNats, type NatsTls, untilServerAnswers } from "./connect.js";
 import { type HeartbeatKey, parseHeartbeat, SilenceWatch } from "./heartbeats.js";
 import { type NatsLog, silentLog } from "./log.js";
 import {
@@ -229,6 +229,11 @@ class NatsHubTransport implements NatsTransport {
 
   private async open(events: TransportEvents): Promise<void> {
     this.events = events;
+    const waiting = (error: Error, attempt: number, retryInMs: number) =>
+      this.log.warn(
+        { error: error.message, attempt, retryInMs },
+        `waiting for the NATS server (attempt ${attempt}): ${error.message}; retrying in ${retryInMs} ms`,
+      );
     const nc =
       this.options.connection ??
       (await connectNats({
@@ -236,13 +241,16 @@ class NatsHubTransport implements NatsTransport {
         identity: identities.hub,
         ...(this.options.creds ? { creds: this.options.creds } : {}),
         ...(this.options.tls ? { tls: this.options.tls } : {}),
+        onWaitingForServer: waiting,
       }));
     this.nc = nc;
     if (!this.options.connection) this.stoppers.push(() => nc.close());
     this.js = jetstream(nc);
-    this.jsm = await jetstreamManager(nc);
-    await ensureTopology(nc, this.jsm);
-    this.mirror = await ConditionMirror.open(nc);
+    // Each step asks the server; a server restarting meanwhile is waited for, never a failed start.
+    const jsm = await untilServerAnswers(() => jetstreamManager(nc), waiting);
+    this.jsm = jsm;
+    await untilServerAnswers(() => ensureTopology(nc, jsm), waiting);
+    this.mirror = await untilServerAnswers(() => ConditionMirror.open(nc), waiting);
     this.watchConnection(nc);
     for (const subject of ADVISORY_SUBJECTS)
       this.subscriptions.push(
@@ -257,12 +265,13 @@ class NatsHubTransport implements NatsTransport {
       }),
     );
     const interval = this.options.heartbeat?.intervalMs ?? DEFAULT_INTERVAL_MS;
-    const last = await this.lastReports();
+    const last = await untilServerAnswers(() => this.lastReports(), waiting);
     for (const report of last) this.watch.expect({ node: report.node }, interval);
     await Promise.all(last.map((report) => this.hand(() => events.report(report))));
-    for (const node of this.options.nodes ?? []) await this.addNode(node);
-    await this.consumeAgentMessages();
-    if (this.options.onTaskEvent) await this.consumeTaskEvents(this.options.onTaskEvent);
+    for (const node of this.options.nodes ?? []) await untilServerAnswers(() => this.addNode(node), waiting);
+    await untilServerAnswers(() => this.consumeAgentMessages(), waiting);
+    const onTaskEvent = this.options.onTaskEvent;
+    if (onTaskEvent) await untilServerAnswers(() => this.consumeTaskEvents(onTaskEvent), waiting);
     await this.observeStorage();
     await nc.flush();
   }

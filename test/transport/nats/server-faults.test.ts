@@ -1,0 +1,144 @@
+/**
+ * nats-server restarted at random points of a rollout, with every part a real process (the hub, an
+ * agent per node) and commits coming meanwhile: every instance converges at the last generation,
+ * every attempt is settled by its own result (no result or report was lost on the way), and no
+ * one-shot ran twice for a generation.
+ */
+import type { ChildProcess } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { SqliteStore } from "../../../src/hub/store/sqlite.js";
+import { stopChild } from "../../../src/transport/nats/server.js";
+import { makeRepo, removeTempDirs } from "../../helpers/git.js";
+import { startNatsAgent, startNatsHub } from "../../helpers/nats-processes.js";
+import { startNatsServer, type TestNatsServer } from "../../helpers/nats-server.js";
+import { assignmentYaml, file, nodeYaml, shell } from "../../hub/helpers/fleet.js";
+import { eventually } from "../../hub/helpers/process.js";
+
+const NODES = ["edge-1", "edge-2"];
+
+function migration(version: number) {
+  return assignmentYaml("app", {
+    nodes: NODES,
+    resources: [
+      { kind: "directory", name: "srv", path: "/srv" },
+      file("conf", `version ${version}\n`),
+      shell("migrate", `echo "${version} $STEWARD_ATTEMPT" >> "$STEWARD_ROOT/srv/runs"; sleep 0.3`),
+    ],
+  });
+}
+
+describe("nats server faults - a rollout survives nats-server restarts at random points", {
+  timeout: 180_000,
+}, () => {
+  const dir = mkdtempSync(join(tmpdir(), "steward-nats-faults-"));
+  const children: ChildProcess[] = [];
+  let server: TestNatsServer | undefined;
+  afterAll(async () => {
+    for (const child of children.reverse()) await stopChild(child);
+    await server?.dispose();
+    rmSync(dir, { recursive: true, force: true });
+    removeTempDirs();
+  });
+
+  it("nats server faults - every instance converges, every attempt is settled by its result, no one-shot runs twice", async () => {
+    const repo = makeRepo({
+      files: {
+        ...Object.fromEntries(NODES.map((n) => [`nodes/${n}.yaml`, nodeYaml(n, { transport: "nats" })])),
+        "assignments/app.yaml": migration(1),
+      },
+    });
+    server = await startNatsServer();
+    const state = join(dir, "hub");
+    children.push(await startNatsHub({ cwd: dir, state, repo: repo.dir, url: server.url }));
+    for (const node of NODES) children.push(await startNatsAgent({ cwd: dir, url: server.url, node }));
+
+    const versions = 4;
+    let head = "";
+    for (let version = 2; version <= versions + 1; version++) {
+      // A restart at a random point of the rollout of the commit before this one.
+      await new Promise((resolve) => setTimeout(resolve, 200 + Math.random() * 1200));
+      await server.restart();
+      if (version <= versions)
+        head = repo.commit(`version ${version}`, { "assignments/app.yaml": migration(version) });
+    }
+
+    const store = new SqliteStore(join(state, "hub.db"));
+    try {
+      await eventually(
+        () =>
+          NODES.every((node) => {
+            // Commits fetched together make one generation: the last commit's is the one to reach.
+            const desired = store.desired(`app@${node}`);
+            return (
+              desired?.revision === head &&
+              store.intent(desired.key, desired.generation)?.status === "converged"
+            );
+          })
+            ? true
+            : undefined,
+        90_000,
+        "every instance converged at the last commit",
+      );
+      for (const node of NODES) {
+        const runs = readFileSync(join(dir, node, "srv", "runs"), "utf8")
+          .trim()
+          .split("\n");
+        const versionsRun = runs.map((line) => line.split(" ")[0]);
+        // Each generation that ran its one-shot ran it once.
+        expect(new Set(versionsRun).size, `${node}: ${runs.join(", ")}`).toBe(versionsRun.length);
+        expect(readFileSync(join(dir, node, "srv", "conf"), "utf8")).toBe(`version ${versions}\n`);
+        for (const attempt of store.attemptsOf(`app@${node}`))
+          expect([attempt.status, attempt.settledBy], `${attempt.id} of ${node}`).toSatisfy(
+            ([status, by]) =>
+              (status === "succeeded" && by === "result") ||
+              status === "cancelled" ||
+              status === "superseded",
+          );
+      }
+      expect(existsSync(join(dir, "hub.log"))).toBe(true);
+    } finally {
+      store.close();
+    }
+  });
+
+  it("nats server faults - a hub started while its server is down waits for it, then delivers", async () => {
+    const repo = makeRepo({
+      files: {
+        [`nodes/${NODES[0]}.yaml`]: nodeYaml(NODES[0]!, { transport: "nats" }),
+        "assignments/app.yaml": assignmentYaml("app", {
+          nodes: [NODES[0]!],
+          resources: [file("conf", "v1\n")],
+        }),
+      },
+    });
+    const bus = await startNatsServer();
+    await bus.stop();
+    const work = mkdtempSync(join(dir, "down-"));
+    const state = join(work, "hub");
+    const log = join(work, "hub.log");
+    const hub = await startNatsHub({ cwd: work, log, state, repo: repo.dir, url: bus.url });
+    children.push(hub);
+    await eventually(
+      () => /waiting for the NATS server \(attempt 2\)/.test(readFileSync(log, "utf8")),
+      30_000,
+      "the hub to wait",
+    );
+    expect(hub.exitCode).toBeNull();
+    await bus.restart();
+    children.push(await startNatsAgent({ cwd: work, url: bus.url, node: NODES[0]! }));
+    const store = new SqliteStore(join(state, "hub.db"));
+    try {
+      await eventually(
+        () => (store.intent(`app@${NODES[0]}`, 1)?.status === "converged" ? true : undefined),
+        60_000,
+        "the instance to converge once the server is up",
+      );
+    } finally {
+      store.close();
+      await bus.dispose();
+    }
+  });
+});
