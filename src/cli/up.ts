@@ -174,7 +174,8 @@ export function upCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: 
   addOutputOptions(command);
   return command.action(async (options: UpOptions) => {
     const { statePaths } = await import("./hub-state.js");
-    const { HubRuntime, durationFlag, untilSignal } = await import("./hub.js");
+    const { HubRuntime, untilSignal } = await import("./hub.js");
+    const { durationAtLeast } = await import("./hub-flags.js");
     const { instanceViews } = await import("../hub/views.js");
     const { fleetStatus } = await import("../hub/answer.js");
     const { answerExit, renderFleetStatus, statusDocument } = await import("./status.js");
@@ -191,7 +192,7 @@ export function upCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: 
       const rel = relative(io.cwd, path);
       return rel && !rel.startsWith("..") && !isAbsolute(rel) ? rel : path;
     };
-    const timeoutMs = durationFlag("--timeout", options.timeout);
+    const timeoutMs = durationAtLeast("--timeout", options.timeout, 0);
     mkdirSync(paths.dir, { recursive: true });
     let repo = options.repo;
     if (!repo) {

@@ -3,7 +3,7 @@
  * 2 usage or environment error, 3 converging or pending), that `-o json` prints JSON that parses,
  * and that every error is said the one way (`steward: ...`).
  */
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -18,6 +18,11 @@ const temporary: string[] = [];
 afterEach(() => {
   for (const dir of temporary.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
+
+/** The pid of a process that has ended. */
+function deadPid(): number {
+  return spawnSync(process.execPath, ["-e", ""]).pid;
+}
 
 /** A temporary directory, removed after the test. */
 function workDir(prefix: string): string {
@@ -121,6 +126,20 @@ describe("cli - every command's exit codes and -o json", () => {
       { name: "drain - unknown node", args: s("drain", "n9"), code: EXIT.usage, json: false },
       { name: "undrain", args: s("undrain", "n1"), code: EXIT.ok },
       { name: "sync - up to date", args: s("sync", "--repo", converging.repo), code: EXIT.ok },
+    ]);
+    // A hub recorded in hub.json whose process is gone (killed): sync does the work itself.
+    writeFileSync(
+      join(converging.dir, "hub.json"),
+      JSON.stringify({ pid: deadPid(), url: "http://127.0.0.1:1", startedAt: "", transports: ["local"] }),
+    );
+    await runCases(converging.dir, [
+      {
+        name: "sync - the recorded hub is gone: syncs here and says so",
+        args: s("sync", "--repo", converging.repo),
+        code: EXIT.ok,
+        stderr:
+          /^steward: warning: the hub recorded in \S+hub\.json \(pid \d+\) is gone: its process \d+ is not running; syncing here instead\n$/,
+      },
       { name: "status - wrong flag", args: s("status", "--bogus"), code: EXIT.usage, json: false },
       {
         name: "status - wrong format",
@@ -240,6 +259,39 @@ describe("cli - every command's exit codes and -o json", () => {
         args: ["nats", "config", "--out", join(work, "nats"), "--node", "edge-1"],
         code: EXIT.ok,
       },
+      // steward hub checks its flags and its repository before it does anything.
+      ...(
+        [
+          [
+            "--listen nonsense",
+            ["--repo", repo, "--listen", "nonsense"],
+            /^steward: --listen "nonsense" is not host:port \(e\.g\. 127\.0\.0\.1:7117\)\n$/,
+          ],
+          [
+            "--sync-interval 0s",
+            ["--repo", repo, "--sync-interval", "0s"],
+            /^steward: --sync-interval "0s" is too short: give at least 1s\n$/,
+          ],
+          [
+            "--nats without a URL",
+            ["--repo", repo, "--nats", "localhost"],
+            /^steward: --nats "localhost" is not a NATS server URL/,
+          ],
+          [
+            "not a fleet repository",
+            [],
+            /^steward: this directory \(\S+\) is not a git repository: run steward hub in a clone of the fleet repository, or pass --repo PATH\|URL\n$/,
+          ],
+        ] as const
+      ).map(
+        ([what, args, stderr]): Case => ({
+          name: `hub - ${what}`,
+          args: ["--state", join(work, "hub-state"), "hub", ...args],
+          code: EXIT.usage,
+          json: false,
+          stderr,
+        }),
+      ),
     ];
     await runCases(work, cases, formatJson);
     // -o json is --format json for validate and plan.
