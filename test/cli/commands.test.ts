@@ -259,6 +259,13 @@ describe("cli - every command's exit codes and -o json", () => {
         args: ["nats", "config", "--out", join(work, "nats"), "--node", "edge-1"],
         code: EXIT.ok,
       },
+      {
+        name: "agent --nats - --creds and --nkey together",
+        args: ["agent", "--nats", "nats://127.0.0.1:1", "--node", "n1", "--creds", "a.nk", "--nkey", "b.nk"],
+        code: EXIT.usage,
+        json: false,
+        stderr: /^steward: --creds and --nkey both give this node's credentials: pass one of them\n$/,
+      },
       // steward hub checks its flags and its repository before it does anything.
       ...(
         [
