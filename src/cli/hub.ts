@@ -39,6 +39,8 @@ export interface HubRuntimeOptions {
   bus?: import("../hub/bus.js").HubBus;
   /** `steward up --transport nats`: the local nodes run as agent processes on a local nats-server. */
   localFleet?: import("../transport/nats/runtime.js").LocalFleetSetup;
+  /** Where the local fleet's agents' JSON log lines go as they are (the log `logger` writes to). */
+  agentLog?: (line: string) => void;
 }
 
 /** Every part of a running hub, started in order and stopped in reverse. */
@@ -120,6 +122,7 @@ export class HubRuntime {
         rootOf: (node) => (root ? join(root, node) : undefined),
         stateDir: paths.dir,
         log: logger.child({ component: "nats" }),
+        ...(this.options.agentLog ? { agentLog: this.options.agentLog } : {}),
         onTaskEvent: (event) => this.recordTaskEvent(event),
       });
     }

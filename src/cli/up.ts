@@ -203,6 +203,7 @@ export function upCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: 
           `steward up: the example fleet is in ${display(paths.repo)} (a Git repository: edit, commit, run again)\n`,
         );
     }
+    const logFile = pino.destination({ dest: paths.log, sync: false });
     const runtime = new HubRuntime({
       paths,
       repo,
@@ -211,10 +212,8 @@ export function upCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: 
       listen: options.listen,
       syncIntervalMs: 2_000,
       statusFlags: options,
-      logger: pino(
-        { level: io.env.STEWARD_LOG_LEVEL ?? "info" },
-        pino.destination({ dest: paths.log, sync: false }),
-      ),
+      logger: pino({ level: io.env.STEWARD_LOG_LEVEL ?? "info" }, logFile),
+      agentLog: (line) => logFile.write(`${line}\n`),
       env: io.env,
       cwd: io.cwd,
       // The agents run as this very program (whatever file it was started from).
