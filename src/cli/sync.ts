@@ -1,3 +1,4 @@
+import { existsSync } from "node:fs";
 import { Command } from "commander";
 import { UsageError } from "../model/errors.js";
 import type { SyncOutcome } from "../repo/syncer.js";
@@ -123,6 +124,11 @@ export function syncCommand(io: CliIo, globals: () => GlobalOptions, exit: (code
 
     const { openGenerationStore } = await import("../hub/store/generations.js");
     const { Syncer } = await import("../repo/syncer.js");
+    if (!existsSync(paths.db)) {
+      // A first sync: a repository that is not one is said before the state directory is made.
+      const { FleetRepository } = await import("../repo/git.js");
+      FleetRepository.open(parseLocation(options.repo ?? ".", io.cwd), { cacheDir: paths.git }).close();
+    }
     const { store, close } = openGenerationStore(paths.dir);
     try {
       const source = parseLocation(options.repo ?? store.syncState(options.branch)?.source ?? ".", io.cwd);

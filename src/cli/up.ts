@@ -175,7 +175,7 @@ export function upCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: 
   return command.action(async (options: UpOptions) => {
     const { statePaths } = await import("./hub-state.js");
     const { HubRuntime, untilSignal } = await import("./hub.js");
-    const { durationAtLeast } = await import("./hub-flags.js");
+    const { durationAtLeast, listenAddress } = await import("./hub-flags.js");
     const { instanceViews } = await import("../hub/views.js");
     const { fleetStatus } = await import("../hub/answer.js");
     const { answerExit, renderFleetStatus, statusDocument } = await import("./status.js");
@@ -193,6 +193,7 @@ export function upCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: 
       return rel && !rel.startsWith("..") && !isAbsolute(rel) ? rel : path;
     };
     const timeoutMs = durationAtLeast("--timeout", options.timeout, 0);
+    listenAddress("--listen", options.listen);
     mkdirSync(paths.dir, { recursive: true });
     let repo = options.repo;
     if (!repo) {

@@ -4,7 +4,7 @@
  * and that every error is said the one way (`steward: ...`).
  */
 import { execFileSync, spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -260,6 +260,20 @@ describe("cli - every command's exit codes and -o json", () => {
         code: EXIT.ok,
       },
       {
+        name: "sync - not a repository, nothing synced yet: nothing is written",
+        args: ["--state", join(work, "sync-state"), "sync"],
+        code: EXIT.usage,
+        json: false,
+        stderr: /^steward: \S+ is not a git repository: give the path of a clone of the fleet repository\n$/,
+      },
+      {
+        name: "up - --listen nonsense",
+        args: ["--state", join(work, "up-state"), "up", "--listen", "nonsense"],
+        code: EXIT.usage,
+        json: false,
+        stderr: /^steward: --listen "nonsense" is not host:port \(e\.g\. 127\.0\.0\.1:7117\)\n$/,
+      },
+      {
         name: "agent --nats - --creds and --nkey together",
         args: ["agent", "--nats", "nats://127.0.0.1:1", "--node", "n1", "--creds", "a.nk", "--nkey", "b.nk"],
         code: EXIT.usage,
@@ -301,6 +315,9 @@ describe("cli - every command's exit codes and -o json", () => {
       ),
     ];
     await runCases(work, cases, formatJson);
+    // The refusals above wrote nothing.
+    for (const state of ["sync-state", "up-state", "hub-state"])
+      expect(existsSync(join(work, state)), state).toBe(false);
     // -o json is --format json for validate and plan.
     for (const args of [
       ["validate", repo, "-o", "json"],
