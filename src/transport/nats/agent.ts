@@ -18,7 +18,6 @@ import {
   jetstream,
 } from "@nats-io/jetstream";
 import type { NatsConnection, Subscription } from "@nats-io/transport-node";
-import { EnvironmentError } from "../../model/errors.js";
 import type { AgentReply, AttemptResult, Bundle, Report } from "../../model/generated.js";
 import type { LocalAgent } from "../local.js";
 import {
@@ -26,9 +25,8 @@ import {
   identityLabel,
   type NatsCredentials,
   type NatsTls,
-  ownCredentials,
   readNatsCredentials,
-  shortKey,
+  wrongCredentials,
 } from "./connect.js";
 import type { HeartbeatMessage } from "./heartbeats.js";
 import { type NatsLog, silentLog } from "./log.js";
@@ -83,33 +81,6 @@ const PUBLISH_RETRY = { timeout: 2_000, retries: 5 };
 const SERVICE_KINDS = new Set(["service", "container", "systemd-unit"]);
 
 /**
- * The credentials an agent runs with are not its node's: the server refuses the node's own
- * subjects to them. Exit 2: nothing this agent does with them can work.
- */
-export class NatsWrongCredentialsError extends EnvironmentError {
-  override readonly name = "NatsWrongCredentialsError";
-  constructor(message: string, data: Record<string, unknown>, cause?: unknown) {
-    super(message, { code: "E_NATS_WRONG_CREDENTIALS", data, cause });
-  }
-}
-
-function wrongCredentialsMessage(
-  node: string,
-  credentials: NatsCredentials | undefined,
-  refusal: string,
-): string {
-  const label = identityLabel(identities.node(node));
-  const own = ownCredentials(label);
-  if (!credentials)
-    return `the NATS server let this agent in without credentials but refuses ${label.who}'s subjects to it (${refusal}): pass ${label.flag} with ${own}`;
-  const otherNode = /^node "(.+)"$/.exec(credentials.owner ?? "")?.[1];
-  const whose = credentials.owner
-    ? `are ${credentials.owner}'s, not ${label.who}'s`
-    : `(public key ${shortKey(credentials.publicKey)}) are not ${label.who}'s`;
-  return `the credentials ${credentials.file} ${whose}: the NATS server refuses ${label.who}'s subjects to them (${refusal}) — pass ${own}${otherNode ? `, or run this agent as --node ${otherNode}` : ""}`;
-}
-
-/**
  * Connects as the node and runs its loop until `stop`. Resolves once the loop is running; rejects
  * with NatsAuthorizationError when the server refuses the credentials (or their absence), and
  * NatsWrongCredentialsError when they are another identity's, having closed the connection.
@@ -132,11 +103,7 @@ export async function runNatsAgent(options: NatsAgentOptions): Promise<NatsAgent
     await loop.stop().catch(() => undefined);
     if (!options.connection) await nc.close().catch(() => undefined);
     if (error instanceof RefusedSubjects)
-      throw new NatsWrongCredentialsError(
-        wrongCredentialsMessage(options.node, credentials, error.message),
-        { node: options.node, ...(credentials ? { file: credentials.file, owner: credentials.owner } : {}) },
-        error,
-      );
+      throw wrongCredentials(identityLabel(identities.node(options.node)), credentials, error.message);
     throw error;
   }
   return {

@@ -183,6 +183,61 @@ export function ownCredentials(label: NatsIdentityLabel): string {
   return `${label.who}'s own credentials (\`steward nats config\` writes them as ${label.file})`;
 }
 
+/**
+ * The credentials are another identity's: the server lets them in but refuses this identity's own
+ * subjects to them. Exit 2: nothing this process does with them can work.
+ */
+export class NatsWrongCredentialsError extends EnvironmentError {
+  override readonly name = "NatsWrongCredentialsError";
+  constructor(message: string, data: Record<string, unknown>, cause?: unknown) {
+    super(message, { code: "E_NATS_WRONG_CREDENTIALS", data, cause });
+  }
+}
+
+/** What NatsWrongCredentialsError says: whose the credentials are, for whom they were used, the fix. */
+export function wrongCredentials(
+  label: NatsIdentityLabel,
+  credentials: NatsCredentials | undefined,
+  refusal: string,
+): NatsWrongCredentialsError {
+  const data = {
+    who: label.who,
+    ...(credentials ? { file: credentials.file, owner: credentials.owner } : {}),
+  };
+  const own = ownCredentials(label);
+  if (!credentials)
+    return new NatsWrongCredentialsError(
+      `the NATS server let ${label.who} in without credentials but refuses its subjects to it (${refusal}): pass ${label.flag} with ${own}`,
+      data,
+    );
+  const whose = credentials.owner
+    ? `are ${credentials.owner}'s, not ${label.who}'s`
+    : `(public key ${shortKey(credentials.publicKey)}) are not ${label.who}'s`;
+  const otherNode = label.who.startsWith("node ")
+    ? /^node "(.+)"$/.exec(credentials.owner ?? "")?.[1]
+    : undefined;
+  return new NatsWrongCredentialsError(
+    `the credentials ${credentials.file} ${whose}: the NATS server refuses ${label.who}'s subjects to them (${refusal}) — pass ${own}${otherNode ? `, or run this agent as --node ${otherNode}` : ""}`,
+    data,
+  );
+}
+
+/**
+ * Resolves once the server lets `nc` subscribe to `subject`; rejects with the server's refusal.
+ * One round trip: the server answers a refused subscription before it answers the flush.
+ */
+export async function subscribeRefusal(nc: NatsConnection, subject: string): Promise<Error | undefined> {
+  let refused: Error | undefined;
+  const subscription = nc.subscribe(subject, {
+    callback: (error) => {
+      if (error) refused = error;
+    },
+  });
+  await nc.flush();
+  if (!refused) subscription.unsubscribe();
+  return refused;
+}
+
 function authorizationMessage(
   servers: string,
   label: NatsIdentityLabel,
@@ -208,15 +263,19 @@ export function tlsOptions(tls: NatsTls | undefined): TlsOptions | undefined {
 }
 
 /**
- * Connects as `identity`. Rejects with EnvironmentError when the server cannot be reached or refuses
- * the credentials (unless `waitOnFirstConnect`); afterwards the connection reconnects forever.
+ * Connects as `identity`. Rejects with NatsAuthorizationError when the server refuses the
+ * credentials (or their absence), NatsWrongCredentialsError when they are another identity's (it
+ * refuses this identity's inbox to them), EnvironmentError when the server cannot be reached
+ * (unless `waitOnFirstConnect`); afterwards the connection reconnects forever.
  */
 export async function connectNats(options: NatsConnectOptions): Promise<NatsConnection> {
   const credentials = options.credentials ?? (options.creds ? readNatsCredentials(options.creds) : undefined);
   const authenticator = credentials?.authenticator;
   const tls = tlsOptions(options.tls);
+  const label = options.label ?? identityLabel(options.identity);
+  let nc: NatsConnection;
   try {
-    return await connect({
+    nc = await connect({
       servers: options.servers,
       name: `steward-${options.identity}`,
       inboxPrefix: subjects.inboxPrefix(options.identity),
@@ -232,7 +291,6 @@ export async function connectNats(options: NatsConnectOptions): Promise<NatsConn
   } catch (error) {
     const servers = Array.isArray(options.servers) ? options.servers.join(",") : options.servers;
     if (error instanceof AuthorizationError) {
-      const label = options.label ?? identityLabel(options.identity);
       throw new NatsAuthorizationError(
         authorizationMessage(servers, label, credentials, error.message),
         { servers, identity: options.identity, ...(credentials ? { file: credentials.file } : {}) },
@@ -244,6 +302,13 @@ export async function connectNats(options: NatsConnectOptions): Promise<NatsConn
       { cause: error },
     );
   }
+  // Every identity may listen on its own inbox: credentials refused that are another identity's.
+  const refused = await subscribeRefusal(nc, `${subjects.inboxPrefix(options.identity)}.steward-check`);
+  if (refused) {
+    await nc.close().catch(() => undefined);
+    throw wrongCredentials(label, credentials, refused.message);
+  }
+  return nc;
 }
 
 /** True when `error` or an error in its `cause` chain is a `type`. */

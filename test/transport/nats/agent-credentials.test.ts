@@ -15,9 +15,11 @@ import { main } from "../../../src/cli/main.js";
 import { newUserSeed } from "../../../src/transport/nats/config.js";
 import { createNatsTransport, type NatsTransport } from "../../../src/transport/nats/hub.js";
 import { stopChild } from "../../../src/transport/nats/server.js";
+import { makeRepo, removeTempDirs } from "../../helpers/git.js";
 import { natsNode, testBundle } from "../../helpers/marker-agent.js";
 import { startNatsServer, type TestNatsServer } from "../../helpers/nats-server.js";
 import { recordEvents } from "../../helpers/transport-events.js";
+import { nodeYaml } from "../../hub/helpers/fleet.js";
 import { eventually, runSteward, startSteward } from "../../hub/helpers/process.js";
 
 describe("nats agent credentials - the wrong ones are one line and exit 2, the right ones run", () => {
@@ -40,6 +42,7 @@ describe("nats agent credentials - the wrong ones are one line and exit 2, the r
     await hub?.stop();
     await server?.dispose();
     rmSync(dir, { recursive: true, force: true });
+    removeTempDirs();
   });
 
   /** `steward agent --nats URL --node node-a ...args`, bounded so that a hang fails the test. */
@@ -75,12 +78,12 @@ describe("nats agent credentials - the wrong ones are one line and exit 2, the r
       [
         "another node's",
         ["--creds", creds("nodes/node-b.nk")],
-        `steward: the credentials ${creds("nodes/node-b.nk")} are node "node-b"'s, not node "node-a"'s: the NATS server refuses node "node-a"'s subjects to them (Permissions Violation for Subscription to "steward.control.node-a") — pass ${own}, or run this agent as --node node-b\n`,
+        `steward: the credentials ${creds("nodes/node-b.nk")} are node "node-b"'s, not node "node-a"'s: the NATS server refuses node "node-a"'s subjects to them (Permissions Violation for Subscription to "_INBOX_node_node-a.steward-check") — pass ${own}, or run this agent as --node node-b\n`,
       ],
       [
         "the viewer's, as --nkey",
         ["--nkey", creds("viewer.nk")],
-        `steward: the credentials ${creds("viewer.nk")} are the viewer's, not node "node-a"'s: the NATS server refuses node "node-a"'s subjects to them (Permissions Violation for Subscription to "steward.control.node-a") — pass ${own}\n`,
+        `steward: the credentials ${creds("viewer.nk")} are the viewer's, not node "node-a"'s: the NATS server refuses node "node-a"'s subjects to them (Permissions Violation for Subscription to "_INBOX_node_node-a.steward-check") — pass ${own}\n`,
       ],
       [
         "none",
@@ -171,4 +174,28 @@ describe("nats agent credentials - the wrong ones are one line and exit 2, the r
     });
     expect(readFileSync(log, "utf8")).not.toMatch(/TypeError|\n\s+at /);
   }, 90_000);
+
+  it("nats agent credentials - the hub given the viewer's credentials says so in one line too", async () => {
+    const repo = makeRepo({ files: { "nodes/node-a.yaml": nodeYaml("node-a", { transport: "nats" }) } });
+    const run = await runSteward(
+      [
+        "--state",
+        join(dir, "hub-state"),
+        "hub",
+        "--repo",
+        repo.dir,
+        "--listen",
+        "127.0.0.1:0",
+        "--nats",
+        server.url,
+        "--nats-creds",
+        creds("viewer.nk"),
+      ],
+      { cwd: dir, timeoutMs: 30_000 },
+    );
+    expect(run.code).toBe(EXIT.usage);
+    expect(run.stderr).toBe(
+      `steward: the credentials ${creds("viewer.nk")} are the viewer's, not the hub's: the NATS server refuses the hub's subjects to them (Permissions Violation for Subscription to "_INBOX_hub.steward-check") — pass the hub's own credentials (\`steward nats config\` writes them as credentials/hub.nk)\n`,
+    );
+  }, 60_000);
 });
