@@ -91,7 +91,9 @@ export function syncCommand(io: CliIo, globals: () => GlobalOptions, exit: (code
     );
   return addOutputOptions(command).action(async (options: SyncCommandOptions, self: Command) => {
     const { statePaths, findRunningHub, syncThroughHub } = await import("./hub-state.js");
-    const { credentialsFromEnv, describeLocation, parseLocation } = await import("../repo/git.js");
+    const { credentialsFromEnv, describeLocation, FleetRepository, parseLocation } = await import(
+      "../repo/git.js"
+    );
     const paths = statePaths(io, globals());
     const format = outputFormat(options, globals());
     const acceptRewrite = options.acceptRewrite === true;
@@ -126,7 +128,6 @@ export function syncCommand(io: CliIo, globals: () => GlobalOptions, exit: (code
     const { Syncer } = await import("../repo/syncer.js");
     if (!existsSync(paths.db)) {
       // A first sync: a repository that is not one is said before the state directory is made.
-      const { FleetRepository } = await import("../repo/git.js");
       FleetRepository.open(parseLocation(options.repo ?? ".", io.cwd), { cacheDir: paths.git }).close();
     }
     const { store, close } = openGenerationStore(paths.dir);

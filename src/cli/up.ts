@@ -173,7 +173,7 @@ export function upCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: 
   addStatusFlags(command);
   addOutputOptions(command);
   return command.action(async (options: UpOptions) => {
-    const { statePaths } = await import("./hub-state.js");
+    const { statePaths, findRunningHub, HubAlreadyRunningError } = await import("./hub-state.js");
     const { HubRuntime, untilSignal } = await import("./hub.js");
     const { durationAtLeast, listenAddress } = await import("./hub-flags.js");
     const { instanceViews } = await import("../hub/views.js");
@@ -194,6 +194,8 @@ export function upCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: 
     };
     const timeoutMs = durationAtLeast("--timeout", options.timeout, 0);
     listenAddress("--listen", options.listen);
+    const running = await findRunningHub(paths);
+    if (running.kind === "running") throw new HubAlreadyRunningError(paths, running.hub);
     mkdirSync(paths.dir, { recursive: true });
     let repo = options.repo;
     if (!repo) {

@@ -195,7 +195,7 @@ describe("hub - flags are checked before anything runs", () => {
     }
   }, 60_000);
 
-  it("hub - a fleet repository without --repo is served; a second hub on its state directory is refused", async () => {
+  it("hub - a fleet repository without --repo is served; a second hub (or up) on its state directory is refused", async () => {
     const repo = fleet();
     const work = tempDir("steward-hub-serve-");
     const state = join(work, "state");
@@ -207,10 +207,14 @@ describe("hub - flags are checked before anything runs", () => {
       "the hub to record itself",
     );
     expect(record).toMatchObject({ repo: repo.dir, branch: "main" });
+    const refusal = `steward: a hub already runs on ${state} (pid ${record.pid}, ${record.url}): stop it first, or give this hub its own --state DIR\n`;
     const second = await runSteward(args, { cwd: repo.dir, timeoutMs: 30_000 });
-    expect(second).toMatchObject({
-      code: EXIT.usage,
-      stderr: `steward: a hub already runs on ${state} (pid ${record.pid}, ${record.url}): stop it first, or give this hub its own --state DIR\n`,
+    expect(second).toMatchObject({ code: EXIT.usage, stderr: refusal });
+    // steward up runs a hub too.
+    const up = await runSteward(["--state", state, "up", "--once", "--repo", repo.dir], {
+      cwd: repo.dir,
+      timeoutMs: 30_000,
     });
+    expect(up).toMatchObject({ code: EXIT.usage, stderr: refusal });
   }, 60_000);
 });
