@@ -2,12 +2,14 @@
  * Where the hub keeps things in the state directory (`--state`, default `.steward`), and how a CLI
  * command reaches a running hub. Commands read the SQLite database directly (WAL lets them read
  * while the hub writes); an operator's write (drain, undrain, task) goes to the database and then
- * nudges the running hub through the HTTP address it recorded in `hub.json`.
+ * nudges the running hub through the HTTP address it recorded in `hub.json`. `steward sync` asks
+ * the running hub to sync (`syncThroughHub`), with the operator token recorded there too.
  */
-import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { SqliteStore } from "../hub/store/sqlite.js";
 import { EnvironmentError } from "../model/errors.js";
+import type { SyncOutcome } from "../repo/syncer.js";
 import type { CliIo, GlobalOptions } from "./io.js";
 
 export interface StatePaths {
@@ -59,10 +61,18 @@ export interface HubFile {
   url: string;
   startedAt: string;
   transports: string[];
+  /** The bearer token of its operator requests (`POST /sync`); absent in an older hub's file. */
+  token?: string;
+  /** The fleet repository it syncs (a path or URL, as the syncer describes it) and its branch. */
+  repo?: string;
+  branch?: string;
 }
 
+/** Writes `hub.json` whole (temporary name, then rename), readable by its owner only: it holds the token. */
 export function writeHubFile(paths: StatePaths, hub: HubFile): void {
-  writeFileSync(paths.hubFile, `${JSON.stringify(hub, null, 2)}\n`);
+  const temporary = `${paths.hubFile}.${process.pid}.tmp`;
+  writeFileSync(temporary, `${JSON.stringify(hub, null, 2)}\n`, { mode: 0o600 });
+  renameSync(temporary, paths.hubFile);
 }
 
 export function readHubFile(paths: StatePaths): HubFile | undefined {
@@ -91,4 +101,119 @@ export async function nudgeHub(paths: StatePaths, scope: { node?: string } = {})
   } catch {
     return false;
   }
+}
+
+/** Whether the hub recorded in `hub.json` runs: none recorded, recorded but gone, or running. */
+export type HubPresence =
+  | { kind: "none" }
+  | { kind: "gone"; hub: HubFile; why: string }
+  | { kind: "running"; hub: HubFile };
+
+/** True while a process with `pid` exists (one of another user's counts). */
+function processExists(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/**
+ * Looks for the hub recorded in `paths`' `hub.json`: its pid must exist and its `/healthz` answer
+ * within `timeoutMs`, so a file left by a killed hub (or a pid since reused) never makes a command
+ * wait for an answer that cannot come.
+ */
+export async function findRunningHub(paths: StatePaths, timeoutMs = 2_000): Promise<HubPresence> {
+  const hub = readHubFile(paths);
+  if (!hub) return { kind: "none" };
+  if (!Number.isInteger(hub.pid) || !processExists(hub.pid))
+    return { kind: "gone", hub, why: `its process ${hub.pid} is not running` };
+  try {
+    const health = await fetch(`${hub.url}/healthz`, { signal: AbortSignal.timeout(timeoutMs) });
+    if (health.ok) return { kind: "running", hub };
+    return { kind: "gone", hub, why: `${hub.url} answers ${health.status}, not as a hub` };
+  } catch (error) {
+    // fetch says "fetch failed" and keeps what happened in its cause.
+    const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+    const what =
+      (error as Error).name === "TimeoutError"
+        ? `no answer in ${timeoutMs} ms`
+        : (cause?.code ?? cause?.message ?? (error as Error).message);
+    return { kind: "gone", hub, why: `it does not answer at ${hub.url} (${what})` };
+  }
+}
+
+/** `steward hub` on a state directory another hub runs on: two hubs on one database would fight. */
+export class HubAlreadyRunningError extends EnvironmentError {
+  override readonly name = "HubAlreadyRunningError";
+  constructor(paths: StatePaths, hub: HubFile) {
+    super(
+      `a hub already runs on ${paths.dir} (pid ${hub.pid}, ${hub.url}): stop it first, or give this hub its own --state DIR`,
+      { code: "E_HUB_RUNNING", data: { pid: hub.pid, url: hub.url } },
+    );
+  }
+}
+
+/** The running hub refused this command's request: the token in `hub.json` is not the hub's. */
+export class HubRefusedError extends EnvironmentError {
+  override readonly name = "HubRefusedError";
+  constructor(message: string, data: Record<string, unknown>) {
+    super(message, { code: "E_HUB_REFUSED", data });
+  }
+}
+
+/** The running hub tried to sync and could not (the fetch failed, say), or did not answer in time. */
+export class HubSyncFailedError extends EnvironmentError {
+  override readonly name = "HubSyncFailedError";
+  constructor(message: string, data: Record<string, unknown>) {
+    super(message, { code: "E_HUB_SYNC", data });
+  }
+}
+
+/**
+ * Asks the running `hub` to sync now (`POST /sync` with its token) and resolves with what that
+ * sync did. Throws HubRefusedError when the hub refuses the token, HubSyncFailedError when its
+ * sync failed or no answer came within `timeoutMs`.
+ */
+export async function syncThroughHub(
+  hub: HubFile,
+  options: { acceptRewrite?: boolean; timeoutMs?: number } = {},
+): Promise<SyncOutcome> {
+  const timeoutMs = options.timeoutMs ?? 5 * 60_000;
+  const who = `the running hub (pid ${hub.pid}, ${hub.url})`;
+  let response: Response;
+  try {
+    response = await fetch(`${hub.url}/sync`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${hub.token ?? ""}` },
+      body: JSON.stringify({ acceptRewrite: options.acceptRewrite === true }),
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+  } catch (error) {
+    const timedOut = (error as Error).name === "TimeoutError";
+    throw new HubSyncFailedError(
+      timedOut
+        ? `${who} did not say within ${Math.round(timeoutMs / 1000)} s what its sync did; it may still be syncing: see \`steward get revisions\``
+        : `${who} stopped answering (${(error as Error).message}): run \`steward sync\` again`,
+      { pid: hub.pid, url: hub.url },
+    );
+  }
+  const body = (await response.json().catch(() => ({}))) as {
+    outcome?: SyncOutcome;
+    error?: string;
+    code?: string;
+  };
+  if (response.status === 401 || response.status === 404)
+    throw new HubRefusedError(
+      `${who} refused to sync on request (${body.error ?? response.status}): ${hub.token ? "its hub.json is not this hub's any more; restart the hub" : "it predates steward sync through the hub; restart it with this steward"}`,
+      { pid: hub.pid, url: hub.url, status: response.status },
+    );
+  if (!response.ok || !body.outcome)
+    throw new HubSyncFailedError(`${who} could not sync: ${body.error ?? `HTTP ${response.status}`}`, {
+      pid: hub.pid,
+      url: hub.url,
+      ...(body.code ? { cause: body.code } : {}),
+    });
+  return body.outcome;
 }

@@ -4,14 +4,13 @@
  * revisions). `HubRuntime` wires those parts together; `steward up` runs the same runtime with the
  * embedded defaults. This file is the only place that knows all of them.
  */
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { Command } from "commander";
 import type { Logger } from "pino";
-import { parseDuration } from "../model/duration.js";
-import { UsageError } from "../model/errors.js";
 import type { StatusFlags } from "../status/settings.js";
-import { NATS_HUB_FLAGS, type NatsHubFlags, natsOptionsFromFlags } from "../transport/nats/flags.js";
-import { SSH_HUB_FLAGS, type SshHubFlags, sshOptionsFromFlags } from "../transport/ssh/flags.js";
+import { NATS_HUB_FLAGS } from "../transport/nats/flags.js";
+import { SSH_HUB_FLAGS } from "../transport/ssh/flags.js";
+import type { HubFlags } from "./hub-flags.js";
 import type { StatePaths } from "./hub-state.js";
 import type { CliIo, GlobalOptions } from "./io.js";
 import { addStatusFlags } from "./status-flags.js";
@@ -40,6 +39,8 @@ export interface HubRuntimeOptions {
   bus?: import("../hub/bus.js").HubBus;
   /** `steward up --transport nats`: the local nodes run as agent processes on a local nats-server. */
   localFleet?: import("../transport/nats/runtime.js").LocalFleetSetup;
+  /** Where the local fleet's agents' JSON log lines go as they are (the log `logger` writes to). */
+  agentLog?: (line: string) => void;
 }
 
 /** Every part of a running hub, started in order and stopped in reverse. */
@@ -69,7 +70,7 @@ export class HubRuntime {
     const { SqliteStore } = await import("../hub/store/sqlite.js");
     const { SqliteGenerationStore } = await import("../hub/store/generations.js");
     const { Syncer } = await import("../repo/syncer.js");
-    const { parseLocation, credentialsFromEnv } = await import("../repo/git.js");
+    const { parseLocation, credentialsFromEnv, describeLocation } = await import("../repo/git.js");
     const { LocalTransport } = await import("../transport/local.js");
     const { Agent } = await import("../agent/agent.js");
     const { Hub } = await import("../hub/hub.js");
@@ -121,6 +122,7 @@ export class HubRuntime {
         rootOf: (node) => (root ? join(root, node) : undefined),
         stateDir: paths.dir,
         log: logger.child({ component: "nats" }),
+        ...(this.options.agentLog ? { agentLog: this.options.agentLog } : {}),
         onTaskEvent: (event) => this.recordTaskEvent(event),
       });
     }
@@ -144,7 +146,10 @@ export class HubRuntime {
           onPush: () => this.loop?.trigger(),
         })
       : undefined;
-    const [host, port] = splitListen(this.options.listen);
+    const { listenAddress } = await import("./hub-flags.js");
+    const { host, port } = listenAddress("--listen", this.options.listen);
+    const { randomBytes } = await import("node:crypto");
+    const operatorToken = randomBytes(32).toString("base64url");
     this.http = await startHubHttp({
       hub: this.hub,
       host,
@@ -153,13 +158,11 @@ export class HubRuntime {
       onNudge: (scope) => {
         if (scope.sync) this.loop?.trigger();
       },
-    });
-    const { writeHubFile } = await import("./hub-state.js");
-    writeHubFile(paths, {
-      pid: process.pid,
-      url: this.http.url,
-      startedAt: new Date().toISOString(),
-      transports: this.transports,
+      operatorToken,
+      onSync: ({ acceptRewrite }) => {
+        if (!this.loop) return Promise.reject(new Error("the hub is still starting: ask again"));
+        return this.loop.syncNow({ acceptRewrite });
+      },
     });
     this.loop = startSyncLoop({
       syncer: this.syncer,
@@ -184,6 +187,17 @@ export class HubRuntime {
         // The syncer recorded a fetch-failed event: it becomes a condition now, not at the next success.
         this.hub.takeInRevisions();
       },
+    });
+    // Recorded once everything answers, so a command that finds this file finds the hub ready.
+    const { writeHubFile } = await import("./hub-state.js");
+    writeHubFile(paths, {
+      pid: process.pid,
+      url: this.http.url,
+      startedAt: new Date().toISOString(),
+      transports: this.transports,
+      token: operatorToken,
+      repo: describeLocation(parseLocation(this.options.repo, this.options.cwd)),
+      branch: this.options.branch,
     });
     return first;
   }
@@ -246,33 +260,6 @@ export class HubRuntime {
   }
 }
 
-function splitListen(listen: string): [string, number] {
-  const match = /^(?:(.+):)?([0-9]{1,5})$/.exec(listen.trim());
-  const port = Number(match?.[2]);
-  if (!match || port > 65535)
-    throw new UsageError(`--listen ${JSON.stringify(listen)} is not HOST:PORT or PORT (e.g. 127.0.0.1:7117)`);
-  return [match[1]?.replace(/^\[(.*)\]$/, "$1") ?? "127.0.0.1", port];
-}
-
-interface HubCommandOptions extends StatusFlags, SshHubFlags, NatsHubFlags {
-  repo: string;
-  branch: string;
-  root?: string;
-  listen: string;
-  syncInterval: string;
-  webhookSecretEnv?: string;
-  lease?: string;
-}
-
-/** Parses a duration flag, with the flag's name in the error. */
-export function durationFlag(flag: string, value: string): number {
-  try {
-    return parseDuration(value);
-  } catch {
-    throw new UsageError(`${flag} ${JSON.stringify(value)} is not a duration: write e.g. 30s, 5m or 1h`);
-  }
-}
-
 /** Waits for SIGINT or SIGTERM. */
 export function untilSignal(): Promise<string> {
   return new Promise((resolveSignal) => {
@@ -286,12 +273,19 @@ export function untilSignal(): Promise<string> {
   });
 }
 
+/**
+ * `steward hub`: checks every flag (hub-flags.ts) and that no hub runs on the state directory
+ * yet, then runs the hub until SIGINT or SIGTERM.
+ */
 export function hubCommand(io: CliIo, globals: () => GlobalOptions, _exit: (code: number) => void): Command {
   const command = new Command("hub")
     .description(
       "run the hub: sync the fleet repo, reconcile, dispatch, serve /healthz, /metrics and /webhook",
     )
-    .option("--repo <path|url>", "the fleet repository: a local clone or an http(s) URL", ".")
+    .option(
+      "--repo <path|url>",
+      "the fleet repository: a local clone or an http(s) URL (default: this directory, which must be one)",
+    )
     .option("--branch <name>", "the tracked branch", "main")
     .option("--root <dir>", "local nodes apply under <dir>/<node>/ (default: the real system)")
     .option(
@@ -305,49 +299,43 @@ export function hubCommand(io: CliIo, globals: () => GlobalOptions, _exit: (code
   for (const [flag, help] of SSH_HUB_FLAGS) command.option(flag, help);
   for (const [flag, help] of NATS_HUB_FLAGS) command.option(flag, help);
   addStatusFlags(command);
-  return command.action(async (options: HubCommandOptions) => {
-    const { statePaths } = await import("./hub-state.js");
+  return command.action(async (options: HubFlags) => {
+    const { statePaths, findRunningHub, HubAlreadyRunningError } = await import("./hub-state.js");
+    const { hubSettings } = await import("./hub-flags.js");
+    const paths = statePaths(io, globals());
+    const settings = await hubSettings(options, { cwd: io.cwd, env: io.env });
+    const running = await findRunningHub(paths);
+    if (running.kind === "running") throw new HubAlreadyRunningError(paths, running.hub);
     const pino = (await import("pino")).default;
     const { createSshTransport } = await import("../transport/ssh/index.js");
-    const paths = statePaths(io, globals());
     const logger = pino({ level: io.env.STEWARD_LOG_LEVEL ?? "info" });
-    const ssh = createSshTransport({
-      ...sshOptionsFromFlags(options, io.cwd, io.env),
-      logger: logger.child({ component: "ssh" }),
-    });
-    const natsOptions = natsOptionsFromFlags(options, io.cwd);
-    const natsHub = natsOptions ? await import("../transport/nats/hub.js") : undefined;
+    const ssh = createSshTransport({ ...settings.ssh, logger: logger.child({ component: "ssh" }) });
+    const natsHub = settings.nats ? await import("../transport/nats/hub.js") : undefined;
     let runtime: HubRuntime | undefined;
     const nats =
-      natsHub && natsOptions
+      natsHub && settings.nats
         ? natsHub.createNatsTransport({
-            ...natsOptions,
+            ...settings.nats,
             log: logger.child({ component: "nats" }),
             onTaskEvent: (event) =>
               runtime ? runtime.recordTaskEvent(event) : Promise.reject(new Error("the hub is not running")),
           })
         : undefined;
-    let webhookSecret: string | undefined;
-    if (options.webhookSecretEnv) {
-      webhookSecret = io.env[options.webhookSecretEnv];
-      if (!webhookSecret)
-        throw new UsageError(`--webhook-secret-env ${options.webhookSecretEnv}: that variable is not set`);
-    }
     runtime = new HubRuntime({
       paths,
-      repo: options.repo,
-      branch: options.branch,
-      ...(options.root ? { root: resolve(io.cwd, options.root) } : {}),
-      listen: options.listen,
-      syncIntervalMs: durationFlag("--sync-interval", options.syncInterval),
+      repo: settings.repo,
+      branch: settings.branch,
+      ...(settings.root ? { root: settings.root } : {}),
+      listen: `${settings.listen.host.includes(":") ? `[${settings.listen.host}]` : settings.listen.host}:${settings.listen.port}`,
+      syncIntervalMs: settings.syncIntervalMs,
       statusFlags: options,
       logger,
       env: io.env,
       cwd: io.cwd,
-      leaseMs: durationFlag("--lease", options.lease ?? "10m"),
+      leaseMs: settings.leaseMs,
       transports: [ssh, ...(nats ? [nats] : [])],
       ...(natsHub && nats ? { bus: natsHub.hubBusOf(nats) } : {}),
-      ...(webhookSecret ? { webhookSecret } : {}),
+      ...(settings.webhookSecret ? { webhookSecret: settings.webhookSecret } : {}),
     });
     try {
       await runtime.start();

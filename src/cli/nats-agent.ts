@@ -1,6 +1,7 @@
 /**
- * `steward agent --nats URL --creds FILE --node NAME`: the agent as a long-lived process pulling its
- * node's attempts over NATS JetStream. Kept apart from `nats.ts` (server configuration) so the agent
+ * `steward agent --nats URL --creds FILE|--nkey FILE --node NAME`: the agent as a long-lived process
+ * pulling its node's attempts over NATS JetStream. Credentials the server refuses, or another
+ * identity's, end it with one line (exit 2) before it does anything. Kept apart from `nats.ts` (server configuration) so the agent
  * command loads no repository or configuration code; the agent and the bus client load on use.
  */
 import { resolve } from "node:path";
@@ -12,6 +13,7 @@ import type { CliIo } from "./io.js";
 interface NatsAgentCliOptions {
   nats?: string;
   creds?: string;
+  nkey?: string;
   node?: string;
   root?: string;
   tlsCa?: string;
@@ -31,7 +33,14 @@ export function addNatsAgent(agent: Command, io: CliIo, stateDir: (command: Comm
       "--nats <url>",
       "run as a long-lived agent pulling this node's attempts from the NATS server at URL",
     )
-    .option("--creds <file>", "with --nats: this node's credentials (from `steward nats config`)")
+    .option(
+      "--creds <file>",
+      "with --nats: this node's credentials, an nkey seed or a .creds file (from `steward nats config`)",
+    )
+    .option(
+      "--nkey <file>",
+      "with --nats: this node's nkey seed file, as the nats CLI takes it (instead of --creds)",
+    )
     .option("--node <name>", "this node's name")
     .option("--root <dir>", "map every absolute path P of a resource to DIR+P")
     .option("--tls-ca <file>", "with --nats: CA that signed the server's certificate")
@@ -51,11 +60,21 @@ export function addNatsAgent(agent: Command, io: CliIo, stateDir: (command: Comm
       } catch (error) {
         throw new UsageError(`--heartbeat ${options.heartbeat}: ${(error as Error).message}`);
       }
-      const [{ Agent }, { runNatsAgent, AGENT_RUNNING }, { pino }] = await Promise.all([
-        import("../agent/agent.js"),
-        import("../transport/nats/agent.js"),
-        import("pino"),
-      ]);
+      if (options.creds && options.nkey)
+        throw new UsageError("--creds and --nkey both give this node's credentials: pass one of them");
+      const [{ Agent }, { runNatsAgent, AGENT_RUNNING }, { readNatsCredentials }, { pino }] =
+        await Promise.all([
+          import("../agent/agent.js"),
+          import("../transport/nats/agent.js"),
+          import("../transport/nats/connect.js"),
+          import("pino"),
+        ]);
+      // Read before anything runs, so a wrong file is the only thing said.
+      const credentialsFlag = options.nkey ? "--nkey" : "--creds";
+      const credentialsFile = options.nkey ?? options.creds;
+      const credentials = credentialsFile
+        ? readNatsCredentials(resolve(io.cwd, credentialsFile), credentialsFlag)
+        : undefined;
       const log = pino(
         { name: "steward-agent", level: io.env.STEWARD_LOG_LEVEL ?? "info" },
         pino.destination(2),
@@ -76,7 +95,7 @@ export function addNatsAgent(agent: Command, io: CliIo, stateDir: (command: Comm
         heartbeatIntervalMs,
         log,
         tls,
-        ...(options.creds ? { creds: resolve(io.cwd, options.creds) } : {}),
+        ...(credentials ? { credentials } : {}),
       });
       log.info({ node: options.node, server: options.nats }, AGENT_RUNNING);
       const signal = await new Promise<string>((resolveSignal) => {

@@ -8,7 +8,7 @@
  * agent can be built from the agent command alone.
  */
 import { Command, CommanderError } from "commander";
-import { isStewardError, type StewardError, UsageError } from "../model/errors.js";
+import { EnvironmentError, isStewardError, type StewardError, UsageError } from "../model/errors.js";
 import { type CliIo, EXIT, type GlobalOptions } from "./io.js";
 
 /** Builds one command; `exit` sets the process exit code. */
@@ -38,7 +38,9 @@ const USAGE_CODES: ReadonlySet<string> = new Set([
 
 /** The exit code of one of our errors: 2 for usage and environment, 1 for a problem found. */
 export function exitCodeOf(error: StewardError): number {
-  return error instanceof UsageError || USAGE_CODES.has(error.code) ? EXIT.usage : EXIT.problems;
+  return error instanceof UsageError || error instanceof EnvironmentError || USAGE_CODES.has(error.code)
+    ? EXIT.usage
+    : EXIT.problems;
 }
 
 /**

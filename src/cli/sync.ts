@@ -1,6 +1,8 @@
-import { resolve } from "node:path";
+import { existsSync } from "node:fs";
 import { Command } from "commander";
+import { UsageError } from "../model/errors.js";
 import type { SyncOutcome } from "../repo/syncer.js";
+import type { HubFile } from "./hub-state.js";
 import { type CliIo, EXIT, type GlobalOptions } from "./io.js";
 import { addOutputOptions, type OutputOptions, outputFormat, printResult } from "./output.js";
 
@@ -43,26 +45,92 @@ export async function renderSyncOutcome(outcome: SyncOutcome): Promise<string> {
   }
 }
 
-/** `steward sync`: one sync into `<state>/hub.db`; exit 0 when applied or up to date, 1 when invalid or refused. */
+/** The outcome as `-o json|yaml` prints it: what the sync did, and who did it. */
+export type SyncReport = SyncOutcome &
+  ({ syncedBy: "hub"; hub: { pid: number; url: string } } | { syncedBy: "command" });
+
+/**
+ * Refuses to ask the running `hub` for a sync of another repository or branch than the one it
+ * tracks: it would sync its own and the user would read that as theirs. `asked.repo` is `--repo`
+ * as given, `asked.location` the same resolved as the syncer describes it.
+ */
+export function assertHubTracks(
+  hub: HubFile,
+  asked: { repo?: { given: string; location: string }; branch?: string },
+): void {
+  const who = `the hub running on this state directory (pid ${hub.pid})`;
+  if (asked.repo !== undefined && hub.repo !== undefined && asked.repo.location !== hub.repo)
+    throw new UsageError(
+      `--repo ${JSON.stringify(asked.repo.given)} is not the repository ${who} tracks (${hub.repo}): leave --repo out to sync that one, or give this one its own --state DIR`,
+    );
+  if (asked.branch !== undefined && hub.branch !== undefined && asked.branch !== hub.branch)
+    throw new UsageError(
+      `--branch ${JSON.stringify(asked.branch)} is not the branch ${who} tracks (${hub.branch}): leave --branch out, or give this branch its own --state DIR`,
+    );
+}
+
+/**
+ * `steward sync`: with a hub running on the state directory, that hub syncs now and the command
+ * says what it did; without one (or with one recorded that is gone) the command syncs into
+ * `<state>/hub.db` itself. Exit 0 when applied or up to date, 1 when invalid or refused.
+ */
 export function syncCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: number) => void): Command {
   const command = new Command("sync")
-    .description("fetch the fleet repository's tracked branch and turn new commits into generations")
+    .description(
+      "fetch the fleet repository's tracked branch and turn new commits into generations (through the running hub, if there is one)",
+    )
     .option(
       "--repo <path|url>",
-      "the fleet repository: a local clone or an http(s) URL (default: the last one synced, else .)",
+      "the fleet repository: a local clone or an http(s) URL (default: the running hub's, else the last one synced, else .)",
     )
     .option("--branch <name>", "the tracked branch", "main")
     .option("--accept-rewrite", "adopt a force-pushed branch instead of refusing it")
     .addHelpText(
       "after",
-      "\nCredentials for HTTP remotes come from STEWARD_GIT_TOKEN, or STEWARD_GIT_USERNAME and STEWARD_GIT_PASSWORD.",
+      "\nWith a hub running on the state directory (it records itself in <state>/hub.json), that hub syncs at once and its outcome is printed.\nCredentials for HTTP remotes come from STEWARD_GIT_TOKEN, or STEWARD_GIT_USERNAME and STEWARD_GIT_PASSWORD.",
     );
-  return addOutputOptions(command).action(async (options: SyncCommandOptions) => {
+  return addOutputOptions(command).action(async (options: SyncCommandOptions, self: Command) => {
+    const { statePaths, findRunningHub, syncThroughHub } = await import("./hub-state.js");
+    const { credentialsFromEnv, describeLocation, FleetRepository, parseLocation } = await import(
+      "../repo/git.js"
+    );
+    const paths = statePaths(io, globals());
+    const format = outputFormat(options, globals());
+    const acceptRewrite = options.acceptRewrite === true;
+    const finish = async (report: SyncReport, note: string) => {
+      const text = await renderSyncOutcome(report);
+      await printResult(io, format, report, () => `${text}${note}`);
+      exit(report.kind === "applied" || report.kind === "up-to-date" ? EXIT.ok : EXIT.problems);
+    };
+
+    const presence = await findRunningHub(paths);
+    if (presence.kind === "running") {
+      const { hub } = presence;
+      const repo = options.repo;
+      assertHubTracks(hub, {
+        ...(repo !== undefined
+          ? { repo: { given: repo, location: describeLocation(parseLocation(repo, io.cwd)) } }
+          : {}),
+        ...(self.getOptionValueSource("branch") === "cli" ? { branch: options.branch } : {}),
+      });
+      const outcome = await syncThroughHub(hub, { acceptRewrite });
+      return finish(
+        { ...outcome, syncedBy: "hub", hub: { pid: hub.pid, url: hub.url } },
+        `(synced by the running hub, pid ${hub.pid} at ${hub.url})\n`,
+      );
+    }
+    if (presence.kind === "gone")
+      io.stderr(
+        `steward: warning: the hub recorded in ${paths.hubFile} (pid ${presence.hub.pid}) is gone: ${presence.why}; syncing here instead\n`,
+      );
+
     const { openGenerationStore } = await import("../hub/store/generations.js");
-    const { credentialsFromEnv, parseLocation } = await import("../repo/git.js");
     const { Syncer } = await import("../repo/syncer.js");
-    const state = resolve(io.cwd, globals().state);
-    const { store, close } = openGenerationStore(state);
+    if (!existsSync(paths.db)) {
+      // A first sync: a repository that is not one is said before the state directory is made.
+      FleetRepository.open(parseLocation(options.repo ?? ".", io.cwd), { cacheDir: paths.git }).close();
+    }
+    const { store, close } = openGenerationStore(paths.dir);
     try {
       const source = parseLocation(options.repo ?? store.syncState(options.branch)?.source ?? ".", io.cwd);
       const credentials = credentialsFromEnv(io.env);
@@ -70,14 +138,12 @@ export function syncCommand(io: CliIo, globals: () => GlobalOptions, exit: (code
         store,
         source,
         branch: options.branch,
-        cacheDir: resolve(state, "git"),
+        cacheDir: paths.git,
         ...(credentials ? { credentials } : {}),
       });
       try {
-        const outcome = await syncer.sync({ acceptRewrite: options.acceptRewrite === true });
-        const text = await renderSyncOutcome(outcome);
-        await printResult(io, outputFormat(options, globals()), outcome, () => text);
-        exit(outcome.kind === "applied" || outcome.kind === "up-to-date" ? EXIT.ok : EXIT.problems);
+        const outcome = await syncer.sync({ acceptRewrite });
+        await finish({ ...outcome, syncedBy: "command" }, "");
       } finally {
         syncer.close();
       }

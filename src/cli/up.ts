@@ -173,8 +173,9 @@ export function upCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: 
   addStatusFlags(command);
   addOutputOptions(command);
   return command.action(async (options: UpOptions) => {
-    const { statePaths } = await import("./hub-state.js");
-    const { HubRuntime, durationFlag, untilSignal } = await import("./hub.js");
+    const { statePaths, findRunningHub, HubAlreadyRunningError } = await import("./hub-state.js");
+    const { HubRuntime, untilSignal } = await import("./hub.js");
+    const { durationAtLeast, listenAddress } = await import("./hub-flags.js");
     const { instanceViews } = await import("../hub/views.js");
     const { fleetStatus } = await import("../hub/answer.js");
     const { answerExit, renderFleetStatus, statusDocument } = await import("./status.js");
@@ -191,7 +192,10 @@ export function upCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: 
       const rel = relative(io.cwd, path);
       return rel && !rel.startsWith("..") && !isAbsolute(rel) ? rel : path;
     };
-    const timeoutMs = durationFlag("--timeout", options.timeout);
+    const timeoutMs = durationAtLeast("--timeout", options.timeout, 0);
+    listenAddress("--listen", options.listen);
+    const running = await findRunningHub(paths);
+    if (running.kind === "running") throw new HubAlreadyRunningError(paths, running.hub);
     mkdirSync(paths.dir, { recursive: true });
     let repo = options.repo;
     if (!repo) {
@@ -202,6 +206,7 @@ export function upCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: 
           `steward up: the example fleet is in ${display(paths.repo)} (a Git repository: edit, commit, run again)\n`,
         );
     }
+    const logFile = pino.destination({ dest: paths.log, sync: false });
     const runtime = new HubRuntime({
       paths,
       repo,
@@ -210,10 +215,8 @@ export function upCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: 
       listen: options.listen,
       syncIntervalMs: 2_000,
       statusFlags: options,
-      logger: pino(
-        { level: io.env.STEWARD_LOG_LEVEL ?? "info" },
-        pino.destination({ dest: paths.log, sync: false }),
-      ),
+      logger: pino({ level: io.env.STEWARD_LOG_LEVEL ?? "info" }, logFile),
+      agentLog: (line) => logFile.write(`${line}\n`),
       env: io.env,
       cwd: io.cwd,
       // The agents run as this very program (whatever file it was started from).

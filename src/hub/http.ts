@@ -3,9 +3,16 @@
  * /revisions/:sha` (a revision's progress, what its commit statuses link to), the stories `steward
  * describe` tells as JSON (`GET /instances/:assignment@:node`, `/nodes/:name`, `/conditions/:id`,
  * `/attempts/:id`: the same model, src/hub/story.ts), `POST /nudge` (the CLI
- * wrote an operator change to the store: look again), and a mount point for the syncer's webhook
- * handler at `POST /webhook`. It listens on loopback unless told otherwise.
+ * wrote an operator change to the store: look again), `POST /sync` (`steward sync`: sync now and
+ * answer with what the sync did), and a mount point for the syncer's webhook handler at `POST
+ * /webhook`. It listens on loopback unless told otherwise.
+ *
+ * `POST /sync` takes an operator's decision (`acceptRewrite` adopts a rewritten branch) and answers
+ * with the fleet repository's diagnostics, so it needs the operator token the hub wrote to its
+ * state directory: whoever may read that directory may already change the hub's database, and
+ * nobody else may ask, whatever address the hub listens on.
  */
+import { createHash, timingSafeEqual } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Hub } from "./hub.js";
@@ -28,6 +35,13 @@ export interface HubHttpOptions {
   webhook?: RequestHandler;
   /** Called after `/nudge`, e.g. to trigger a sync. */
   onNudge?: (scope: { node?: string; sync?: boolean }) => void;
+  /**
+   * `POST /sync`: syncs now and resolves with what the sync did (JSON-serialisable); a rejection
+   * is the sync's failure, answered 502 with its message and code. 404 when absent.
+   */
+  onSync?: (request: { acceptRewrite: boolean }) => Promise<unknown>;
+  /** The bearer token `POST /sync` requires; without one, nobody may ask. */
+  operatorToken?: string;
   host?: string;
   port?: number;
 }
@@ -46,6 +60,14 @@ function json(response: ServerResponse, status: number, body: unknown): void {
     "content-length": Buffer.byteLength(text),
   });
   response.end(text);
+}
+
+/** True when `request` carries `Authorization: Bearer <token>`; compared in constant time. */
+function authorised(request: IncomingMessage, token: string | undefined): boolean {
+  const given = /^Bearer (\S+)$/.exec(request.headers.authorization ?? "")?.[1];
+  if (!token || !given) return false;
+  const digest = (text: string) => createHash("sha256").update(text).digest();
+  return timingSafeEqual(digest(given), digest(token));
 }
 
 async function readBody(request: IncomingMessage, limit = 64 * 1024): Promise<string> {
@@ -92,6 +114,25 @@ export async function startHubHttp(options: HubHttpOptions): Promise<HubHttp> {
       response.writeHead(204);
       response.end();
       return;
+    }
+    if (route === "POST /sync") {
+      if (!options.onSync) return json(response, 404, { error: "this hub does not sync on request" });
+      if (!authorised(request, options.operatorToken))
+        return json(response, 401, {
+          error: "POST /sync needs the operator token from the hub's state directory (hub.json)",
+        });
+      const text = await readBody(request);
+      const body = (text.trim() === "" ? {} : JSON.parse(text)) as { acceptRewrite?: unknown };
+      try {
+        const outcome = await options.onSync({ acceptRewrite: body.acceptRewrite === true });
+        return json(response, 200, { outcome });
+      } catch (error) {
+        const failure = error as { message?: string; code?: unknown };
+        return json(response, 502, {
+          error: failure.message ?? String(error),
+          ...(typeof failure.code === "string" ? { code: failure.code } : {}),
+        });
+      }
     }
     const revision = /^GET \/revisions\/([0-9a-f]{4,64})$/.exec(route);
     if (revision) {

@@ -28,11 +28,17 @@ export class UsageError extends StewardError {
   }
 }
 
-/** The environment cannot support the command: missing path, tool or permission. Exit 2. */
+/**
+ * The environment cannot support the command: missing path, tool or permission. Exit 2. A failure
+ * of its own kind subclasses it with its own `code` (every subclass exits 2 too).
+ */
 export class EnvironmentError extends StewardError {
-  override readonly name = "EnvironmentError";
-  constructor(message: string, options: { data?: Record<string, unknown>; cause?: unknown } = {}) {
-    super("E_ENVIRONMENT", message, options);
+  override readonly name: string = "EnvironmentError";
+  constructor(
+    message: string,
+    options: { code?: string; data?: Record<string, unknown>; cause?: unknown } = {},
+  ) {
+    super(options.code ?? "E_ENVIRONMENT", message, options);
   }
 }
 

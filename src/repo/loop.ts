@@ -5,7 +5,7 @@
  * heals without a restart. The last good revision stays in the store meanwhile: a failed sync
  * changes no generation. One function owns the outcome switch.
  */
-import type { SyncOutcome } from "./syncer.js";
+import type { SyncOptions, SyncOutcome } from "./syncer.js";
 
 /** Timers, injectable so tests can drive the loop. */
 export interface LoopTimers {
@@ -27,7 +27,7 @@ export interface BackoffPolicy {
 
 /** What the loop runs, how often, and whom it tells. */
 export interface SyncLoopOptions {
-  syncer: { sync(): Promise<SyncOutcome> };
+  syncer: { sync(options?: SyncOptions): Promise<SyncOutcome> };
   /** Delay between successful syncs. */
   intervalMs: number;
   backoff?: BackoffPolicy;
@@ -42,6 +42,13 @@ export interface SyncLoopOptions {
 export interface SyncLoop {
   /** Syncs as soon as possible (now if idle, right after the running sync otherwise). */
   trigger(): void;
+  /**
+   * Syncs as `trigger` does and resolves with that sync's outcome (rejects with its error), after
+   * `onOutcome` or `onError` saw it: the answer to someone who asked for a sync and waits for it.
+   * A sync that was already running when asked does not count: it may have fetched before the
+   * push the caller is asking about.
+   */
+  syncNow(options?: SyncOptions): Promise<SyncOutcome>;
   /** Stops scheduling and waits for a running sync to finish. */
   stop(): Promise<void>;
   /** Consecutive failures so far (0 after a success). */
@@ -74,6 +81,9 @@ export function startSyncLoop(options: SyncLoopOptions): SyncLoop {
   let running: Promise<void> | undefined;
   let again = false;
   let stopped = false;
+  /** Callers of `syncNow` waiting for the next sync. */
+  let waiting: { options: SyncOptions; resolve(outcome: SyncOutcome): void; reject(error: unknown): void }[] =
+    [];
 
   const schedule = (ms: number) => {
     if (stopped) return;
@@ -93,17 +103,24 @@ export function startSyncLoop(options: SyncLoopOptions): SyncLoop {
       timers.clearTimeout(timer);
       timer = undefined;
     }
+    // One sync answers every waiter that asked the same; one that asked otherwise waits for the next.
+    const acceptRewrite = waiting[0]?.options.acceptRewrite === true;
+    const answered = waiting.filter((w) => (w.options.acceptRewrite === true) === acceptRewrite);
+    waiting = waiting.filter((w) => !answered.includes(w));
+    if (waiting.length > 0) again = true;
     running = (async () => {
       let delay: number;
       try {
-        const outcome = await options.syncer.sync();
+        const outcome = await options.syncer.sync(acceptRewrite ? { acceptRewrite } : {});
         failures = 0;
         delay = options.intervalMs;
         options.onOutcome?.(outcome);
+        for (const w of answered) w.resolve(outcome);
       } catch (error) {
         failures++;
         delay = backoffDelay(failures, options.backoff, random);
         options.onError?.(error, failures, delay);
+        for (const w of answered) w.reject(error);
       }
       running = undefined;
       if (again) {
@@ -116,11 +133,19 @@ export function startSyncLoop(options: SyncLoopOptions): SyncLoop {
   run();
   return {
     trigger: run,
+    syncNow(syncOptions = {}) {
+      if (stopped) return Promise.reject(new Error("the sync loop has stopped"));
+      return new Promise((resolve, reject) => {
+        waiting.push({ options: syncOptions, resolve, reject });
+        run();
+      });
+    },
     async stop() {
       stopped = true;
       if (timer !== undefined) timers.clearTimeout(timer);
       timer = undefined;
       await running;
+      for (const w of waiting.splice(0)) w.reject(new Error("the sync loop has stopped"));
     },
     get failures() {
       return failures;

@@ -156,12 +156,24 @@ function secretFrom(env: NodeJS.ProcessEnv, name: string, what: string, owner: s
   return value.trim();
 }
 
-function ownerRepo(provider: StatusProvider, index: number): { owner: string; repo: string } {
+function ownerRepo(provider: StatusProvider, where: string): { owner: string; repo: string } {
   if (!provider.owner || !provider.repo)
     throw new EnvironmentError(
-      `${label(provider, index)} needs owner and repo — add them to steward.yaml or pass --status-repo OWNER/REPO`,
+      `${where} needs owner and repo — ${where.startsWith("--") ? "" : "add them to steward.yaml or "}pass --status-repo OWNER/REPO`,
     );
   return { owner: provider.owner, repo: provider.repo };
+}
+
+/**
+ * Checks the status flags on their own, before the hub has read steward.yaml: their values, and
+ * for a forge named by `--status` (which replaces steward.yaml's providers) what its writer needs
+ * (OWNER/REPO, the token's variable set in `env`). Throws the first problem, naming the flag.
+ */
+export function checkStatusFlags(flags: StatusFlags, env: NodeJS.ProcessEnv): void {
+  httpUrl("--public-url", flags.publicUrl);
+  const provider = providerFromFlags(flags);
+  if (!provider || provider.type === "gitnotes") return;
+  writerFor(provider, 0, { env }, `--status ${provider.type}`);
 }
 
 /** One writer per configured provider. Throws a one-line error naming the provider and the fix. */
@@ -172,17 +184,21 @@ export function createStatusWriters(
   return (settings.providers ?? []).map((provider, index) => writerFor(provider, index, environment));
 }
 
-function writerFor(provider: StatusProvider, index: number, environment: StatusEnvironment): StatusWriter {
+function writerFor(
+  provider: StatusProvider,
+  index: number,
+  environment: StatusEnvironment,
+  where = label(provider, index),
+): StatusWriter {
   const clock = environment.now ? { now: environment.now } : {};
   const fetcher = environment.fetch ? { fetch: environment.fetch } : {};
-  const where = label(provider, index);
   switch (provider.type) {
     case "gitnotes":
       if (!environment.gitnotes)
         throw new EnvironmentError(`${where} writes into the fleet repository, and this command has none`);
       return new GitNotesStatusWriter({ ...environment.gitnotes, ...clock });
     case "github": {
-      const { owner, repo } = ownerRepo(provider, index);
+      const { owner, repo } = ownerRepo(provider, where);
       const baseUrl = provider.url ? { baseUrl: githubApiBase(provider.url) } : {};
       const base = { owner, repo, ...baseUrl, ...clock, ...fetcher };
       if (provider.appId === undefined) {
@@ -215,7 +231,7 @@ function writerFor(provider: StatusProvider, index: number, environment: StatusE
       return new GitlabStatusWriter({ project: provider.project, token, ...url, ...clock, ...fetcher });
     }
     case "gitea": {
-      const { owner, repo } = ownerRepo(provider, index);
+      const { owner, repo } = ownerRepo(provider, where);
       if (!provider.url)
         throw new EnvironmentError(
           `${where} needs url (the Gitea or Forgejo instance) — add it or pass --status-url`,

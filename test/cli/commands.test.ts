@@ -3,8 +3,8 @@
  * 2 usage or environment error, 3 converging or pending), that `-o json` prints JSON that parses,
  * and that every error is said the one way (`steward: ...`).
  */
-import { execFileSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { execFileSync, spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -18,6 +18,11 @@ const temporary: string[] = [];
 afterEach(() => {
   for (const dir of temporary.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
+
+/** The pid of a process that has ended. */
+function deadPid(): number {
+  return spawnSync(process.execPath, ["-e", ""]).pid;
+}
 
 /** A temporary directory, removed after the test. */
 function workDir(prefix: string): string {
@@ -121,6 +126,20 @@ describe("cli - every command's exit codes and -o json", () => {
       { name: "drain - unknown node", args: s("drain", "n9"), code: EXIT.usage, json: false },
       { name: "undrain", args: s("undrain", "n1"), code: EXIT.ok },
       { name: "sync - up to date", args: s("sync", "--repo", converging.repo), code: EXIT.ok },
+    ]);
+    // A hub recorded in hub.json whose process is gone (killed): sync does the work itself.
+    writeFileSync(
+      join(converging.dir, "hub.json"),
+      JSON.stringify({ pid: deadPid(), url: "http://127.0.0.1:1", startedAt: "", transports: ["local"] }),
+    );
+    await runCases(converging.dir, [
+      {
+        name: "sync - the recorded hub is gone: syncs here and says so",
+        args: s("sync", "--repo", converging.repo),
+        code: EXIT.ok,
+        stderr:
+          /^steward: warning: the hub recorded in \S+hub\.json \(pid \d+\) is gone: its process \d+ is not running; syncing here instead\n$/,
+      },
       { name: "status - wrong flag", args: s("status", "--bogus"), code: EXIT.usage, json: false },
       {
         name: "status - wrong format",
@@ -240,8 +259,65 @@ describe("cli - every command's exit codes and -o json", () => {
         args: ["nats", "config", "--out", join(work, "nats"), "--node", "edge-1"],
         code: EXIT.ok,
       },
+      {
+        name: "sync - not a repository, nothing synced yet: nothing is written",
+        args: ["--state", join(work, "sync-state"), "sync"],
+        code: EXIT.usage,
+        json: false,
+        stderr: /^steward: \S+ is not a git repository: give the path of a clone of the fleet repository\n$/,
+      },
+      {
+        name: "up - --listen nonsense",
+        args: ["--state", join(work, "up-state"), "up", "--listen", "nonsense"],
+        code: EXIT.usage,
+        json: false,
+        stderr: /^steward: --listen "nonsense" is not host:port \(e\.g\. 127\.0\.0\.1:7117\)\n$/,
+      },
+      {
+        name: "agent --nats - --creds and --nkey together",
+        args: ["agent", "--nats", "nats://127.0.0.1:1", "--node", "n1", "--creds", "a.nk", "--nkey", "b.nk"],
+        code: EXIT.usage,
+        json: false,
+        stderr: /^steward: --creds and --nkey both give this node's credentials: pass one of them\n$/,
+      },
+      // steward hub checks its flags and its repository before it does anything.
+      ...(
+        [
+          [
+            "--listen nonsense",
+            ["--repo", repo, "--listen", "nonsense"],
+            /^steward: --listen "nonsense" is not host:port \(e\.g\. 127\.0\.0\.1:7117\)\n$/,
+          ],
+          [
+            "--sync-interval 0s",
+            ["--repo", repo, "--sync-interval", "0s"],
+            /^steward: --sync-interval "0s" is too short: give at least 1s\n$/,
+          ],
+          [
+            "--nats without a URL",
+            ["--repo", repo, "--nats", "localhost"],
+            /^steward: --nats "localhost" is not a NATS server URL/,
+          ],
+          [
+            "not a fleet repository",
+            [],
+            /^steward: this directory \(\S+\) is not a git repository: run steward hub in a clone of the fleet repository, or pass --repo PATH\|URL\n$/,
+          ],
+        ] as const
+      ).map(
+        ([what, args, stderr]): Case => ({
+          name: `hub - ${what}`,
+          args: ["--state", join(work, "hub-state"), "hub", ...args],
+          code: EXIT.usage,
+          json: false,
+          stderr,
+        }),
+      ),
     ];
     await runCases(work, cases, formatJson);
+    // The refusals above wrote nothing.
+    for (const state of ["sync-state", "up-state", "hub-state"])
+      expect(existsSync(join(work, state)), state).toBe(false);
     // -o json is --format json for validate and plan.
     for (const args of [
       ["validate", repo, "-o", "json"],

@@ -109,4 +109,62 @@ describe("sync loop", () => {
     release!();
     await loop.stop();
   });
+
+  it("loop - syncNow answers with a sync begun after it asked, with its options; one asking otherwise waits for the next", async () => {
+    const asked: (boolean | undefined)[] = [];
+    const releases: (() => void)[] = [];
+    const heads = ["first", "second", "third"];
+    const { timers } = manualTimers();
+    const loop = startSyncLoop({
+      syncer: {
+        sync: (options) => {
+          asked.push(options?.acceptRewrite);
+          const head = heads.shift()!;
+          return new Promise<SyncOutcome>((resolve) => {
+            releases.push(() => resolve({ ...upToDate, head }));
+          });
+        },
+      },
+      intervalMs: 60_000,
+      timers,
+    });
+    // The first sync runs already: it may have fetched before the push the caller asks about.
+    const plain = loop.syncNow();
+    const adopting = loop.syncNow({ acceptRewrite: true });
+    releases.shift()!();
+    await settle();
+    expect(asked).toEqual([undefined, undefined]);
+    releases.shift()!();
+    expect(await plain).toMatchObject({ head: "second" });
+    await settle();
+    expect(asked).toEqual([undefined, undefined, true]);
+    releases.shift()!();
+    expect(await adopting).toMatchObject({ head: "third" });
+    await loop.stop();
+    await expect(loop.syncNow()).rejects.toThrow("the sync loop has stopped");
+  });
+
+  it("loop - syncNow rejects with the sync's error, and the loop backs off as for any failure", async () => {
+    const errors: number[] = [];
+    const { timers, delays } = manualTimers();
+    let fail = false;
+    const loop = startSyncLoop({
+      syncer: {
+        sync: async () => {
+          if (fail) throw new RemoteUnreachableError("u", "ECONNREFUSED");
+          return upToDate;
+        },
+      },
+      intervalMs: 60_000,
+      backoff: { initialMs: 100, jitter: 0 },
+      timers,
+      onError: (_, failures) => errors.push(failures),
+    });
+    await settle();
+    fail = true;
+    await expect(loop.syncNow()).rejects.toThrow("cannot reach u: ECONNREFUSED");
+    expect(errors).toEqual([1]);
+    expect(delays).toEqual([60_000, 100]);
+    await loop.stop();
+  });
 });

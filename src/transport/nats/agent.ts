@@ -20,7 +20,14 @@ import {
 import type { NatsConnection, Subscription } from "@nats-io/transport-node";
 import type { AgentReply, AttemptResult, Bundle, Report } from "../../model/generated.js";
 import type { LocalAgent } from "../local.js";
-import { connectNats, type NatsTls } from "./connect.js";
+import {
+  connectNats,
+  identityLabel,
+  type NatsCredentials,
+  type NatsTls,
+  readNatsCredentials,
+  wrongCredentials,
+} from "./connect.js";
 import type { HeartbeatMessage } from "./heartbeats.js";
 import { type NatsLog, silentLog } from "./log.js";
 import { ATTEMPTS_STREAM, attemptConsumer, identities, OBSERVED_BUCKET, subjects } from "./subjects.js";
@@ -35,6 +42,8 @@ export interface NatsAgentOptions {
   servers?: string | string[];
   /** The node's credentials file (from `steward nats config`). */
   creds?: string;
+  /** The node's credentials, already read (`readNatsCredentials`); wins over `creds`. */
+  credentials?: NatsCredentials;
   tls?: NatsTls;
   /** An open connection to use (several agents in one process); not closed by `stop`. */
   connection?: NatsConnection;
@@ -71,19 +80,32 @@ const PUBLISH_RETRY = { timeout: 2_000, retries: 5 };
 /** Service-like resources: an instance having one is watched by its own heartbeat while it runs. */
 const SERVICE_KINDS = new Set(["service", "container", "systemd-unit"]);
 
-/** Connects as the node and runs its loop until `stop`. Resolves once the loop is running. */
+/**
+ * Connects as the node and runs its loop until `stop`. Resolves once the loop is running; rejects
+ * with NatsAuthorizationError when the server refuses the credentials (or their absence), and
+ * NatsWrongCredentialsError when they are another identity's, having closed the connection.
+ */
 export async function runNatsAgent(options: NatsAgentOptions): Promise<NatsAgent> {
+  const credentials = options.credentials ?? (options.creds ? readNatsCredentials(options.creds) : undefined);
   const nc =
     options.connection ??
     (await connectNats({
       servers: options.servers ?? "nats://127.0.0.1:4222",
       identity: identities.node(options.node),
       waitOnFirstConnect: true,
-      ...(options.creds ? { creds: options.creds } : {}),
+      ...(credentials ? { credentials } : {}),
       ...(options.tls ? { tls: options.tls } : {}),
     }));
   const loop = new AgentLoop(nc, options);
-  await loop.start();
+  try {
+    await loop.start();
+  } catch (error) {
+    await loop.stop().catch(() => undefined);
+    if (!options.connection) await nc.close().catch(() => undefined);
+    if (error instanceof RefusedSubjects)
+      throw wrongCredentials(identityLabel(identities.node(options.node)), credentials, error.message);
+    throw error;
+  }
   return {
     node: options.node,
     connection: nc,
@@ -93,6 +115,9 @@ export async function runNatsAgent(options: NatsAgentOptions): Promise<NatsAgent
     },
   };
 }
+
+/** The server refused the node's own subjects to this connection (see `AgentLoop.start`). */
+class RefusedSubjects extends Error {}
 
 class AgentLoop {
   private readonly js: JetStreamClient;
@@ -126,13 +151,34 @@ class AgentLoop {
     this.intervalMs = options.heartbeatIntervalMs ?? 5_000;
   }
 
+  /**
+   * Starts beating, answering and pulling. The node's control subject is subscribed first and a
+   * round trip made: the server refuses that subscription, before its answer to the round trip,
+   * to credentials that are not the node's — which then throw RefusedSubjects, before anything
+   * else is sent.
+   */
   async start(): Promise<void> {
+    let refused: Error | undefined;
+    let checked = false;
     this.control = this.nc.subscribe(subjects.control(this.node), {
-      callback: (_, msg) => {
+      callback: (error, msg) => {
+        if (error) {
+          // A later refusal (the server's permissions changed under a running agent) is logged.
+          if (checked)
+            this.log.error(
+              { node: this.node, error: error.message },
+              "the server refuses this node's control subject",
+            );
+          else refused = error;
+          return;
+        }
         msg.respond(JSON.stringify({ accepted: true }));
         void this.observeAndPublish();
       },
     });
+    await this.nc.flush();
+    checked = true;
+    if (refused) throw new RefusedSubjects(refused.message);
     this.beat();
     this.heartbeatTimer = setInterval(() => this.beat(), this.intervalMs);
     const report = await this.options.agent.observe();
@@ -263,8 +309,10 @@ class AgentLoop {
       if (!bundle) continue;
       const newest = this.applied.get(bundle.spec.assignment) ?? 0;
       if (bundle.generation < newest) {
-        await this.publishResult(this.superseded(bundle, newest));
+        const result = this.superseded(bundle, newest);
+        await this.publishResult(result);
         msg.ack();
+        this.logAttempt(result);
       } else work.push({ msg, bundle });
     }
     if (work.length === 0) return;
@@ -273,6 +321,7 @@ class AgentLoop {
       for (const { msg } of work) msg.working();
       for (const msg of this.inHand) msg.working();
     }, this.options.progressIntervalMs ?? 1_000);
+    const started = Date.now();
     let outcomes: ({ result: AttemptResult } | { error: unknown })[];
     let report: Report;
     try {
@@ -292,8 +341,10 @@ class AgentLoop {
       }
     } catch (error) {
       // The Agent itself failed (not the attempt): let the server redeliver within its bound.
-      this.log.error({ node: this.node, error: String(error) }, "apply failed");
-      for (const { msg } of work) msg.nak(1_000);
+      for (const { msg, bundle } of work) {
+        this.logUnanswered(bundle, started, error);
+        msg.nak(1_000);
+      }
       return;
     } finally {
       clearInterval(progress);
@@ -303,10 +354,7 @@ class AgentLoop {
       const outcome = outcomes[i];
       if (outcome && "result" in outcome) answered.push({ msg, result: outcome.result });
       else {
-        this.log.error(
-          { node: this.node, attemptId: bundle.attemptId, error: String(outcome?.error) },
-          "apply failed",
-        );
+        this.logUnanswered(bundle, started, outcome?.error);
         msg.nak(1_000);
       }
     });
@@ -321,7 +369,10 @@ class AgentLoop {
         ...answered.map(({ result }) => this.publishResult(result)),
         this.publishReport(report),
       ]);
-      for (const { msg } of answered) msg.ack();
+      for (const { msg, result } of answered) {
+        msg.ack();
+        this.logAttempt(result);
+      }
     } catch (error) {
       // Not acknowledged: the attempts come back and the Agent replays their results.
       this.log.warn(
@@ -329,6 +380,39 @@ class AgentLoop {
         "could not publish the results; the attempts will be redelivered",
       );
     }
+  }
+
+  /** The one line an attempt gets once its result is published: what it was, how it ended, how long it took. */
+  private logAttempt(result: AttemptResult): void {
+    const fields = {
+      node: this.node,
+      attemptId: result.attemptId,
+      assignment: result.assignment,
+      generation: result.generation,
+      outcome: result.outcome,
+      durationMs: Math.max(0, Date.parse(result.finishedAt) - Date.parse(result.startedAt)) || 0,
+      ...(result.failureClass ? { failureClass: result.failureClass } : {}),
+      ...(result.reason ? { reason: result.reason } : {}),
+      ...(result.duplicate ? { duplicate: true } : {}),
+    };
+    if (result.outcome === "succeeded") this.log.info(fields, `attempt ${result.outcome}`);
+    else this.log.warn(fields, `attempt ${result.outcome}${result.reason ? `: ${result.reason}` : ""}`);
+  }
+
+  /** The line of an attempt the Agent could not answer: it goes back to the server to come again. */
+  private logUnanswered(bundle: Bundle, started: number, error: unknown): void {
+    this.log.error(
+      {
+        node: this.node,
+        attemptId: bundle.attemptId,
+        assignment: bundle.spec.assignment,
+        generation: bundle.generation,
+        outcome: "redelivered",
+        durationMs: Date.now() - started,
+        error: String(error),
+      },
+      "attempt not applied: the agent failed; it will be redelivered",
+    );
   }
 
   private superseded(bundle: Bundle, newest: number): AttemptResult {

@@ -131,7 +131,8 @@ export function planNatsConfig(
     const seed = existing ?? newSeed();
     const publicKey = fromSeed(new TextEncoder().encode(seed)).getPublicKey();
     planned.push({ ...entry, publicKey, credentials: path, created: existing === undefined });
-    files.push({ path, mode: 0o600, content: `${seed}\n` });
+    // The first line says whose they are, so an agent given the wrong file can say whose it got.
+    files.push({ path, mode: 0o600, content: `${credentialsComment(entry.role, entry.name)}\n${seed}\n` });
     users.push(userBlock(`${entry.role} ${entry.name}`, publicKey, entry.permissions));
   }
 
@@ -198,11 +199,31 @@ function tlsBlock(tls: NatsConfigInput["tls"]): string[] {
   ];
 }
 
-/** Reads a seed back from a credentials file of an earlier run. */
+/** The first line of a credentials file `steward nats config` writes: whose they are. */
+export function credentialsComment(role: IdentityRole, name: string): string {
+  return `# steward ${role} ${name}: NATS credentials from \`steward nats config\`; keep this file 0600`;
+}
+
+const OWNER_COMMENT = /^# steward (hub|node|task-agent|viewer) ([a-z0-9-]+)\b/m;
+
+/** Whose a credentials file says it is (`node "edge-2"`, `the hub`), from `credentialsComment`'s line. */
+export function credentialsOwner(text: string): string | undefined {
+  const match = OWNER_COMMENT.exec(text);
+  if (!match) return undefined;
+  const [, role, name] = match;
+  if (role === "hub") return "the hub";
+  if (role === "viewer") return "the viewer";
+  return `${role === "node" ? "node" : "task agent"} "${name}"`;
+}
+
+/** Reads a seed back from a credentials file of an earlier run (with or without its first-line comment). */
 export function readSeed(dir: string, path: string): string | undefined {
   const file = join(dir, path);
   if (!existsSync(file)) return undefined;
-  const seed = readFileSync(file, "utf8").trim();
+  const lines = readFileSync(file, "utf8")
+    .split("\n")
+    .map((line) => line.trim());
+  const seed = lines.find((line) => line !== "" && !line.startsWith("#")) ?? "";
   if (!/^SU[A-Z2-7]{56}$/.test(seed))
     throw new UsageError(`${file} is not an nkey user seed: move it away or fix it, then run again`);
   return seed;

@@ -7,6 +7,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import type { TransportName } from "../../hub/transport.js";
 import { EnvironmentError } from "../../model/errors.js";
@@ -116,15 +117,14 @@ export async function startLocalFleet(options: LocalFleetOptions): Promise<Local
         );
       }),
     );
-    const forward = (chunk: Buffer) => {
-      for (const line of chunk.toString().split("\n")) {
-        if (!line) continue;
-        if (line.includes(AGENT_RUNNING)) markRunning();
-        options.onOutput?.(node, line);
-      }
+    // Whole lines only: a read from the pipe may end in the middle of one.
+    const forward = (line: string) => {
+      if (!line) return;
+      if (line.includes(AGENT_RUNNING)) markRunning();
+      options.onOutput?.(node, line);
     };
-    child.stdout?.on("data", forward);
-    child.stderr?.on("data", forward);
+    for (const stream of [child.stdout, child.stderr])
+      if (stream) createInterface({ input: stream, crlfDelay: Number.POSITIVE_INFINITY }).on("line", forward);
     child.once("exit", (code) => {
       if (!stopping) options.onExit?.(node, code);
     });

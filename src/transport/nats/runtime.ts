@@ -25,6 +25,11 @@ export interface LocalFleetContext {
   /** The hub's state directory; the fleet lives in `<dir>/fleet`. */
   stateDir: string;
   log: NatsLog;
+  /**
+   * Where an agent's JSON log lines go as they are (the hub's log file); without it they are
+   * logged through `log`. Lines that are not JSON (a crash's stack) go through `log` either way.
+   */
+  agentLog?: (line: string) => void;
   /** Records task agents' claims and resolutions (the hub's `recordTaskEvent`). */
   onTaskEvent?: (event: TaskEvent) => Promise<void>;
 }
@@ -36,6 +41,17 @@ export interface LocalFleetRuntime {
   bus: HubBus;
   /** Stops the agents and the server, after the hub stopped the transport. */
   stop(): Promise<void>;
+}
+
+/** True when `line` is one JSON object (a log line of pino's), false for any other output. */
+function isJsonObject(line: string): boolean {
+  if (!line.startsWith("{")) return false;
+  try {
+    const value: unknown = JSON.parse(line);
+    return typeof value === "object" && value !== null && !Array.isArray(value);
+  } catch {
+    return false;
+  }
 }
 
 /** Starts the server and the agents; resolves once every agent runs. */
@@ -50,7 +66,11 @@ export async function startLocalFleetRuntime(
     rootOf: (node) => context.rootOf(node) ?? join(context.stateDir, "fleet", "nodes", node, "root"),
     ...(setup.heartbeatIntervalMs ? { heartbeatIntervalMs: setup.heartbeatIntervalMs } : {}),
     ...(setup.steward ? { steward: setup.steward } : {}),
-    onOutput: (node, line) => context.log.info({ node }, line),
+    onOutput: (node, line) => {
+      // The agent logs JSON lines of its own: kept as they are, not as a string inside the hub's `msg`.
+      if (context.agentLog && isJsonObject(line)) context.agentLog(line);
+      else context.log.info({ node }, line);
+    },
     onExit: (node, code) => context.log.error({ node, code }, "agent process exited"),
   });
   const transport = createNatsTransport({

@@ -23,6 +23,12 @@ describe("nats agent cli - steward agent --nats refuses what cannot work, in one
     return file;
   };
 
+  const notASeed = () => {
+    const file = join(dir, "not-a-seed.nk");
+    writeFileSync(file, "# a comment\nnot a seed\n", { mode: 0o600 });
+    return file;
+  };
+
   const cases: { name: string; argv: () => string[]; message: RegExp }[] = [
     {
       name: "no node name",
@@ -53,6 +59,12 @@ describe("nats agent cli - steward agent --nats refuses what cannot work, in one
       ],
       message:
         /^steward: NATS credentials .*open\.nk are readable by others \(mode 644\): run `chmod 600 .*open\.nk`\n$/,
+    },
+    {
+      name: "an --nkey file that holds no seed",
+      argv: () => ["agent", "--nats", "nats://127.0.0.1:1", "--node", "web-1", "--nkey", notASeed()],
+      message:
+        /^steward: --nkey \S+not-a-seed\.nk holds no user nkey seed \(SU\.\.\.\): give the seed file `steward nats config` wrote \(credentials\/nodes\/NODE\.nk\)\n$/,
     },
   ];
   for (const c of cases)

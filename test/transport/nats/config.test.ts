@@ -110,4 +110,26 @@ describe("nats config - planning the server configuration and credentials", () =
     expect(await main(["nats", "config", "--out", "bus", "--node", "a"], io)).toBe(2);
     expect(err.join("")).toMatch(/hub\.nk is not an nkey user seed: move it away or fix it, then run again/);
   });
+
+  it("nats config - each credentials file says whose it is first; a bare seed of an earlier run is kept and labelled", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "steward-nats-cfg-"));
+    dirs.push(dir);
+    const io = { stdout: () => {}, stderr: () => {}, env: {}, cwd: dir, isTty: false };
+    const seed = seeds[9] as string;
+    const file = (path: string) => join(dir, "bus", "credentials", path);
+    expect(await main(["nats", "config", "--out", "bus", "--node", "edge-2"], io)).toBe(0);
+    for (const [path, line] of [
+      ["hub.nk", "# steward hub hub: "],
+      ["nodes/edge-2.nk", "# steward node edge-2: "],
+      ["task-agents/tasks.nk", "# steward task-agent tasks: "],
+      ["viewer.nk", "# steward viewer viewer: "],
+    ] as const)
+      expect(readFileSync(file(path), "utf8").split("\n")[0], path).toMatch(new RegExp(`^${line}`));
+    // Written by an earlier steward: the seed alone.
+    writeFileSync(file("nodes/edge-2.nk"), `${seed}\n`, { mode: 0o600 });
+    expect(await main(["nats", "config", "--out", "bus", "--node", "edge-2"], io)).toBe(0);
+    expect(readFileSync(file("nodes/edge-2.nk"), "utf8")).toBe(
+      `# steward node edge-2: NATS credentials from \`steward nats config\`; keep this file 0600\n${seed}\n`,
+    );
+  });
 });

@@ -56,6 +56,25 @@ describe("nats up - steward up --transport nats runs the local nodes as agent pr
       expect(existsSync(join(state, "fleet", "nodes", node, "state", "attempts")), node).toBe(true);
     expect(readFileSync(join(state, "fleet", "nats", "nats-server.conf"), "utf8")).toContain("# node web-2");
     expect(run.code).toBe(0);
+    // The agents' lines in the hub's log are their own JSON, with one line per attempt.
+    const lines = readFileSync(join(state, "hub.log"), "utf8")
+      .split("\n")
+      .filter(Boolean)
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(lines.filter((line) => /^\s*\{/.test(String(line.msg)))).toEqual([]);
+    const attempts = lines.filter((line) => line.name === "steward-agent" && line.attemptId);
+    expect(attempts.length).toBeGreaterThanOrEqual(6);
+    for (const line of attempts)
+      expect(line).toEqual(
+        expect.objectContaining({
+          node: expect.stringMatching(/^(db-1|web-1|web-2)$/),
+          attemptId: expect.stringMatching(/^[0-9A-Z]{26}$/),
+          assignment: expect.any(String),
+          generation: expect.any(Number),
+          outcome: expect.any(String),
+          durationMs: expect.any(Number),
+        }),
+      );
     // The server and the agent processes went with `steward up` (services stay: a later run adopts them).
     expect(processesMentioning(join(state, "fleet"))).toEqual([]);
   }, 200_000);
