@@ -185,8 +185,9 @@ describe("nats hub bus - a real hub mirrors its conditions to KV and hands tasks
         code: 2,
         stderr: expect.stringMatching(new RegExp(`^steward: ${message}[^\n]*\n$`)),
       });
+    // A node's credentials are known for whose they are, before any bucket is read.
     expect(asNode.stderr).toMatch(
-      /^steward: cannot read KV bucket steward-conditions with these credentials \(.+\): use a viewer's, credentials\/viewer.nk from `steward nats config`\n$/,
+      /^steward: the credentials .+edge-7\.nk are node "edge-7"'s, not the viewer's: .* pass the viewer's own credentials \(`steward nats config` writes them as credentials\/viewer\.nk\)\n$/,
     );
   });
 
