@@ -190,6 +190,8 @@ class NatsHubTransport implements NatsTransport {
   private readonly watch: SilenceWatch;
   private readonly clock: () => Date;
   private readonly log: NatsLog;
+  /** The publish in progress per instance subject (see dispatch). */
+  private readonly publishing = new Map<string, Promise<void>>();
   private repairing: Promise<void> | undefined;
   private readonly repairTriggers: TransportHealth[] = [];
   private readonly quietTimers = new Map<string, NodeJS.Timeout>();
@@ -310,27 +312,37 @@ class NatsHubTransport implements NatsTransport {
     await this.started();
     if (!this.js || this.stopped)
       throw new DispatchError("the NATS transport is not running", "transient", "TransportStopped");
-    try {
-      await this.nodeReady(name);
-      const ack = await this.js.publish(
-        subjects.attempt(name, bundle.spec.assignment),
-        JSON.stringify(bundle),
-        {
+    const js = this.js;
+    const subject = subjects.attempt(name, bundle.spec.assignment);
+    // The stream keeps one attempt per instance subject, the last published: an older attempt
+    // whose publish is still being retried (a server restarting) must not land after a newer one
+    // and replace it. So an instance's publishes go one after another, in the order they were made.
+    const before = this.publishing.get(subject) ?? Promise.resolve();
+    const publish = before.then(async () => {
+      try {
+        await this.nodeReady(name);
+        const ack = await js.publish(subject, JSON.stringify(bundle), {
           msgID: bundle.attemptId,
           timeout: this.options.publishTimeoutMs ?? 2_000,
           // A retry after a lost acknowledgement is safe: the stream drops the second copy by its id.
           retries: 3,
           expect: { streamName: ATTEMPTS_STREAM },
-        },
-      );
-      if (ack.duplicate)
-        this.log.info(
-          { attemptId: bundle.attemptId, node: name },
-          "attempt already on the stream; not queued twice",
-        );
-    } catch (error) {
-      throw dispatchError(error, bundle, name);
-    }
+        });
+        if (ack.duplicate)
+          this.log.info(
+            { attemptId: bundle.attemptId, node: name },
+            "attempt already on the stream; not queued twice",
+          );
+      } catch (error) {
+        throw dispatchError(error, bundle, name);
+      }
+    });
+    const settled = publish.catch(() => undefined);
+    this.publishing.set(subject, settled);
+    settled.then(() => {
+      if (this.publishing.get(subject) === settled) this.publishing.delete(subject);
+    });
+    return publish;
   }
 
   async requestReport(node: Node): Promise<void> {
