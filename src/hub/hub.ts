@@ -20,7 +20,7 @@ import { BusFeed, type HubBus, type TaskEvent } from "./bus.js";
 import { type Clock, systemClock } from "./clock.js";
 import { markOpen, markResolved } from "./conditions.js";
 import { DEFAULT_TIMING, type Timing } from "./decide.js";
-import type { DeclarationChanges } from "./desired.js";
+import { type DeclarationChanges, declaredRevision } from "./desired.js";
 import { idFactory } from "./ids.js";
 import { Liveness } from "./liveness.js";
 import { HubMetrics } from "./metrics.js";
@@ -289,11 +289,26 @@ export class Hub {
     if (!this.stopping) this.queue.addAll(keys);
   }
 
-  /** Takes in what the syncer recorded since the last call: invalid revisions and changed instances. */
+  /**
+   * Takes in what the syncer recorded since the last call: invalid revisions and changed instances.
+   * An applied revision waits until its declarations (or a later revision's) are recorded
+   * (desired.ts): its generations must go out with the Node documents it declares — a revision
+   * synced by another process is not dispatched with the host keys of the revision before.
+   */
   takeInRevisions(): RevisionRecord[] {
     this.takeInSyncEvents();
     const cursor = Number(this.store.meta(REVISION_CURSOR) ?? "0");
-    const revisions = this.store.revisionsAfter(cursor);
+    const declared = declaredRevision(this.store);
+    const declaredSeq = (declared ? this.store.revision(declared)?.seq : undefined) ?? 0;
+    const after = this.store.revisionsAfter(cursor);
+    const waiting = after.findIndex((r) => r.outcome === "applied" && r.seq > declaredSeq);
+    const revisions = waiting < 0 ? after : after.slice(0, waiting);
+    if (waiting >= 0)
+      this.log.debug(
+        { revision: after[waiting]!.sha, declared },
+        "revision %s waits for its declarations",
+        after[waiting]!.sha.slice(0, 12),
+      );
     if (revisions.length === 0) return [];
     const now = this.nowIso();
     const changed = new Set<string>();

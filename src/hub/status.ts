@@ -285,10 +285,13 @@ export function convergenceStatus(input: {
   if (converged === total)
     return withUrl({ sha, context, state: "success", description: `${progress}, probes passing` }, publicUrl);
   const parts = [progress];
-  const skipped = instances.filter((i) => !i.converged && i.skipped);
-  if (skipped.length > 0) {
-    const named = skipped.slice(0, 3).map((i) => `${i.node} (${i.skipped})`);
-    if (skipped.length > 3) named.push(`+${skipped.length - 3} more`);
+  // By node: a node that has several instances of the set is skipped once.
+  const skipped = new Map<string, string>();
+  for (const i of instances)
+    if (!i.converged && i.skipped && !skipped.has(i.node)) skipped.set(i.node, i.skipped);
+  if (skipped.size > 0) {
+    const named = [...skipped].slice(0, 3).map(([node, why]) => `${node} (${why})`);
+    if (skipped.size > 3) named.push(`+${skipped.size - 3} more`);
     parts.push(`skipped ${named.join(", ")}`);
   }
   for (const pause of input.paused ?? [])

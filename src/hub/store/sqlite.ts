@@ -301,6 +301,8 @@ export class SqliteStore implements Store {
   private readonly specs = new Map<string, Pick<DesiredInstance, "spec" | "rollout" | "budget">>();
   /** Last stored body of each observation, to skip rewriting what a report repeats. */
   private readonly observed = new Map<string, string>();
+  /** The instance keys each node has an observation of (read once per node, then kept). */
+  private readonly observedKeys = new Map<string, Set<string>>();
   private readonly parsedObservations = new Map<
     string,
     { body: string; takenAt: string; observation: Observation }
@@ -343,6 +345,7 @@ export class SqliteStore implements Store {
     } catch (error) {
       // Rolled back: the cache of stored observations may now be ahead of the database.
       this.observed.clear();
+      this.observedKeys.clear();
       throw error;
     }
   }
@@ -958,8 +961,12 @@ export class SqliteStore implements Store {
       JSON.stringify(report.agent),
     );
     const changed: string[] = [];
+    const keys = this.observationKeysOf(report.node);
+    const reported = new Set<string>();
     for (const instance of report.instances) {
       const key = instanceKey(instance.assignment, report.node);
+      reported.add(key);
+      keys.add(key);
       const body = JSON.stringify(instance);
       if (this.observed.get(key) === body) continue;
       changed.push(key);
@@ -982,7 +989,31 @@ export class SqliteStore implements Store {
       );
       this.observed.set(key, body);
     }
+    // A full report is all the node holds: an instance it does not mention is not there (another
+    // agent's state, a wiped state directory), whatever an earlier report said.
+    for (const key of keys) {
+      if (reported.has(key)) continue;
+      this.run("DELETE FROM observations WHERE instance_key = ?", key);
+      keys.delete(key);
+      this.observed.delete(key);
+      this.parsedObservations.delete(key);
+      changed.push(key);
+    }
     return changed;
+  }
+
+  /** The keys of `node`'s stored observations (kept up to date by `saveReport`). */
+  private observationKeysOf(node: string): Set<string> {
+    let keys = this.observedKeys.get(node);
+    if (!keys) {
+      keys = new Set(
+        this.all("SELECT instance_key FROM observations WHERE node = ?", node).map(
+          (r) => r.instance_key as string,
+        ),
+      );
+      this.observedKeys.set(node, keys);
+    }
+    return keys;
   }
 
   observation(key: string): Observation | undefined {

@@ -179,8 +179,9 @@ export interface Store {
   // Observations.
   reportMeta(node: string): { takenAt: string; seq?: number } | undefined;
   /**
-   * Stores a full report as the node's latest observation. Returns the instance keys whose
-   * observation changed, or undefined (storing nothing) when the report is older than the stored one.
+   * Stores a full report as the node's latest observation: an instance it does not mention loses
+   * its observation (the node holds nothing of it). Returns the instance keys whose observation
+   * changed, or undefined (storing nothing) when the report is older than the stored one.
    */
   saveReport(report: Report, receivedAt: string): string[] | undefined;
   observation(instanceKey: string): Observation | undefined;
