@@ -12,7 +12,7 @@ import { addOutputOptions, type OutputOptions, outputFormat, printResult } from 
 
 interface DecisionOptions extends OutputOptions {
   assignment?: string;
-  reason: string;
+  reason?: string;
   as?: string;
 }
 
@@ -48,7 +48,7 @@ function decisionCommand(
     )
     .argument("<revision>", "the revision: a sha or its prefix, a branch, a tag, HEAD~N")
     .option("--assignment <name>", "only this assignment's rollout (default: every rollout of the revision)")
-    .requiredOption("--reason <text>", "why: recorded with the decision and shown with the rollout")
+    .option("--reason <text>", "why (required): recorded with the decision and shown with the rollout")
     .option("--as <name>", "who decides (default: $STEWARD_OPERATOR, else $USER)");
   addOutputOptions(command);
   return command.action(async (revision: string, options: DecisionOptions) => {
@@ -56,8 +56,12 @@ function decisionCommand(
     const { resolveRevision } = await import("./describe.js");
     const decisions = await import("../hub/rollout-decisions.js");
     const { UsageError } = await import("../model/errors.js");
-    if (options.reason.trim() === "")
-      throw new UsageError(`say why: \`steward rollout ${decision} ${revision} --reason "..."\``);
+    // Checked here rather than by commander, so a mistyped flag is named first.
+    const reason = options.reason?.trim();
+    if (!reason)
+      throw new UsageError(
+        `say why: \`steward rollout ${decision} ${revision} --reason "..."\` (the decision is recorded with who took it and why)`,
+      );
     const paths = statePaths(io, globals());
     const store = await openHubStore(paths);
     let outcomes: RolloutDecisionOutcome[];
@@ -67,7 +71,7 @@ function decisionCommand(
       const input = {
         revision: sha,
         by: operatorName(io, options.as),
-        reason: options.reason,
+        reason,
         at: new Date().toISOString(),
         ...(options.assignment !== undefined ? { assignment: options.assignment } : {}),
       };
@@ -96,5 +100,11 @@ export function rolloutCommand(
   return new Command("rollout")
     .description("steer the rollouts of a revision: pause them, or resume them past their failures")
     .addCommand(decisionCommand("pause", io, globals, exit))
-    .addCommand(decisionCommand("resume", io, globals, exit));
+    .addCommand(decisionCommand("resume", io, globals, exit))
+    .action(async () => {
+      const { UsageError } = await import("../model/errors.js");
+      throw new UsageError(
+        'say what to do with the rollout: `steward rollout pause REVISION --reason "..."` or `steward rollout resume REVISION --reason "..."` (see `steward rollout --help`)',
+      );
+    });
 }

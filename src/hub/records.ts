@@ -284,7 +284,7 @@ export interface RolloutDecisionRecord {
   at: string;
   /** The `RolloutPaused` task this decision answered, when it came as an answer. */
   taskId?: string;
-  /** For `resume`: the failed instances it let the rollout go on past. */
+  /** For `resume`: the failed instances the rollout goes on past (those an earlier resume accepted too). */
   accepted: string[];
 }
 

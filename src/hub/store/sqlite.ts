@@ -818,9 +818,11 @@ export class SqliteStore implements Store {
         );
         this.run(
           `UPDATE rollout_decisions SET accepted = (SELECT json_group_array(instance_key) FROM
-             (SELECT instance_key FROM rollout_accepted_failures WHERE decision_seq = ? ORDER BY instance_key))
+             (SELECT instance_key FROM rollout_accepted_failures WHERE assignment = ? AND revision = ?
+               ORDER BY instance_key))
            WHERE seq = ?`,
-          seq,
+          decision.assignment,
+          decision.revision,
           seq,
         );
       }

@@ -150,7 +150,8 @@ export interface Store {
   rolloutDecision(assignment: string, revision: string): RolloutDecisionRecord | undefined;
   /**
    * Records an operator's decision. A `resume` also accepts the rollout's failed instances of now
-   * (blocked or stuck), which then no longer count against `maxFailures`; `accepted` lists them.
+   * (blocked or stuck), which then no longer count against `maxFailures`; `accepted` lists every
+   * failure the rollout goes on past (an earlier resume's too).
    */
   recordRolloutDecision(decision: Omit<RolloutDecisionRecord, "seq" | "accepted">): RolloutDecisionRecord;
   /** Instance keys on `node` whose intent has one of `statuses`. */
