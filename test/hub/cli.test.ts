@@ -135,6 +135,10 @@ describe("hub - cli", () => {
     const status = await steward(h.dir, "status", "-o", "wide");
     expect(status.code).toBe(EXIT.problems);
     expect(status.stdout).toContain(`rollout of app at ${sha.slice(0, 12)} paused by alice: a slow canary`);
+    const story = await steward(h.dir, "describe", "revision", "HEAD");
+    expect(story.stdout).toContain(
+      "    app: pending: 1/3 nodes at generation 1; paused by alice: a slow canary\n        paused by alice: a slow canary (since ",
+    );
 
     await h.advance(30_000);
     expect(h.intent("app@n2")).toMatchObject({ status: "held", holdReason: "paused-by-operator" });
