@@ -7,7 +7,8 @@
  */
 import { Command } from "commander";
 import { stringify } from "yaml";
-import { DISPLAY_STATES } from "../hub/states.js";
+import type { PauseNote } from "../hub/progress.js";
+import { DISPLAY_STATES, skipWords } from "../hub/states.js";
 import type { Store } from "../hub/store/store.js";
 import type {
   AttemptStory,
@@ -205,6 +206,14 @@ function renderNode(story: NodeStory, now: Date, colours: Palette): string {
   return text;
 }
 
+function renderPause(pause: PauseNote): string {
+  const who = pause.by ? `by ${pause.by}: ${pause.why}` : "by its failures";
+  let text = `${INDENT}${INDENT}paused ${who} (since ${pause.since})\n`;
+  for (const i of pause.instances)
+    text += `${INDENT}${INDENT}  caused by ${i.instance}${i.status ? ` ${i.status}` : ""}${i.reason ? ` (${i.reason})` : ""}${i.attemptId ? `, attempt ${i.attemptId}` : ""}\n`;
+  return text;
+}
+
 function renderRevision(story: RevisionStory, now: Date, colours: Palette): string {
   let text = field("Revision", `${story.sha} (${story.branch}, #${story.seq})`);
   text += field("Subject", story.subject);
@@ -216,8 +225,18 @@ function renderRevision(story: RevisionStory, now: Date, colours: Palette): stri
     text += `${INDENT}${d.severity} ${d.file}:${d.line}:${d.column}: ${d.message} [${d.code}]\n`;
   if (story.progress) {
     text += field("Progress", `${story.progress.state}: ${story.progress.description}`);
-    for (const a of story.progress.assignments)
-      text += `${INDENT}${a.assignment}: ${a.state}: ${a.description}${a.unreachable > 0 ? ` (${a.unreachable} on nodes this hub does not reach)` : ""}\n`;
+    text += field(
+      "Carried",
+      story.progress.carriedForwardBy
+        ? `forward by ${story.progress.carriedForwardBy} (a newer revision: statuses still pending here ended, naming it)`
+        : undefined,
+    );
+    for (const a of story.progress.assignments) {
+      text += `${INDENT}${a.assignment}: ${a.state}: ${a.description}\n`;
+      if (a.pause) text += renderPause(a.pause);
+      for (const m of a.skipped)
+        text += `${INDENT}${INDENT}skipped ${m.instance}: ${skipWords(m.skip)} (it holds no in-flight slot and counts as no failure)\n`;
+    }
   }
   text +=
     story.instances.length === 0

@@ -87,8 +87,14 @@ export function removeHubFile(paths: StatePaths, pid: number): void {
   if (readHubFile(paths)?.pid === pid) rmSync(paths.hubFile, { force: true });
 }
 
-/** Asks a running hub to look again; says whether one answered. */
-export async function nudgeHub(paths: StatePaths, scope: { node?: string } = {}): Promise<boolean> {
+/**
+ * Asks a running hub to look again (at a node, or at the rollouts of a revision); says whether one
+ * answered.
+ */
+export async function nudgeHub(
+  paths: StatePaths,
+  scope: { node?: string; revision?: string } = {},
+): Promise<boolean> {
   const hub = readHubFile(paths);
   if (!hub) return false;
   try {

@@ -157,6 +157,8 @@ export class HubRuntime {
       ...(webhook ? { webhook } : {}),
       onNudge: (scope) => {
         if (scope.sync) this.loop?.trigger();
+        // Another process (`steward sync`) may have written a revision: its declarations first.
+        else void this.takeIn();
       },
       operatorToken,
       onSync: ({ acceptRewrite }) => {
@@ -167,21 +169,9 @@ export class HubRuntime {
     this.loop = startSyncLoop({
       syncer: this.syncer,
       intervalMs: this.options.syncIntervalMs,
-      onOutcome: (outcome) => {
-        if (outcome.kind === "up-to-date") {
-          // Nothing new, but a fetch that failed before may work again: its condition resolves.
-          this.hub.takeInRevisions();
-          return;
-        }
-        this.recordDeclarations()
-          .then((changes) => {
-            this.hub.takeInRevisions();
-            if (changes) this.hub.declarationsChanged(changes);
-          })
-          .catch((error: unknown) =>
-            logger.error({ err: error }, "recording the revision's declarations failed"),
-          );
-      },
+      // Up to date too: another process may have synced a revision, and a fetch that failed before
+      // may work again (its condition resolves).
+      onOutcome: () => void this.takeIn(),
       onError: (error, failures, retryInMs) => {
         logger.warn({ err: error, failures, retryInMs }, "sync failed; retrying in %d ms", retryInMs);
         // The syncer recorded a fetch-failed event: it becomes a condition now, not at the next success.
@@ -209,6 +199,21 @@ export class HubRuntime {
   recordTaskEvent(event: import("../hub/bus.js").TaskEvent): Promise<void> {
     if (!this.hub) return Promise.reject(new Error("the hub has not started yet"));
     return this.hub.recordTaskEvent(event);
+  }
+
+  /**
+   * What the syncer recorded, taken in by the hub: the served revision's declarations first, then
+   * its generations (the hub takes in no generation before its revision's declarations), then what
+   * the declarations changed. Whoever synced it: this hub's loop or `steward sync`.
+   */
+  private async takeIn(): Promise<void> {
+    try {
+      const changes = await this.recordDeclarations();
+      this.hub.takeInRevisions();
+      if (changes) this.hub.declarationsChanged(changes);
+    } catch (error) {
+      this.options.logger.error({ err: error }, "recording the revision's declarations failed");
+    }
   }
 
   /** Records the served revision's declarations (nodes, policies, fleet settings) when it changed. */

@@ -21,6 +21,7 @@ const COMMANDS: CommandRegistry = {
   drain: async () => (await import("./drain.js")).drainCommand,
   undrain: async () => (await import("./drain.js")).undrainCommand,
   tasks: async () => (await import("./tasks.js")).tasksCommand,
+  rollout: async () => (await import("./rollout.js")).rolloutCommand,
   nats: async () => (await import("./nats.js")).natsCommand,
 };
 

@@ -9,8 +9,6 @@ import type { SqliteStore } from "../hub/store/sqlite.js";
 import type { AnalysisCache } from "../model/load.js";
 import type { Syncer } from "../repo/syncer.js";
 
-const DECLARED = "declared_revision";
-
 /** Records the served revision's declarations if not done yet; returns what changed (undefined: nothing to do). */
 export async function recordServedRevision(
   store: SqliteStore,
@@ -22,15 +20,13 @@ export async function recordServedRevision(
     | { last_good: string | null }
     | undefined;
   const revision = state?.last_good;
-  if (!revision || store.meta(DECLARED) === revision) return undefined;
+  const { declaredRevision, recordDeclaredFleet } = await import("../hub/desired.js");
+  if (!revision || declaredRevision(store) === revision) return undefined;
   const { treeSource } = await import("../repo/tree.js");
   const { loadRepo } = await import("../model/load.js");
-  const { recordDeclaredFleet } = await import("../hub/desired.js");
   const repository = syncer.repository;
   const commit = repository.commit(revision);
   const loaded = await loadRepo(treeSource(repository.reader, repository.trees, commit.tree), { cache });
   if (!loaded.desired) return undefined;
-  const changes = recordDeclaredFleet(store, revision, loaded.desired, now.toISOString());
-  store.setMeta(DECLARED, revision);
-  return changes;
+  return recordDeclaredFleet(store, revision, loaded.desired, now.toISOString());
 }

@@ -27,7 +27,7 @@ export function renderTasks(views: readonly TaskView[], now: Date, wide = false)
   );
 }
 
-const TASK_OUTCOMES: readonly TaskOutcome[] = ["ran", "rerun"];
+const TASK_OUTCOMES: readonly TaskOutcome[] = ["ran", "rerun", "resume"];
 
 function agentName(io: CliIo, as?: string): string {
   return as ?? io.env.STEWARD_OPERATOR ?? io.env.USER ?? io.env.LOGNAME ?? "operator";
@@ -86,7 +86,7 @@ export function tasksCommand(io: CliIo, globals: () => GlobalOptions, exit: (cod
     .requiredOption("--action <text>", "what you did")
     .option(
       "--outcome <decision>",
-      "the decision a task of its type needs: for OneShotInterrupted, ran (record it as done: nothing runs again) or rerun (run it once more)",
+      "the decision the answer carries: for OneShotInterrupted (required), ran (record it as done: nothing runs again) or rerun (run it once more); for RolloutPaused (optional), resume (go on past its failures, as `steward rollout resume`)",
     )
     .option("--as <name>", "who resolves it")
     .action(async (id: string, _local: unknown, self: Command) => {
@@ -96,7 +96,7 @@ export function tasksCommand(io: CliIo, globals: () => GlobalOptions, exit: (cod
       const { resolveTask } = await import("../hub/tasks.js");
       const { nudgeHub } = await import("./hub-state.js");
       const { paths, store } = await open();
-      let node: string | undefined;
+      let scope: { node?: string; revision?: string } = {};
       try {
         if (options.outcome !== undefined && !TASK_OUTCOMES.includes(options.outcome as TaskOutcome))
           throw new UsageError(
@@ -110,7 +110,9 @@ export function tasksCommand(io: CliIo, globals: () => GlobalOptions, exit: (cod
           new Date().toISOString(),
           options.outcome as TaskOutcome | undefined,
         );
-        node = condition.node;
+        if (condition.node) scope = { node: condition.node };
+        else if (condition.type === "RolloutPaused" && condition.revision)
+          scope = { revision: condition.revision };
         await printResult(
           io,
           outputFormat(options, globals()),
@@ -125,7 +127,7 @@ export function tasksCommand(io: CliIo, globals: () => GlobalOptions, exit: (cod
       } finally {
         store.close();
       }
-      await nudgeHub(paths, node ? { node } : {});
+      await nudgeHub(paths, scope);
       exit(EXIT.ok);
     });
   return command;

@@ -25,6 +25,18 @@ export interface DeclarationChanges {
   assignments: string[];
 }
 
+/** The hub's meta key naming the revision whose declarations are recorded. */
+const DECLARED_REVISION = "declared_revision";
+
+/**
+ * The revision whose declarations the store holds now. The hub takes in a revision's generations
+ * only once its declarations (or a later revision's) are recorded: an attempt must never go out
+ * with a Node document the fleet repository no longer declares (a host key no longer pinned).
+ */
+export function declaredRevision(store: Store): string | undefined {
+  return store.meta(DECLARED_REVISION);
+}
+
 /** Records the nodes, assignment policies and fleet settings `revision` declares. */
 export function recordDeclaredFleet(
   store: Store,
@@ -33,6 +45,7 @@ export function recordDeclaredFleet(
   now: string,
 ): DeclarationChanges {
   return store.transaction(() => {
+    store.setMeta(DECLARED_REVISION, revision);
     const changes: DeclarationChanges = { nodes: [], assignments: [] };
     for (const [name, { value }] of declared.nodes) {
       const existing = store.node(name);

@@ -108,8 +108,15 @@ export async function startHubHttp(options: HubHttpOptions): Promise<HubHttp> {
     }
     if (route === "POST /nudge") {
       const text = await readBody(request);
-      const scope = (text.trim() === "" ? {} : JSON.parse(text)) as { node?: string; sync?: boolean };
-      hub.nudge(scope.node ? { node: scope.node } : {});
+      const scope = (text.trim() === "" ? {} : JSON.parse(text)) as {
+        node?: string;
+        revision?: string;
+        sync?: boolean;
+      };
+      hub.nudge({
+        ...(typeof scope.node === "string" ? { node: scope.node } : {}),
+        ...(typeof scope.revision === "string" ? { revision: scope.revision } : {}),
+      });
       options.onNudge?.(scope);
       response.writeHead(204);
       response.end();

@@ -20,12 +20,17 @@ import { BusFeed, type HubBus, type TaskEvent } from "./bus.js";
 import { type Clock, systemClock } from "./clock.js";
 import { markOpen, markResolved } from "./conditions.js";
 import { DEFAULT_TIMING, type Timing } from "./decide.js";
-import type { DeclarationChanges } from "./desired.js";
+import { type DeclarationChanges, declaredRevision } from "./desired.js";
 import { idFactory } from "./ids.js";
 import { Liveness } from "./liveness.js";
 import { HubMetrics } from "./metrics.js";
 import { WorkQueue } from "./queue.js";
-import { type ReconcileContext, type ReconcileOutcome, reconcileInstance } from "./reconcile.js";
+import {
+  type ReconcileContext,
+  type ReconcileOutcome,
+  reconcileInstance,
+  reviewRollout,
+} from "./reconcile.js";
 import type { AttemptRecord, IntentRecord, IntentStatus, NodeRecord, RevisionRecord } from "./records.js";
 import { redact } from "./redact.js";
 import type { StatusHealth, StatusSink } from "./status.js";
@@ -123,6 +128,8 @@ export class Hub {
   private scheduled = false;
   private processing = false;
   private started = false;
+  /** When this hub started: conditions last observed before it were observed by an earlier run. */
+  private startedAt = "";
   /** No new work once stopping; transport events are still recorded until `stopped`. */
   private stopping = false;
   private stopped = false;
@@ -163,6 +170,7 @@ export class Hub {
       newId: this.newId,
       reaches: (node) => this.reaches(node),
       askForReport: (node) => this.askForReport(node),
+      silenceChanged: (node) => this.reviewRolloutsOf(node),
       beforeCheck: () => {
         if (this.inbox.length > 0) this.flushInbox();
       },
@@ -202,6 +210,7 @@ export class Hub {
   async start(): Promise<void> {
     if (this.started) return;
     this.started = true;
+    this.startedAt = this.nowIso();
     this.takeInRevisions();
     const recovered = this.store.recoveryKeys();
     const outbox = this.store.outbox();
@@ -280,11 +289,26 @@ export class Hub {
     if (!this.stopping) this.queue.addAll(keys);
   }
 
-  /** Takes in what the syncer recorded since the last call: invalid revisions and changed instances. */
+  /**
+   * Takes in what the syncer recorded since the last call: invalid revisions and changed instances.
+   * An applied revision waits until its declarations (or a later revision's) are recorded
+   * (desired.ts): its generations must go out with the Node documents it declares — a revision
+   * synced by another process is not dispatched with the host keys of the revision before.
+   */
   takeInRevisions(): RevisionRecord[] {
     this.takeInSyncEvents();
     const cursor = Number(this.store.meta(REVISION_CURSOR) ?? "0");
-    const revisions = this.store.revisionsAfter(cursor);
+    const declared = declaredRevision(this.store);
+    const declaredSeq = (declared ? this.store.revision(declared)?.seq : undefined) ?? 0;
+    const after = this.store.revisionsAfter(cursor);
+    const waiting = after.findIndex((r) => r.outcome === "applied" && r.seq > declaredSeq);
+    const revisions = waiting < 0 ? after : after.slice(0, waiting);
+    if (waiting >= 0)
+      this.log.debug(
+        { revision: after[waiting]!.sha, declared },
+        "revision %s waits for its declarations",
+        after[waiting]!.sha.slice(0, 12),
+      );
     if (revisions.length === 0) return [];
     const now = this.nowIso();
     const changed = new Set<string>();
@@ -308,7 +332,11 @@ export class Hub {
       }
       this.store.setMeta(REVISION_CURSOR, String(revisions.at(-1)!.seq));
     });
-    this.statuses.changed(revisions.map((r) => r.sha));
+    // The revision that was newest until now is carried forward: its pending statuses end.
+    const carried = revisions.some((r) => r.outcome === "applied")
+      ? this.store.previousAppliedRevision(revisions[0]!.seq)
+      : undefined;
+    this.statuses.changed([...revisions.map((r) => r.sha), ...(carried ? [carried.sha] : [])]);
     this.log.info(
       { revisions: revisions.map((r) => r.sha.slice(0, 12)), instances: changed.size },
       "took in %d revisions; %d instances changed",
@@ -392,19 +420,52 @@ export class Hub {
     );
   }
 
-  /** Re-reads operator changes (drain, undrain, new revisions) after a CLI wrote them. */
-  nudge(scope: { node?: string } = {}): void {
+  /**
+   * Re-reads operator changes after a CLI wrote them: new revisions; a node drained or undrained
+   * (`node`); a rollout paused or resumed (`revision`: its rollouts are looked at again).
+   */
+  nudge(scope: { node?: string; revision?: string } = {}): void {
     this.takeInRevisions();
     // The CLI may have closed a condition (a human procedure done): the bus shows what is open now.
     this.bus?.resync();
     if (scope.node) this.lookAgainAt(scope.node);
+    if (scope.revision) this.lookAgainAtRevision(scope.revision);
   }
 
-  /** Reconciles a node's instances now, and sends its retries that wait on the transport. */
+  /**
+   * Reconciles a node's instances now, sends its retries that wait on the transport, and looks
+   * again at the rollouts it has members in (a drained node's members no longer hold them up).
+   */
   private lookAgainAt(name: string): void {
     this.enqueue(this.store.activeInstanceKeysOfNode(name));
     const node = this.store.node(name);
     if (node && !node.draining) this.nodeReturned(name);
+    this.reviewRolloutsOf(name);
+  }
+
+  /** Looks again at every rollout of `revision` (an operator paused or resumed it). */
+  private lookAgainAtRevision(sha: string): void {
+    const assignments = new Set(this.store.generationsOfRevision(sha).map((g) => g.assignment));
+    this.reviewRollouts([...assignments].map((assignment) => ({ assignment, revision: sha })));
+  }
+
+  /**
+   * Whether the rollouts wait for `name` changed (it drained or came back, went silent or was heard,
+   * its transport stopped or started being run here): look again at each rollout it has unconverged
+   * members in, so slots and failures it held are counted anew. Costs what the node has in flight.
+   */
+  private reviewRolloutsOf(name: string): void {
+    this.reviewRollouts(this.store.rolloutsOfNode(name));
+  }
+
+  private reviewRollouts(rollouts: readonly { assignment: string; revision: string }[]): void {
+    if (rollouts.length === 0 || this.stopping) return;
+    const follow: string[] = [];
+    this.store.transaction(() => {
+      for (const rollout of rollouts) follow.push(...reviewRollout(this.context, rollout).follow);
+    });
+    this.statuses.changed([...new Set(rollouts.map((r) => r.revision))]);
+    this.enqueue(follow);
   }
 
   /** Declarations that changed without a new generation (nodes, policies): reconcile what they touch. */
@@ -424,41 +485,93 @@ export class Hub {
   /**
    * A declared node on a transport this hub does not run is not right either: its instances are
    * never dispatched. `TransportDegraded` (TransportNotEnabled) on the node says so until a hub that
-   * runs the transport starts, or the node moves to one that runs here or is removed.
+   * runs the transport starts, or the node moves to one that runs here or is removed. Every other
+   * reason a transport observed holds only while that transport is how this hub reaches the node:
+   * one observed over a transport the hub does not run (an earlier hub's, or the node's before it
+   * moved) no longer holds and resolves, so a node never shows an old run's `NoCredentials` beside
+   * this run's `TransportNotEnabled`. Run at start and whenever the node's declaration changes.
    */
   private checkReach(node: NodeRecord): void {
     const now = this.nowIso();
-    if (node.removedAt || this.reaches(node)) {
-      markResolved(
-        this.store,
-        "TransportDegraded",
-        "node",
-        node.name,
-        now,
-        node.removedAt
-          ? `node ${node.name} is no longer declared`
-          : `this hub runs transport ${node.transport}`,
-        // A removed node's transport problems all end; a reachable one has only this one solved.
-        node.removedAt ? undefined : "TransportNotEnabled",
-      );
-      return;
+    const reached = !node.removedAt && this.reaches(node);
+    let changed = false;
+    const resolve = (reason: string, resolution: string) => {
+      if (markResolved(this.store, "TransportDegraded", "node", node.name, now, resolution, reason))
+        changed = true;
+    };
+    for (const condition of this.store.conditions({
+      status: "open",
+      type: "TransportDegraded",
+      subjectKind: "node",
+      subject: node.name,
+    })) {
+      const via = typeof condition.evidence.transport === "string" ? condition.evidence.transport : undefined;
+      if (node.removedAt) resolve(condition.reason, `node ${node.name} is no longer declared`);
+      else if (condition.reason === "TransportNotEnabled") {
+        if (reached) resolve(condition.reason, `this hub runs transport ${node.transport}`);
+      } else if (!reached)
+        resolve(
+          condition.reason,
+          `this hub does not run transport ${node.transport}: ${via ?? "that transport"} does not reach node ${node.name} now (TransportNotEnabled says why nothing does)`,
+        );
+      else if (via !== undefined && via !== node.transport)
+        resolve(
+          condition.reason,
+          `node ${node.name} now uses transport ${node.transport}: ${via} no longer reaches it`,
+        );
     }
-    const instances = this.store.activeInstanceKeysOfNode(node.name);
-    markOpen(
-      this.store,
-      {
-        type: "TransportDegraded",
-        subjectKind: "node",
-        subject: node.name,
-        reason: "TransportNotEnabled",
-        message: `node ${node.name} uses transport ${node.transport}, which this hub does not run (it runs ${this.transportNames.join(", ") || "none"}): its ${instances.length} instances are not dispatched`,
-        evidence: { transport: node.transport, instances: instances.slice(0, 20) },
-        resolver: "operator",
-        node: node.name,
-      },
-      now,
-      this.newId,
-    );
+    if (!reached && !node.removedAt) {
+      const instances = this.store.activeInstanceKeysOfNode(node.name);
+      const { change } = markOpen(
+        this.store,
+        {
+          type: "TransportDegraded",
+          subjectKind: "node",
+          subject: node.name,
+          reason: "TransportNotEnabled",
+          message: `node ${node.name} uses transport ${node.transport}, which this hub does not run (it runs ${this.transportNames.join(", ") || "none"}): its ${instances.length} instances are not dispatched`,
+          evidence: { transport: node.transport, instances: instances.slice(0, 20) },
+          resolver: "operator",
+          node: node.name,
+        },
+        now,
+        this.newId,
+      );
+      if (change === "opened") changed = true;
+    }
+    // The rollouts go on around a node this hub does not reach, and wait for it again once it does.
+    if (changed) this.reviewRolloutsOf(node.name);
+  }
+
+  /**
+   * A node's first report since this hub started, over `transport`, taken at `takenAt`: that
+   * transport reaches it. Its `TransportDegraded` conditions that an earlier hub run observed over
+   * that transport (and nothing in this run has observed since), before the report was taken, no
+   * longer hold: the transport that would say they ended kept them in memory and is gone. Within
+   * one run the transport itself says when a problem ends.
+   */
+  private reachedAgain(name: string, transport: string, takenAt: string): void {
+    const now = this.nowIso();
+    for (const condition of this.store.conditions({
+      status: "open",
+      type: "TransportDegraded",
+      subjectKind: "node",
+      subject: name,
+    }))
+      if (
+        condition.evidence.transport === transport &&
+        condition.lastObserved < this.startedAt &&
+        condition.since < takenAt
+      )
+        markResolved(
+          this.store,
+          "TransportDegraded",
+          "node",
+          name,
+          now,
+          `node ${name} reported over ${transport} at ${takenAt}, after this was observed`,
+          condition.reason,
+        );
   }
 
   /** Resolves when nothing is queued, being reconciled, relayed or handled (timers may be pending). */
@@ -709,7 +822,8 @@ export class Hub {
           this.log.warn({ err: error, transport, event }, "a %s event was not recorded", event);
       });
     return {
-      report: (report: Report) => this.deliver("report", transport, () => this.ingestReport(report)),
+      report: (report: Report) =>
+        this.deliver("report", transport, () => this.ingestReport(report, transport)),
       result: (result: AttemptResult) => this.deliver("result", transport, () => this.ingestResult(result)),
       heartbeat: (node: string, at: Date) =>
         bestEffort(
@@ -751,8 +865,10 @@ export class Hub {
           now,
           event.outcome,
         );
-        // An action on a blocked or stuck instance earns it one more attempt now.
+        // An action on a blocked or stuck instance earns it one more attempt now; a resumed rollout moves.
         if (condition.node) this.lookAgainAt(condition.node);
+        if (condition.type === "RolloutPaused" && condition.revision)
+          this.lookAgainAtRevision(condition.revision);
       }
       log.info(
         { action: event.action, note: event.note },
@@ -824,8 +940,8 @@ export class Hub {
     }
   }
 
-  /** A full report: the node's latest observation. It never changes a desired target. */
-  ingestReport(report: Report): void {
+  /** A full report (over `transport`): the node's latest observation. It never changes a desired target. */
+  ingestReport(report: Report, transport?: string): void {
     const received = this.nowIso();
     const affected = this.store.transaction(() => {
       const changed = this.store.saveReport(report, received);
@@ -840,6 +956,7 @@ export class Hub {
         // The first report since this hub started (registration): look at all of the node's instances.
         this.seenNodes.add(report.node);
         for (const key of this.store.activeInstanceKeysOfNode(report.node)) keys.add(key);
+        if (transport) this.reachedAgain(report.node, transport, report.takenAt);
       }
       return keys;
     });

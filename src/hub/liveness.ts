@@ -22,6 +22,8 @@ export interface LivenessOptions {
   /** Whether the hub runs the node's transport (only those are watched). */
   reaches: (node: NodeRecord) => boolean;
   askForReport: (node: string) => void;
+  /** A node became silent, or was heard again: rollouts stop (or start again) waiting for it. */
+  silenceChanged?: (node: string) => void;
   /** Takes in events that already arrived, before a node is called silent. */
   beforeCheck: () => void;
 }
@@ -65,7 +67,10 @@ export class Liveness {
         now,
         `heard from node ${name} at ${at.toISOString()}`,
       );
-      if (resolved) this.options.log.info({ node: name }, "node %s is heard again", name);
+      if (resolved) {
+        this.options.log.info({ node: name }, "node %s is heard again", name);
+        this.options.silenceChanged?.(name);
+      }
     }
     this.watch(name);
   }
@@ -139,7 +144,10 @@ export class Liveness {
       this.options.newId,
     );
     this.silent.add(name);
-    if (change === "opened") this.options.log.warn({ node: name }, "node %s is silent", name);
+    if (change === "opened") {
+      this.options.log.warn({ node: name }, "node %s is silent", name);
+      this.options.silenceChanged?.(name);
+    }
     // Look again later: the condition's lastObserved stays fresh while the node is silent.
     this.watch(name, window);
   }

@@ -6,8 +6,10 @@
  * `GET /revisions/:sha` and `steward up`'s summary. Pure reads; JSON-serialisable.
  */
 import { attemptErrorLine } from "./evidence.js";
-import type { ConditionRecord, ConditionType, IntentRecord, RevisionRecord } from "./records.js";
+import type { ConditionRecord, ConditionType, IntentRecord, RevisionRecord, SkipReason } from "./records.js";
+import { skipWords } from "./states.js";
 import type {
+  RolloutPause,
   InstanceFailure as StatusFailure,
   InstanceProgress as StatusInstance,
   RevisionRecord as StatusRevision,
@@ -23,6 +25,26 @@ export interface FailureNote {
   node?: string;
   attemptId?: string;
   message: string;
+}
+
+/** An instance the rollout goes on around instead of waiting for it. */
+export interface SkippedMember {
+  instance: string;
+  node: string;
+  skip: SkipReason;
+}
+
+/** A rollout's open `RolloutPaused`, as progress shows it. */
+export interface PauseNote {
+  /** `PausedByOperator`, or `MaxFailuresExceeded`. */
+  reason: string;
+  message: string;
+  since: string;
+  /** For an operator's pause: who paused it, and why. */
+  by?: string;
+  why?: string;
+  /** For a pause by failures: the instances whose failures caused it. */
+  instances: { instance: string; status?: string; reason?: string; attemptId?: string }[];
 }
 
 export interface InstanceProgress {
@@ -45,6 +67,10 @@ export interface AssignmentProgress {
   converged: number;
   /** Instances on nodes this hub does not reach (their transport is not enabled here). */
   unreachable: number;
+  /** Unconverged instances the rollout goes on around, and why (drained, transport not run here, silent). */
+  skipped: SkippedMember[];
+  /** Why the rollout is paused, while it is: who paused it and why, or which failures did. */
+  pause?: PauseNote;
   failure?: FailureNote;
   /** The revision that superseded every instance of this rollout. */
   supersededBy?: string;
@@ -60,6 +86,8 @@ export interface RevisionProgress {
   /** For an invalid revision: where and why, as `file:line:column: message`. */
   errors?: string[];
   supersededBy?: string;
+  /** The next applied revision, once there is one: the commit statuses still pending here ended naming it. */
+  carriedForwardBy?: string;
 }
 
 /** Condition types that make a rollout fail, most telling first. */
@@ -83,6 +111,28 @@ function note(condition: ConditionRecord): FailureNote {
   if (condition.node) failure.node = condition.node;
   if (condition.attemptId) failure.attemptId = condition.attemptId;
   return failure;
+}
+
+/** `skipped web-2 (drained), edge-1 (silent)`: the members a rollout goes on around, the first few named. */
+export function skippedPhrase(skipped: readonly { node: string; skip: SkipReason }[], named = 3): string {
+  const list = skipped.slice(0, named).map((m) => `${m.node} (${skipWords(m.skip)})`);
+  if (skipped.length > named) list.push(`+${skipped.length - named} more`);
+  return `skipped ${list.join(", ")}`;
+}
+
+function pauseNote(condition: ConditionRecord): PauseNote {
+  const note: PauseNote = {
+    reason: condition.reason,
+    message: condition.message,
+    since: condition.since,
+    instances: ((condition.evidence.failed ?? []) as PauseNote["instances"]).map((f) => ({ ...f })),
+  };
+  const { pausedBy, reason } = condition.evidence as { pausedBy?: unknown; reason?: unknown };
+  if (condition.reason === "PausedByOperator" && typeof pausedBy === "string") {
+    note.by = pausedBy;
+    note.why = typeof reason === "string" ? reason : "";
+  }
+  return note;
 }
 
 /** Progress of one assignment's rollout at `revision`. */
@@ -123,7 +173,11 @@ function assignmentProgress(
     instances.push(entry);
   }
   const paused = store.openCondition("RolloutPaused", "rollout", `${assignment}@${revision}`);
-  if (paused) failures.unshift(paused);
+  // An operator's pause is a decision, not a failure: the rollout is pending, and says who paused it.
+  if (paused && paused.reason !== "PausedByOperator") failures.unshift(paused);
+  const skipped = store
+    .rolloutSkipped(assignment, revision, 1_000)
+    .map((m) => ({ instance: m.instanceKey, node: m.node, skip: m.skip }));
   const live = members.length - superseded;
   const generations = [
     ...new Set(members.filter((_, i) => !instances[i]!.supersededBy).map((m) => m.generation)),
@@ -136,9 +190,14 @@ function assignmentProgress(
     total: live,
     converged,
     unreachable,
+    skipped,
     instances,
   };
-  if (unreachable > 0) progress.description += ` (${unreachable} not reachable from this hub)`;
+  if (skipped.length > 0) progress.description += `; ${skippedPhrase(skipped)}`;
+  if (paused) {
+    progress.pause = pauseNote(paused);
+    if (progress.pause.by) progress.description += `; paused by ${progress.pause.by}: ${progress.pause.why}`;
+  }
   if (live === 0 && latest) {
     progress.state = "superseded";
     progress.supersededBy = latest.revision;
@@ -150,7 +209,7 @@ function assignmentProgress(
   if (blocking) {
     progress.state = "failure";
     progress.failure = note(blocking);
-    progress.description = `${blocking.type} on ${blocking.node ?? blocking.subject}${blocking.attemptId ? ` (attempt ${blocking.attemptId})` : ""}: ${converged}/${live} nodes${at}`;
+    progress.description = `${blocking.type} on ${blocking.node ?? blocking.subject}${blocking.attemptId ? ` (attempt ${blocking.attemptId})` : ""}: ${converged}/${live} nodes${at}${skipped.length > 0 ? `; ${skippedPhrase(skipped)}` : ""}`;
   } else if (converged === live) progress.state = "success";
   return progress;
 }
@@ -208,6 +267,8 @@ export function revisionProgress(store: Store, sha: string): RevisionProgress | 
     progress.supersededBy = assignments[0]!.supersededBy!;
     progress.description = `superseded by ${progress.supersededBy.slice(0, 12)}`;
   }
+  const carrier = store.nextAppliedRevision(revision.seq);
+  if (carrier) progress.carriedForwardBy = carrier.sha;
   return progress;
 }
 
@@ -216,13 +277,17 @@ export interface StatusInputs {
   revision: StatusRevision;
   instances: StatusInstance[];
   failures: StatusFailure[];
+  /** Rollouts of the revision an operator paused, with who and why. */
+  paused: RolloutPause[];
 }
 
 /**
  * The inputs of a revision's commit statuses, from the hub's records: each instance at the
- * generation this revision gave it (converged or not), and the open conditions stopping them. A
- * revision whose every instance has a newer generation from a later revision before it converged
- * is superseded by the latest of them; one that converged first keeps its success.
+ * generation this revision gave it (converged or not, and whether its rollout goes on around its
+ * node), the open conditions stopping them, and the operators' pauses. A revision whose every
+ * instance has a newer generation from a later revision before it converged is superseded by the
+ * latest of them; one that converged first keeps its success. A revision that is no longer the
+ * newest applied one is carried forward by the next: its contexts that are still pending end.
  */
 export function statusInputs(store: Store, sha: string): StatusInputs | undefined {
   const record = store.revision(sha);
@@ -234,9 +299,16 @@ export function statusInputs(store: Store, sha: string): StatusInputs | undefine
     supersededBy: record.supersededBy ?? null,
     diagnostics: record.diagnostics ?? [],
   };
-  if (record.outcome !== "applied") return { revision, instances: [], failures: [] };
+  if (record.outcome !== "applied") return { revision, instances: [], failures: [], paused: [] };
+  const carrier = store.nextAppliedRevision(record.seq);
+  if (carrier) revision.carriedForwardBy = carrier.sha;
   const instances: StatusInstance[] = [];
   const failures: StatusFailure[] = [];
+  const skips = new Map<string, SkipReason | undefined>();
+  const skipOf = (node: string) => {
+    if (!skips.has(node)) skips.set(node, store.nodeSkip(node));
+    return skips.get(node);
+  };
   let successor: { sha: string; seq: number } | undefined;
   let allSuperseded = true;
   let allConverged = true;
@@ -244,12 +316,15 @@ export function statusInputs(store: Store, sha: string): StatusInputs | undefine
     const intent = store.intent(member.instanceKey, member.generation);
     const converged = intent?.outcome === "converged" || intent?.status === "converged";
     allConverged &&= converged;
-    instances.push({
+    const instance: StatusInstance = {
       assignment: member.assignment,
       node: member.node,
       generation: member.generation,
       converged,
-    });
+    };
+    const skip = converged ? undefined : skipOf(member.node);
+    if (skip) instance.skipped = skipWords(skip);
+    instances.push(instance);
     const current = store.desired(member.instanceKey);
     if (current && current.generation > member.generation) {
       const seq = store.revision(current.revision)?.seq ?? 0;
@@ -277,5 +352,10 @@ export function statusInputs(store: Store, sha: string): StatusInputs | undefine
   }
   if (instances.length > 0 && allSuperseded && !allConverged && successor)
     revision.supersededBy = successor.sha;
-  return { revision, instances, failures };
+  const paused: RolloutPause[] = [];
+  for (const assignment of new Set(instances.map((i) => i.assignment))) {
+    const decision = store.rolloutDecision(assignment, sha);
+    if (decision?.decision === "pause") paused.push({ assignment, by: decision.by, reason: decision.reason });
+  }
+  return { revision, instances, failures, paused };
 }

@@ -153,7 +153,9 @@ export function answeredOneShots(
     subject: desired.key,
   })) {
     const task = store.taskOfCondition(condition.id);
-    if (task?.status !== "resolved" || !task.outcome) continue;
+    // Only ran and rerun answer a one-shot's question (tasks.ts checks the outcome against the type).
+    if (task?.status !== "resolved" || (task.outcome !== "ran" && task.outcome !== "rerun")) continue;
+    const outcome = task.outcome;
     for (const oneShot of (condition.evidence.oneShots ?? []) as InterruptedOneShot[]) {
       const key = `${oneShot.resource}\0${oneShot.run}`;
       if (!oneShot.run || !wanted.has(key)) continue;
@@ -161,7 +163,7 @@ export function answeredOneShots(
       decisions.push({
         resource: oneShot.resource,
         run: oneShot.run,
-        outcome: task.outcome,
+        outcome,
         task: task.id,
         by: task.resolvedBy ?? "operator",
       });
@@ -218,8 +220,8 @@ export function reconcileInstance(ctx: ReconcileContext, key: string): Reconcile
     if (last) supersedeAttempt(ctx, last, desired.generation, nowIso);
     supersededNote = `generation ${desired.generation} supersedes generation ${older.generation}`;
     result.revisions.push(older.revision);
-    if (bucket(before) !== "other" && bucket(before) !== "converged")
-      releaseRollout(ctx, older.assignment, older.revision, nowIso, result, false);
+    // What it held (a slot, a failure, a member held back by a pause) the old rollout no longer has.
+    if (bucket(before) !== "converged") releaseRollout(ctx, older, nowIso, result, { enteredFailure: false });
   }
 
   // Load the intent, its last attempt and what the node last reported.
@@ -301,14 +303,10 @@ export function reconcileInstance(ctx: ReconcileContext, key: string): Reconcile
   if (next.status === "converged" && was !== "converged")
     result.follow.push(...store.intentKeysOfNode(desired.node, ["waiting"]));
   if (bucket(was) !== bucket(next.status))
-    releaseRollout(
-      ctx,
-      desired.assignment,
-      desired.revision,
-      nowIso,
-      result,
-      bucket(next.status) === "failed",
-    );
+    releaseRollout(ctx, desired, nowIso, result, {
+      enteredFailure: bucket(next.status) === "failed",
+      ...(bucket(next.status) === "progress" ? { started: key } : {}),
+    });
   return result;
 }
 
@@ -438,6 +436,7 @@ function gateFor(ctx: ReconcileContext, desired: DesiredInstance, now: number) {
   const { store } = ctx;
   const policy = desired.rollout;
   const { assignment, revision } = desired;
+  const decision = store.rolloutDecision(assignment, revision);
   const canaries: CanaryState[] = [];
   const canary = policy.canary;
   if (canary) {
@@ -460,53 +459,71 @@ function gateFor(ctx: ReconcileContext, desired: DesiredInstance, now: number) {
     policy,
     size: limited ? store.rolloutSize(assignment, revision) : 0,
     counts: {
-      failed: store.countIntents(assignment, revision, FAILED),
-      inProgress: limited ? store.countIntents(assignment, revision, IN_PROGRESS) : 0,
+      failed: store.countFailed(assignment, revision),
+      inProgress: limited ? store.countInFlight(assignment, revision) : 0,
     },
     canaries,
+    ...(decision?.decision === "pause" ? { pausedBy: { by: decision.by, reason: decision.reason } } : {}),
     now,
   });
 }
 
+/** The first failures of a rollout, named as the pause names them: instance, status, reason, attempt. */
+function failureList(failures: readonly IntentRecord[]): string {
+  return failures
+    .map(
+      (i) =>
+        `${i.instanceKey} ${i.status} (${i.reason ?? "?"}${i.lastAttemptId ? `, attempt ${i.lastAttemptId}` : ""})`,
+    )
+    .join(", ");
+}
+
 /**
- * After a member of a rollout changed bucket: raise or resolve `RolloutPaused`, and hand freed slots
- * to held members (only as many as can start, so a 1,000-node rollout does not re-queue everyone).
- * Cheap when there is nothing to do: no failure, no pause open, nobody held.
+ * After a member of a rollout changed bucket, or something it depends on changed (a node drained,
+ * went silent or came back; an operator paused or resumed it): raise, keep or resolve
+ * `RolloutPaused`, and hand freed slots to held members (only as many as can start, so a 1,000-node
+ * rollout does not re-queue everyone). A pause resolves by observation: when the rollout is seen
+ * moving again (a member starts, or none is held back any more). Cheap when there is nothing to do:
+ * no failure, no pause open, nobody held.
  */
 function releaseRollout(
   ctx: ReconcileContext,
-  assignment: string,
-  revision: string,
+  rollout: { assignment: string; revision: string },
   now: string,
-  result: ReconcileOutcome,
-  enteredFailure: boolean,
+  result: Pick<ReconcileOutcome, "follow" | "opened" | "resolved">,
+  change: { enteredFailure: boolean; started?: string },
 ): void {
   const { store } = ctx;
+  const { assignment, revision } = rollout;
   const subject = `${assignment}@${revision}`;
   const pause = store.openCondition("RolloutPaused", "rollout", subject);
   const anyHeld = store.anyHeld(assignment, revision);
-  if (!enteredFailure && !pause && !anyHeld) return;
+  if (!change.enteredFailure && !pause && !anyHeld) return;
+  const decision = store.rolloutDecision(assignment, revision);
+  // The operator's pause holds the rollout (the gate says so); only their resume lifts it.
+  if (decision?.decision === "pause") return;
   const member = store.rolloutNodes(assignment, revision, 1)[0];
   const policy = member ? store.desired(`${assignment}@${member}`)?.rollout : undefined;
-  const failed = store.countIntents(assignment, revision, FAILED);
+  const failed = store.countFailed(assignment, revision);
   const tolerated = policy?.maxFailures ?? 0;
   if (policy && failed > tolerated) {
     // A pause only means something while members are still waiting to start.
     const waiting = store.rolloutSize(assignment, revision) - store.countStarted(assignment, revision);
     if (waiting > 0) {
-      const failures = store.failedIntents(assignment, revision, 10);
-      const { condition, change } = markOpen(
+      const failures = store.rolloutFailures(assignment, revision, 10);
+      const { condition, change: opened } = markOpen(
         store,
         {
           type: "RolloutPaused",
           subjectKind: "rollout",
           subject,
           reason: "MaxFailuresExceeded",
-          message: `rollout of ${assignment} at ${revision.slice(0, 12)} paused: ${failed} instances failed (maxFailures ${tolerated}): ${failures.map((i) => `${i.node} ${i.status} (${i.reason ?? "?"})`).join(", ")}`,
+          message: `rollout of ${assignment} at ${revision.slice(0, 12)} paused: ${failed} instance${failed === 1 ? "" : "s"} failed (maxFailures ${tolerated}): ${failureList(failures)}${failed > failures.length ? `, +${failed - failures.length} more` : ""}. Fix or drain what failed, or let it go on: steward rollout resume ${revision.slice(0, 12)} --assignment ${assignment} --reason "..."`,
           evidence: {
             failed: failures.map((i) => ({
               instance: i.instanceKey,
               status: i.status,
+              reason: i.reason,
               attemptId: i.lastAttemptId,
             })),
           },
@@ -518,23 +535,32 @@ function releaseRollout(
         now,
         ctx.newId,
       );
-      if (change === "opened") {
+      if (opened === "opened") {
         result.opened.push(condition);
         ctx.log.warn({ assignment, revision, condition: "RolloutPaused" }, condition.message);
+        // Members held for a slot or a canary are held by the pause now: each says so once.
+        result.follow.push(...store.heldIntents(assignment, revision, 100_000));
       }
       return;
     }
   }
-  if (pause) {
+  const heldByPause = store.anyHeld(assignment, revision, ["paused", "paused-by-operator"]);
+  if (pause && (change.started !== undefined || !heldByPause)) {
+    const resumed =
+      decision?.decision === "resume" && decision.at >= pause.openedAt
+        ? `resumed by ${decision.by} (${decision.reason})${decision.accepted.length > 0 ? `, past ${decision.accepted.join(", ")}` : ""}; `
+        : "";
+    const why =
+      failed > tolerated
+        ? "every instance of the rollout has started: nothing is held back"
+        : `${failed} failed instance${failed === 1 ? "" : "s"} counted, within maxFailures ${tolerated}`;
     const resolved = markResolved(
       store,
       "RolloutPaused",
       "rollout",
       subject,
       now,
-      failed > tolerated
-        ? "every instance of the rollout has started: nothing is held back"
-        : `${failed} failed instances, within maxFailures ${tolerated}`,
+      `${resumed}the rollout moves again${change.started ? ` (${change.started} started)` : ""}: ${why}`,
     );
     if (resolved) result.resolved.push(resolved);
   }
@@ -543,6 +569,28 @@ function releaseRollout(
     policy.maxInFlight === undefined
       ? Number.MAX_SAFE_INTEGER
       : maxInFlight(policy, store.rolloutSize(assignment, revision)) -
-        store.countIntents(assignment, revision, IN_PROGRESS);
+        store.countInFlight(assignment, revision);
   if (free > 0) result.follow.push(...store.heldIntents(assignment, revision, Math.min(free, 100_000)));
+}
+
+/**
+ * Looks at a rollout again after something outside its members changed: a node it has members on
+ * drained, went silent or came back, the hub's transports changed, an operator paused or resumed
+ * it. Raises or resolves its pause and returns the held members that may start now (and, while an
+ * operator's pause is in force, every held member, so each says it is held by that pause).
+ */
+export function reviewRollout(
+  ctx: ReconcileContext,
+  rollout: { assignment: string; revision: string },
+): Pick<ReconcileOutcome, "follow" | "opened" | "resolved"> {
+  const result: Pick<ReconcileOutcome, "follow" | "opened" | "resolved"> = {
+    follow: [],
+    opened: [],
+    resolved: [],
+  };
+  const now = ctx.clock.now().toISOString();
+  releaseRollout(ctx, rollout, now, result, { enteredFailure: true });
+  if (ctx.store.rolloutDecision(rollout.assignment, rollout.revision)?.decision === "pause")
+    result.follow.push(...ctx.store.heldIntents(rollout.assignment, rollout.revision, 100_000));
+  return result;
 }

@@ -45,7 +45,9 @@ export type HoldReason =
   /** `maxInFlight` attempts of this rollout are already in progress. */
   | "batch"
   /** More than `maxFailures` instances of this rollout failed: `RolloutPaused`. */
-  | "paused";
+  | "paused"
+  /** An operator paused this rollout (`steward rollout pause`): `RolloutPaused` until resumed. */
+  | "paused-by-operator";
 
 export const TERMINAL_INTENT_STATUSES: readonly IntentStatus[] = ["superseded", "retired"];
 
@@ -234,8 +236,11 @@ export interface ConditionEvent {
 
 export type TaskStatus = "open" | "claimed" | "resolved" | "closed";
 
-/** A decision an answer to a task carries: an interrupted one-shot `ran` (record it as done) or is to `rerun`. */
-export type TaskOutcome = "ran" | "rerun";
+/**
+ * A decision an answer to a task carries: an interrupted one-shot `ran` (record it as done) or is to
+ * `rerun`; a paused rollout is to `resume` past the failures it has seen.
+ */
+export type TaskOutcome = "ran" | "rerun" | "resume";
 
 export interface TaskRecord {
   id: string;
@@ -250,11 +255,37 @@ export interface TaskRecord {
   resolvedBy?: string;
   resolvedAt?: string;
   action?: string;
-  /** The decision the answer carries, for tasks that need one (`ran` or `rerun` for an interrupted one-shot). */
+  /** The decision the answer carries (`ran` or `rerun` for an interrupted one-shot, `resume` for a paused rollout). */
   outcome?: TaskOutcome;
   closedReason?: string;
   /** When the task was handed to the bus's task queue (absent: not published). */
   publishedAt?: string;
+}
+
+/**
+ * Why a rollout goes on around a node instead of waiting for it: the node is drained, this hub does
+ * not run its transport (an open `TransportDegraded` `TransportNotEnabled`), or it is silent (an
+ * open `NodeSilent`). Its instances hold no in-flight slot and count as no failure.
+ */
+export type SkipReason = "drained" | "transport-not-run" | "silent";
+
+/** An operator's decision about one rollout (an assignment at a revision), as recorded. */
+export interface RolloutDecisionRecord {
+  /** Order of decisions; the latest of a rollout is in force. */
+  seq: number;
+  assignment: string;
+  revision: string;
+  /** `pause`: hold the members that have not started. `resume`: go on past the failures seen so far. */
+  decision: "pause" | "resume";
+  /** Who decided (`--as`, `STEWARD_OPERATOR`, `USER`, or the agent that answered the task). */
+  by: string;
+  /** Why, in their words. */
+  reason: string;
+  at: string;
+  /** The `RolloutPaused` task this decision answered, when it came as an answer. */
+  taskId?: string;
+  /** For `resume`: the failed instances the rollout goes on past (those an earlier resume accepted too). */
+  accepted: string[];
 }
 
 /** A synced revision, as the syncer recorded it. */

@@ -1,9 +1,11 @@
 /**
  * Rollout gates: whether an instance that has not been attempted yet at its generation may start,
  * given the rollout it belongs to (its assignment at the revision that produced the generation).
- * Canary nodes go first; the rest wait until every canary converged and kept its probes passing for
- * the soak time; then at most `maxInFlight` instances are in progress at once; more than
- * `maxFailures` failed instances pause the rollout. Pure: the reconciler gathers the counts.
+ * An operator's pause holds every member that has not started; canary nodes go first; the rest
+ * wait until every canary converged and kept its probes passing for the soak time; then at most
+ * `maxInFlight` instances are in progress at once; more than `maxFailures` failed instances pause
+ * the rollout. Instances on skipped nodes (drained, transport not run here, silent) and failures an
+ * operator's resume accepted are not in the counts. Pure: the reconciler gathers the counts.
  */
 import { parseDuration } from "../model/duration.js";
 import type { Rollout } from "../model/generated.js";
@@ -11,7 +13,12 @@ import type { RolloutCounts } from "./store/store.js";
 
 export type RolloutGate =
   | { go: true }
-  | { go: false; hold: "canary" | "batch" | "paused"; message: string; requeueAt?: number };
+  | {
+      go: false;
+      hold: "canary" | "batch" | "paused" | "paused-by-operator";
+      message: string;
+      requeueAt?: number;
+    };
 
 /** A canary's progress: converged (with probes passing) since `convergedAt`. */
 export interface CanaryState {
@@ -28,6 +35,8 @@ export interface RolloutGateInput {
   counts: RolloutCounts;
   /** The rollout's canaries (empty: no canary phase). */
   canaries: CanaryState[];
+  /** Set while an operator's pause is in force (`steward rollout pause`): who and why. */
+  pausedBy?: { by: string; reason: string };
   now: number;
 }
 
@@ -59,6 +68,12 @@ export function soakMs(policy: Rollout): number {
 /** Whether `input.node` may start now. */
 export function rolloutGate(input: RolloutGateInput): RolloutGate {
   const { policy, counts } = input;
+  if (input.pausedBy)
+    return {
+      go: false,
+      hold: "paused-by-operator",
+      message: `rollout paused by ${input.pausedBy.by}: ${input.pausedBy.reason}`,
+    };
   if (rolloutPaused(policy, counts))
     return {
       go: false,

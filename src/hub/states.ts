@@ -11,7 +11,7 @@
  *  4. a held intent is named by why it is held (observe-only, drained, skipped, held by rollout);
  *  5. otherwise the intent's status names it.
  */
-import type { HoldReason, IntentStatus } from "./records.js";
+import type { HoldReason, IntentStatus, SkipReason } from "./records.js";
 
 /** A state as shown. */
 export type DisplayState =
@@ -93,6 +93,7 @@ const BY_HOLD: Readonly<Record<HoldReason, DisplayState>> = {
   canary: "held",
   batch: "held",
   paused: "held",
+  "paused-by-operator": "held",
 };
 
 const BY_STATUS: Readonly<Record<IntentStatus | "not-started", DisplayState>> = {
@@ -137,4 +138,15 @@ export function displayState(input: StateInput): DisplayState {
 export function intentDisplayState(intent: { status: IntentStatus; holdReason?: HoldReason }): DisplayState {
   if (intent.status === "converged") return "converged";
   return displayState({ ...intent, converged: false, openConditions: [] });
+}
+
+const SKIP_WORDS: Readonly<Record<SkipReason, string>> = {
+  drained: "drained",
+  "transport-not-run": "transport not run here",
+  silent: "silent",
+};
+
+/** Why a rollout goes on around a node, in the words every view uses. */
+export function skipWords(reason: SkipReason): string {
+  return SKIP_WORDS[reason];
 }

@@ -53,6 +53,7 @@ export class StatusFeed {
         ...revisionStatuses(inputs.revision, {
           instances: inputs.instances,
           failures: inputs.failures,
+          paused: inputs.paused,
           ...(publicUrl ? { publicUrl } : {}),
         }),
       );

@@ -199,6 +199,15 @@ export interface InstanceProgress {
   generation: number;
   /** A report showed this generation, the desired state, every resource right and the probes passing. */
   converged: boolean;
+  /** Why the rollout goes on around this instance's node, in words (`drained`, `silent`...), when it does. */
+  skipped?: string;
+}
+
+/** An operator's pause of one assignment's rollout, as a status names it. */
+export interface RolloutPause {
+  assignment: string;
+  by: string;
+  reason: string;
 }
 
 /** An open condition that stops an instance of the revision from converging. */
@@ -241,13 +250,15 @@ function describeFailure(first: InstanceFailure, others: number): string {
  * The status of a set of instances on a commit: `failure` when any has a failing condition (the
  * first by node names it), `success` when all converged, `pending` with progress otherwise
  * ("3/10 nodes at generation 7"; "instances" when the set spans nodes more than once or several
- * generations). An empty set succeeds: there is nothing to converge.
+ * generations), naming the nodes the rollout skipped and why, and who paused it. An empty set
+ * succeeds: there is nothing to converge.
  */
 export function convergenceStatus(input: {
   sha: string;
   context: string;
   instances: readonly InstanceProgress[];
   failures?: readonly InstanceFailure[];
+  paused?: readonly RolloutPause[];
   publicUrl?: string;
 }): CommitStatus {
   const { sha, context, instances, publicUrl } = input;
@@ -271,15 +282,35 @@ export function convergenceStatus(input: {
     generations.size === 1 && nodes.size === total
       ? `${converged}/${plural(total, "node")} at generation ${generation}`
       : `${converged}/${plural(total, "instance")} converged`;
-  return withUrl(
-    {
-      sha,
-      context,
-      state: converged === total ? "success" : "pending",
-      description: converged === total ? `${progress}, probes passing` : progress,
-    },
-    publicUrl,
-  );
+  if (converged === total)
+    return withUrl({ sha, context, state: "success", description: `${progress}, probes passing` }, publicUrl);
+  const parts = [progress];
+  // By node: a node that has several instances of the set is skipped once.
+  const skipped = new Map<string, string>();
+  for (const i of instances)
+    if (!i.converged && i.skipped && !skipped.has(i.node)) skipped.set(i.node, i.skipped);
+  if (skipped.size > 0) {
+    const named = [...skipped].slice(0, 3).map(([node, why]) => `${node} (${why})`);
+    if (skipped.size > 3) named.push(`+${skipped.size - 3} more`);
+    parts.push(`skipped ${named.join(", ")}`);
+  }
+  for (const pause of input.paused ?? [])
+    parts.push(`${pause.assignment} paused by ${pause.by}: ${pause.reason}`);
+  return withUrl({ sha, context, state: "pending", description: parts.join("; ") }, publicUrl);
+}
+
+/**
+ * A status of a commit that is no longer the newest synced revision: a final state stays as it is;
+ * a pending one ends in `error`, naming the commit that carried the fleet forward and what it had
+ * reached — so no commit keeps a `pending` status for ever.
+ */
+export function carriedForwardStatus(status: CommitStatus, by: string): CommitStatus {
+  if (status.state !== "pending") return status;
+  return {
+    ...status,
+    state: "error",
+    description: `superseded by ${shortSha(by)} before it converged; was ${status.description}`,
+  };
 }
 
 /** `error` on `steward/fleet` for a revision that failed validation, naming file:line of the first error. */
@@ -334,6 +365,8 @@ export interface RevisionRecord {
   diagnostics?: readonly Diagnostic[] | null;
   /** Assignments whose instances the revision changed. */
   changedAssignments: readonly string[];
+  /** A later applied revision, once there is one: this commit's pending contexts end, naming it. */
+  carriedForwardBy?: string | null;
 }
 
 /**
@@ -346,6 +379,8 @@ export function revisionStatuses(
   progress: {
     instances: readonly InstanceProgress[];
     failures?: readonly InstanceFailure[];
+    /** Rollouts of the revision an operator paused. */
+    paused?: readonly RolloutPause[];
     previous?: readonly CommitStatus[];
     publicUrl?: string;
   },
@@ -370,16 +405,20 @@ export function revisionStatuses(
   const changed = new Set(revision.changedAssignments);
   const instances = progress.instances.filter((i) => changed.has(i.assignment));
   const failures = (progress.failures ?? []).filter((f) => changed.has(f.assignment));
-  return [
-    convergenceStatus({ sha, context: FLEET_CONTEXT, instances, failures, publicUrl }),
+  const paused = (progress.paused ?? []).filter((p) => changed.has(p.assignment));
+  const statuses = [
+    convergenceStatus({ sha, context: FLEET_CONTEXT, instances, failures, paused, publicUrl }),
     ...[...changed].sort().map((assignment) =>
       convergenceStatus({
         sha,
         context: assignmentContext(assignment),
         instances: instances.filter((i) => i.assignment === assignment),
         failures: failures.filter((f) => f.assignment === assignment),
+        paused: paused.filter((p) => p.assignment === assignment),
         publicUrl,
       }),
     ),
   ];
+  const carrier = revision.carriedForwardBy;
+  return carrier ? statuses.map((status) => carriedForwardStatus(status, carrier)) : statuses;
 }

@@ -8,6 +8,7 @@
 import { NotFoundError, StewardError } from "../model/errors.js";
 import { closeCondition } from "./conditions.js";
 import type { ConditionRecord, ConditionType, TaskOutcome, TaskRecord } from "./records.js";
+import { resumeRollouts } from "./rollout-decisions.js";
 import type { Store } from "./store/store.js";
 
 /** Condition types that a person or program must look at; the others heal themselves or retry. */
@@ -24,10 +25,15 @@ const JUDGEMENT: ReadonlySet<ConditionType> = new Set<ConditionType>([
   "OneShotInterrupted",
 ]);
 
-/** The decisions an answer to a task of each type may (or, for an interrupted one-shot, must) carry. */
+/** The decisions an answer to a task of each type may carry. */
 const OUTCOMES: Partial<Record<ConditionType, readonly TaskOutcome[]>> = {
   OneShotInterrupted: ["ran", "rerun"],
+  // Optional: an answer may also say what was fixed and leave the pause to observation.
+  RolloutPaused: ["resume"],
 };
+
+/** Types whose answer must carry a decision: nothing a node does later says whether a lost run took effect. */
+const OUTCOME_REQUIRED: ReadonlySet<ConditionType> = new Set<ConditionType>(["OneShotInterrupted"]);
 
 export function needsJudgement(type: ConditionType): boolean {
   return JUDGEMENT.has(type);
@@ -188,7 +194,7 @@ export function releaseTask(store: Store, id: string, agent: string, note: strin
 /** Checks the decision an answer carries against what the task's type takes. */
 function checkOutcome(task: TaskRecord, outcome: TaskOutcome | undefined): void {
   const allowed = OUTCOMES[task.type];
-  if (allowed && outcome === undefined)
+  if (allowed && outcome === undefined && OUTCOME_REQUIRED.has(task.type))
     throw new TaskError(
       `task ${task.id} (${task.type}) needs a decision: --outcome ${allowed.join(" or --outcome ")} (see the condition's procedure: steward tasks)`,
       { id: task.id },
@@ -206,7 +212,9 @@ function checkOutcome(task: TaskRecord, outcome: TaskOutcome | undefined): void 
  * Resolves a task with the action `agent` took (and the decision it carries, for a type that takes
  * one). The condition stays open until observation shows it resolved, except HumanProcedureRequired,
  * which the resolving agent closes, and OneShotInterrupted, which the answer itself settles (its
- * decision goes to the node with the instance's next attempt). A task closed by observation while `agent` held
+ * decision goes to the node with the instance's next attempt). `--outcome resume` on a
+ * RolloutPaused task resumes that rollout (rollout-decisions.ts); the pause still resolves only
+ * when the rollout is seen moving. A task closed by observation while `agent` held
  * it (its action is often what observation saw) still takes the claimant's resolution, so what was
  * done is never lost.
  */
@@ -263,6 +271,21 @@ export function resolveTask(
         oneShotAnswer(store, condition, agent, outcome!, action),
         "operator",
       );
+    // Answering a paused rollout with --outcome resume is the operator's `steward rollout resume`.
+    if (
+      condition.type === "RolloutPaused" &&
+      outcome === "resume" &&
+      condition.assignment &&
+      condition.revision
+    )
+      resumeRollouts(store, {
+        revision: condition.revision,
+        assignment: condition.assignment,
+        by: agent,
+        reason: action,
+        at: now,
+        taskId: task.id,
+      });
     retryAfterAction(store, condition, `task ${task.id} resolved by ${agent}: ${action}`, now);
     return { task: resolved, condition };
   });

@@ -210,7 +210,7 @@ export class LocalTransport implements Transport {
     const existing = this.nodes.get(name);
     if (existing) return existing;
     const paths: { root?: string; stateDir: string } = {
-      stateDir: join(this.options.stateDir, "agents", name),
+      stateDir: agentStateDir(this.options.stateDir, name),
     };
     if (this.options.root !== undefined) paths.root = join(this.options.root, name);
     const local: LocalNode = {
@@ -252,6 +252,15 @@ export class LocalTransport implements Transport {
       }
     });
   }
+}
+
+/**
+ * Where a local node's agent keeps its state under the hub's state directory: `<stateDir>/agents/<node>`.
+ * The in-process agent and `steward up --transport nats`'s agent processes share it, so either
+ * finds the services the other started and the one-shots it ran.
+ */
+export function agentStateDir(stateDir: string, node: string): string {
+  return join(stateDir, "agents", node);
 }
 
 /** An error the agent raises on purpose before it applies anything (an invalid bundle, the wrong node). */

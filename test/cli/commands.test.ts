@@ -371,4 +371,68 @@ describe("cli - every command's exit codes and -o json", () => {
       expect(JSON.parse(run.stdout)).toMatchObject({ answer });
     }
   }, 120_000);
+
+  it("cli - rollout pause and resume: their decisions, usage errors, and -o json", async () => {
+    const h = await startHarness({
+      files: {
+        ...nodes("n1", "n2", "n3"),
+        "assignments/app.yaml": assignmentYaml("app", {
+          nodes: ["n1", "n2", "n3"],
+          resources: [{ kind: "command", name: "reload", run: ["/nonexistent/reload"] }],
+          rollout: { maxInFlight: 1 },
+        }),
+      },
+    });
+    await h.commit("app");
+    await h.settle();
+    const r = (...args: string[]) => ["--state", h.dir, "rollout", ...args];
+    await runCases(h.dir, [
+      { name: "rollout pause", args: r("pause", "HEAD", "--reason", "looking at n1"), code: EXIT.ok },
+      { name: "rollout resume", args: r("resume", "HEAD", "--reason", "n1 is known"), code: EXIT.ok },
+      {
+        name: "rollout resume - one assignment",
+        args: r("resume", "HEAD", "--assignment", "app", "--reason", "again"),
+        code: EXIT.ok,
+      },
+      {
+        name: "rollout resume - no reason",
+        args: r("resume", "HEAD"),
+        code: EXIT.usage,
+        json: false,
+        stderr: /^steward: say why: `steward rollout resume HEAD --reason "\.\.\."`/,
+      },
+      {
+        name: "rollout pause - wrong flag",
+        args: r("pause", "HEAD", "--bogus"),
+        code: EXIT.usage,
+        json: false,
+      },
+      {
+        name: "rollout pause - unknown revision",
+        args: r("pause", "0000000", "--reason", "x"),
+        code: EXIT.usage,
+        json: false,
+      },
+      {
+        name: "rollout resume - unknown assignment",
+        args: r("resume", "HEAD", "--assignment", "db", "--reason", "x"),
+        code: EXIT.usage,
+        json: false,
+        stderr: /has no rollout of "db" \(it rolls out app\): fix --assignment\n$/,
+      },
+      {
+        name: "rollout - no subcommand",
+        args: r(),
+        code: EXIT.usage,
+        json: false,
+        stderr: /^steward: say what to do with the rollout: `steward rollout pause REVISION/,
+      },
+    ]);
+    const sha = h.intent("app@n1").revision;
+    expect(h.store.rolloutDecision("app", sha)).toMatchObject({
+      decision: "resume",
+      by: "alice",
+      accepted: ["app@n1"],
+    });
+  });
 });

@@ -4,7 +4,7 @@ import { EXIT } from "../../src/cli/io.js";
 import { type HubHttp, startHubHttp } from "../../src/hub/http.js";
 import { runCli } from "../helpers/cli.js";
 import { assignmentYaml, file, nodes } from "./helpers/fleet.js";
-import { startHarness } from "./helpers/harness.js";
+import { type Harness, startHarness } from "./helpers/harness.js";
 
 let http: HubHttp | undefined;
 afterEach(async () => {
@@ -13,6 +13,17 @@ afterEach(async () => {
 });
 
 const steward = (dir: string, ...argv: string[]) => runCli(["--state", dir, ...argv], dir, { USER: "alice" });
+
+/** Serves the harness's hub over HTTP and records it in the state directory, as `steward hub` does. */
+async function serve(h: Harness): Promise<void> {
+  http = await startHubHttp({ hub: h.hub });
+  writeHubFile(statePathsIn(h.dir), {
+    pid: process.pid,
+    url: http.url,
+    startedAt: new Date().toISOString(),
+    transports: ["local"],
+  });
+}
 
 const broken = assignmentYaml("app", {
   nodes: ["n1", "n2"],
@@ -92,13 +103,7 @@ describe("hub - cli", () => {
       drainReason: "kernel update",
     });
 
-    http = await startHubHttp({ hub: h.hub });
-    writeHubFile(statePathsIn(h.dir), {
-      pid: process.pid,
-      url: http.url,
-      startedAt: new Date().toISOString(),
-      transports: ["local"],
-    });
+    await serve(h);
     const back = await steward(h.dir, "undrain", "n1");
     expect(back).toMatchObject({ code: EXIT.ok, stdout: "node n1 is back in service\n" });
     expect(h.store.node("n1")!.draining).toBe(false);
@@ -107,6 +112,59 @@ describe("hub - cli", () => {
     expect(unknown.stderr).toBe(
       'steward: node "n9" is not known to the hub (known: n1, n2): check the name, or sync the fleet repo first\n',
     );
+  });
+
+  it("hub - rollout pause and resume record who and why, and nudge a running hub, which moves the rollout", async () => {
+    const app = assignmentYaml("app", {
+      nodes: ["n1", "n2", "n3"],
+      resources: [file("conf", "v1")],
+      rollout: { canary: { nodes: ["n1"], soak: "30s" } },
+    });
+    const h = await startHarness({ files: { ...nodes("n1", "n2", "n3"), "assignments/app.yaml": app } });
+    const { sha } = await h.commit();
+    await h.settle();
+    await serve(h);
+    const paused = await steward(h.dir, "rollout", "pause", "HEAD", "--reason", "a slow canary");
+    expect(paused.stdout).toMatch(
+      new RegExp(
+        `^rollout of app at ${sha.slice(0, 12)} paused by alice: 2 instances held\n  condition RolloutPaused \\S+ is open; it resolves when the rollout is seen moving\n$`,
+      ),
+    );
+    await h.settle();
+    expect(h.intent("app@n2")).toMatchObject({ status: "held", holdReason: "paused-by-operator" });
+    const status = await steward(h.dir, "status", "-o", "wide");
+    expect(status.code).toBe(EXIT.problems);
+    expect(status.stdout).toContain(`rollout of app at ${sha.slice(0, 12)} paused by alice: a slow canary`);
+    const story = await steward(h.dir, "describe", "revision", "HEAD");
+    expect(story.stdout).toContain(
+      "    app: pending: 1/3 nodes at generation 1; paused by alice: a slow canary\n        paused by alice: a slow canary (since ",
+    );
+
+    await h.advance(30_000);
+    expect(h.intent("app@n2")).toMatchObject({ status: "held", holdReason: "paused-by-operator" });
+    const resumed = await steward(
+      h.dir,
+      "rollout",
+      "resume",
+      sha.slice(0, 8),
+      "--reason",
+      "it is fine",
+      "--as",
+      "bob",
+    );
+    expect(resumed).toMatchObject({ code: EXIT.ok });
+    await h.settle();
+    expect(["n1", "n2", "n3"].map((n) => h.intent(`app@${n}`).status)).toEqual([
+      "converged",
+      "converged",
+      "converged",
+    ]);
+    expect(h.store.conditions({ type: "RolloutPaused" })).toMatchObject([{ status: "resolved" }]);
+    expect(h.store.rolloutDecision("app", sha)).toMatchObject({
+      decision: "resume",
+      by: "bob",
+      reason: "it is fine",
+    });
   });
 
   it("hub - tasks lists work needing judgement; claim and resolve record who did what", async () => {

@@ -47,7 +47,8 @@ describe("hub - liveness", () => {
 
   it("hub - each transport problem is its own TransportDegraded condition, and a recovery resolves only what it recovers", async () => {
     const h = await startHarness({ files: { ...nodes("n1") } });
-    const events = h.hub.eventsFor("nats");
+    // The node's own transport: a problem another transport observed would not hold for it.
+    const events = h.hub.eventsFor("local");
     await events.health({
       status: "degraded",
       reason: "ServerDisconnected",
@@ -70,11 +71,11 @@ describe("hub - liveness", () => {
         .conditions({ type: "TransportDegraded", status: "open" })
         .map((c) => [c.subjectKind, c.subject, c.reason]);
     expect(open()).toEqual([
-      ["transport", "nats", "ServerDisconnected"],
+      ["transport", "local", "ServerDisconnected"],
       ["node", "n1", "MaxDeliveriesExceeded"],
       ["node", "n1", "AgentDisconnected"],
     ]);
-    expect(h.store.conditions({ type: "TransportDegraded" })[0]!.message).toBe("nats: lost the NATS server");
+    expect(h.store.conditions({ type: "TransportDegraded" })[0]!.message).toBe("local: lost the NATS server");
 
     // The agent connects again: its attempts still exhausted their deliveries.
     await events.health({
@@ -84,7 +85,7 @@ describe("hub - liveness", () => {
       message: "connected",
     });
     expect(open()).toEqual([
-      ["transport", "nats", "ServerDisconnected"],
+      ["transport", "local", "ServerDisconnected"],
       ["node", "n1", "MaxDeliveriesExceeded"],
     ]);
     // A recovery of a problem that is not open resolves nothing.
@@ -108,9 +109,9 @@ describe("hub - liveness", () => {
       .conditions({ type: "TransportDegraded" })
       .map((c) => [c.reason, c.resolution]);
     expect(resolutions).toEqual([
-      ["ServerDisconnected", "nats: connected again"],
-      ["MaxDeliveriesExceeded", "nats: done"],
-      ["AgentDisconnected", "nats: connected"],
+      ["ServerDisconnected", "local: connected again"],
+      ["MaxDeliveriesExceeded", "local: done"],
+      ["AgentDisconnected", "local: connected"],
     ]);
   });
 

@@ -57,6 +57,23 @@ describe("hub - rollout gates", () => {
     ).toMatchObject({ hold: "paused" });
   });
 
+  it("hub - an operator's pause holds every member that has not started, canaries too, before any count", () => {
+    const gate = rolloutGate({
+      node: "a",
+      policy: { canary: { nodes: ["a"] }, maxInFlight: 5 },
+      size: 10,
+      counts: counts(),
+      canaries: [{ node: "a", converged: false }],
+      pausedBy: { by: "alice", reason: "metrics look off" },
+      now: 0,
+    });
+    expect(gate).toEqual({
+      go: false,
+      hold: "paused-by-operator",
+      message: "rollout paused by alice: metrics look off",
+    });
+  });
+
   it("hub - backoff doubles up to the slowest cadence, with bounded jitter; the budget counts attempts and time", () => {
     const policy = { initialMs: 1_000, maxMs: 60_000, jitter: 0.2 };
     expect([1, 2, 3, 4].map((n) => backoffDelay(n, policy, () => 0.5))).toEqual([1_000, 2_000, 4_000, 8_000]);

@@ -22,6 +22,7 @@ describe("hub - display states: one mapping of every intent status and hold reas
     ["held", "canary", "held"],
     ["held", "batch", "held"],
     ["held", "paused", "held"],
+    ["held", "paused-by-operator", "held"],
     ["converged", undefined, "converging"],
     ["superseded", undefined, "superseded"],
     ["retired", undefined, "retired"],

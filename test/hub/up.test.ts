@@ -87,7 +87,11 @@ describe("hub - steward up", () => {
     const view = JSON.parse(statuses.stdout) as { fleet: string; statuses: Record<string, string>[] };
     expect(view.fleet).toBe("pending");
     expect(view.statuses).toContainEqual(
-      expect.objectContaining({ context: "steward/fleet", description: "6/11 instances converged" }),
+      expect.objectContaining({
+        context: "steward/fleet",
+        description:
+          "6/11 instances converged; skipped edge-1 (transport not run here), edge-2 (transport not run here)",
+      }),
     );
     expect(view.statuses).toContainEqual(
       expect.objectContaining({
@@ -114,6 +118,28 @@ describe("hub - steward up", () => {
     expect(readFileSync(join(root, "web-2", "etc", "steward-demo", "motd"), "utf8")).toContain(
       "is managed by steward, changed",
     );
+    // The first commit is no longer the newest: its statuses still pending ended, naming the second.
+    const secondSha = git(repo, "rev-parse", "HEAD").toString().trim();
+    const ended = await runSteward(["--state", state, "status", "--revision", firstSha, "--json"], {
+      cwd: dir,
+    });
+    const endedView = JSON.parse(ended.stdout) as { fleet: string; statuses: Record<string, string>[] };
+    expect(endedView.statuses.filter((s) => s.state === "pending")).toEqual([]);
+    expect(endedView.statuses).toContainEqual(
+      expect.objectContaining({
+        context: "steward/fleet",
+        state: "error",
+        description: expect.stringMatching(
+          new RegExp(
+            `^superseded by ${secondSha.slice(0, 12)} before it converged; was 6/11 instances converged`,
+          ),
+        ),
+      }),
+    );
+    expect(endedView.statuses).toContainEqual(
+      expect.objectContaining({ context: "steward/web", state: "success" }),
+    );
+    expect(ended.code).toBe(1);
     const store = new SqliteStore(join(state, "hub.db"));
     try {
       expect(store.intent("base@web-2", 2)).toMatchObject({ status: "converged" });

@@ -259,4 +259,38 @@ export const HUB_MIGRATIONS: readonly Migration[] = [
       ALTER TABLE tasks ADD COLUMN outcome TEXT;
     `,
   },
+  {
+    version: 207,
+    name: "hub: operators' rollout decisions",
+    sql: `
+      -- An operator's decisions about a rollout (one assignment at one revision): pause it, or resume
+      -- it past the failures it has seen. Every decision is kept; the latest of a rollout is in force.
+      CREATE TABLE rollout_decisions (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        assignment TEXT NOT NULL,
+        revision TEXT NOT NULL,
+        decision TEXT NOT NULL CHECK (decision IN ('pause', 'resume')),
+        decided_by TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        decided_at TEXT NOT NULL,
+        task_id TEXT,                          -- the RolloutPaused task it answered, if any
+        accepted TEXT NOT NULL DEFAULT '[]'    -- JSON: for resume, the failed instances it went on past
+      );
+      CREATE INDEX rollout_decisions_by_rollout ON rollout_decisions (assignment, revision, seq);
+
+      -- Failed instances a resume let their rollout go on past: they no longer count against
+      -- maxFailures (a failure seen after the resume still does). Kept apart from the decisions so
+      -- the rollout's failure count stays one indexed lookup per failed instance.
+      CREATE TABLE rollout_accepted_failures (
+        assignment TEXT NOT NULL,
+        revision TEXT NOT NULL,
+        instance_key TEXT NOT NULL,
+        decision_seq INTEGER NOT NULL REFERENCES rollout_decisions(seq),
+        PRIMARY KEY (assignment, revision, instance_key)
+      );
+
+      -- Drained nodes (few), found without reading every node: rollouts go on around them.
+      CREATE INDEX nodes_draining ON nodes (name) WHERE draining = 1;
+    `,
+  },
 ];

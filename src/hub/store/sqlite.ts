@@ -14,12 +14,15 @@ import type {
   ConditionRecord,
   ConditionType,
   DesiredInstance,
+  HoldReason,
   IntentRecord,
   IntentStatus,
   NodeRecord,
   Observation,
   OutboxRow,
   RevisionRecord,
+  RolloutDecisionRecord,
+  SkipReason,
   SubjectKind,
   TaskRecord,
   TaskStatus,
@@ -234,6 +237,46 @@ const nodeFrom = (row: Row) => NODES.from(row);
 const revisionFrom = (row: Row) => REVISIONS.from(row);
 const observationFrom = (row: Row) => OBSERVATIONS.from(row);
 
+function decisionFrom(row: Row): RolloutDecisionRecord {
+  return defined(
+    {
+      seq: row.seq as number,
+      assignment: row.assignment as string,
+      revision: row.revision as string,
+      decision: row.decision as RolloutDecisionRecord["decision"],
+      by: row.decided_by as string,
+      reason: row.reason as string,
+      at: row.decided_at as string,
+      accepted: JSON.parse(row.accepted as string) as string[],
+    },
+    { taskId: row.task_id },
+  ) as RolloutDecisionRecord;
+}
+
+/**
+ * Why the rollouts go on around node `n` (SkipReason), or NULL when they wait for it: drained, a
+ * transport this hub does not run, silent. Each is a durable fact the hub records (the drain, and
+ * the conditions it keeps open by observation), so the CLI and the hub count the same way; the
+ * conditions are found through the partial index of open conditions by subject.
+ */
+const SKIP_REASON = `(CASE WHEN n.draining = 1 THEN 'drained'
+  WHEN EXISTS (SELECT 1 FROM conditions c WHERE c.subject_kind = 'node' AND c.subject = n.name AND c.status = 'open'
+                 AND c.type = 'TransportDegraded' AND c.reason = 'TransportNotEnabled') THEN 'transport-not-run'
+  WHEN EXISTS (SELECT 1 FROM conditions c WHERE c.subject_kind = 'node' AND c.subject = n.name AND c.status = 'open'
+                 AND c.type = 'NodeSilent') THEN 'silent' END)`;
+
+/** Every node `SKIP_REASON` names, from the indexes of drained nodes and of open conditions. */
+const SKIPPED_NODES = `SELECT name AS node FROM nodes WHERE draining = 1
+  UNION SELECT subject FROM conditions WHERE status = 'open' AND type = 'NodeSilent' AND subject_kind = 'node'
+  UNION SELECT subject FROM conditions WHERE status = 'open' AND type = 'TransportDegraded'
+          AND reason = 'TransportNotEnabled' AND subject_kind = 'node'`;
+
+/** Intent statuses that hold one of a rollout's in-flight slots. */
+const IN_FLIGHT = "'dispatched', 'verifying', 'ambiguous', 'backoff'";
+
+/** The hold reasons that are the rollout's (a freed slot or a resume may release them). */
+const ROLLOUT_HOLDS = "'canary', 'batch', 'paused', 'paused-by-operator'";
+
 function upsertSql(table: string, columns: string[], key: string[]): string {
   const names = columns.join(", ");
   const values = columns.map(() => "?").join(", ");
@@ -258,6 +301,8 @@ export class SqliteStore implements Store {
   private readonly specs = new Map<string, Pick<DesiredInstance, "spec" | "rollout" | "budget">>();
   /** Last stored body of each observation, to skip rewriting what a report repeats. */
   private readonly observed = new Map<string, string>();
+  /** The instance keys each node has an observation of (read once per node, then kept). */
+  private readonly observedKeys = new Map<string, Set<string>>();
   private readonly parsedObservations = new Map<
     string,
     { body: string; takenAt: string; observation: Observation }
@@ -300,6 +345,7 @@ export class SqliteStore implements Store {
     } catch (error) {
       // Rolled back: the cache of stored observations may now be ahead of the database.
       this.observed.clear();
+      this.observedKeys.clear();
       throw error;
     }
   }
@@ -460,6 +506,22 @@ export class SqliteStore implements Store {
     return row ? revisionFrom(row) : undefined;
   }
 
+  nextAppliedRevision(seq: number): RevisionRecord | undefined {
+    const row = this.get(
+      "SELECT * FROM revisions WHERE seq > ? AND outcome = 'applied' ORDER BY seq LIMIT 1",
+      seq,
+    );
+    return row ? revisionFrom(row) : undefined;
+  }
+
+  previousAppliedRevision(seq: number): RevisionRecord | undefined {
+    const row = this.get(
+      "SELECT * FROM revisions WHERE seq < ? AND outcome = 'applied' ORDER BY seq DESC LIMIT 1",
+      seq,
+    );
+    return row ? revisionFrom(row) : undefined;
+  }
+
   revisionByPrefix(prefix: string): RevisionRecord | undefined {
     const rows = this.all("SELECT * FROM revisions WHERE sha LIKE ? || '%' LIMIT 2", prefix.toLowerCase());
     return rows.length === 1 ? revisionFrom(rows[0]!) : undefined;
@@ -612,16 +674,35 @@ export class SqliteStore implements Store {
     ).map(intentFrom);
   }
 
-  countIntents(assignment: string, revision: string, statuses: readonly IntentStatus[]): number {
-    let n = 0;
-    for (const status of statuses)
-      n += this.get(
-        "SELECT count(*) AS n FROM intents WHERE assignment = ? AND revision = ? AND status = ?",
-        assignment,
-        revision,
-        status,
-      )!.n as number;
-    return n;
+  countInFlight(assignment: string, revision: string): number {
+    // Every in-flight row is counted (index only), then those on skipped nodes are taken away, found
+    // from the few skipped nodes: a gate with a large maxInFlight must not look up each row's node.
+    const all = this.get(
+      `SELECT count(*) AS n FROM intents WHERE assignment = ? AND revision = ? AND status IN (${IN_FLIGHT})`,
+      assignment,
+      revision,
+    )!.n as number;
+    if (all === 0) return 0;
+    // CROSS JOIN keeps the skipped nodes the outer loop: one key lookup each.
+    const skipped = this.get(
+      `SELECT count(*) AS n FROM (${SKIPPED_NODES}) s CROSS JOIN intents i
+        WHERE i.instance_key = ? || '@' || s.node AND i.revision = ? AND i.status IN (${IN_FLIGHT})`,
+      assignment,
+      revision,
+    )!.n as number;
+    return all - skipped;
+  }
+
+  countFailed(assignment: string, revision: string): number {
+    // Failures are few: each row's node and acceptance is looked up.
+    return this.get(
+      `SELECT count(*) AS n FROM intents i LEFT JOIN nodes n ON n.name = i.node
+        WHERE i.assignment = ? AND i.revision = ? AND i.status IN ('blocked', 'stuck') AND ${SKIP_REASON} IS NULL
+          AND NOT EXISTS (SELECT 1 FROM rollout_accepted_failures a
+                           WHERE a.assignment = i.assignment AND a.revision = i.revision AND a.instance_key = i.instance_key)`,
+      assignment,
+      revision,
+    )!.n as number;
   }
 
   countStarted(assignment: string, revision: string): number {
@@ -633,34 +714,120 @@ export class SqliteStore implements Store {
     )!.n as number;
   }
 
-  failedIntents(assignment: string, revision: string, limit: number): IntentRecord[] {
+  rolloutFailures(assignment: string, revision: string, limit: number): IntentRecord[] {
     return this.all(
-      "SELECT * FROM intents WHERE assignment = ? AND revision = ? AND status IN ('blocked', 'stuck') ORDER BY node LIMIT ?",
+      `SELECT i.* FROM intents i LEFT JOIN nodes n ON n.name = i.node
+        WHERE i.assignment = ? AND i.revision = ? AND i.status IN ('blocked', 'stuck') AND ${SKIP_REASON} IS NULL
+          AND NOT EXISTS (SELECT 1 FROM rollout_accepted_failures a
+                           WHERE a.assignment = i.assignment AND a.revision = i.revision AND a.instance_key = i.instance_key)
+        ORDER BY i.node LIMIT ?`,
       assignment,
       revision,
       limit,
     ).map(intentFrom);
   }
 
+  rolloutSkipped(
+    assignment: string,
+    revision: string,
+    limit: number,
+  ): { instanceKey: string; node: string; status: IntentStatus; skip: SkipReason }[] {
+    return this.all(
+      `SELECT * FROM (
+         SELECT i.instance_key, i.node, i.status, ${SKIP_REASON} AS skip FROM intents i JOIN nodes n ON n.name = i.node
+          WHERE i.assignment = ? AND i.revision = ? AND i.status NOT IN ('converged', 'superseded', 'retired'))
+        WHERE skip IS NOT NULL ORDER BY node LIMIT ?`,
+      assignment,
+      revision,
+      limit,
+    ).map((r) => ({
+      instanceKey: r.instance_key as string,
+      node: r.node as string,
+      status: r.status as IntentStatus,
+      skip: r.skip as SkipReason,
+    }));
+  }
+
+  nodeSkip(name: string): SkipReason | undefined {
+    const row = this.get(`SELECT ${SKIP_REASON} AS skip FROM nodes n WHERE n.name = ?`, name);
+    return (row?.skip as SkipReason | null) ?? undefined;
+  }
+
+  rolloutsOfNode(node: string): { assignment: string; revision: string }[] {
+    return this.all(
+      `SELECT DISTINCT assignment, revision FROM intents
+        WHERE node = ? AND status NOT IN ('converged', 'superseded', 'retired') ORDER BY assignment, revision`,
+      node,
+    ).map((r) => ({ assignment: r.assignment as string, revision: r.revision as string }));
+  }
+
   heldIntents(assignment: string, revision: string, limit: number): string[] {
     return this.all(
       `SELECT instance_key FROM intents WHERE assignment = ? AND revision = ? AND status = 'held'
-         AND hold_reason IN ('canary', 'batch', 'paused') ORDER BY node LIMIT ?`,
+         AND hold_reason IN (${ROLLOUT_HOLDS}) ORDER BY node LIMIT ?`,
       assignment,
       revision,
       limit,
     ).map((r) => r.instance_key as string);
   }
 
-  anyHeld(assignment: string, revision: string): boolean {
+  anyHeld(assignment: string, revision: string, reasons?: readonly HoldReason[]): boolean {
+    const wanted = reasons ? reasons.map(() => "?").join(", ") : ROLLOUT_HOLDS;
     return (
       this.get(
         `SELECT 1 AS held FROM intents WHERE assignment = ? AND revision = ? AND status = 'held'
-           AND hold_reason IN ('canary', 'batch', 'paused') LIMIT 1`,
+           AND hold_reason IN (${wanted}) LIMIT 1`,
         assignment,
         revision,
+        ...(reasons ?? []),
       ) !== undefined
     );
+  }
+
+  rolloutDecision(assignment: string, revision: string): RolloutDecisionRecord | undefined {
+    const row = this.get(
+      "SELECT * FROM rollout_decisions WHERE assignment = ? AND revision = ? ORDER BY seq DESC LIMIT 1",
+      assignment,
+      revision,
+    );
+    return row ? decisionFrom(row) : undefined;
+  }
+
+  recordRolloutDecision(decision: Omit<RolloutDecisionRecord, "seq" | "accepted">): RolloutDecisionRecord {
+    return this.transaction(() => {
+      const { lastInsertRowid } = this.run(
+        `INSERT INTO rollout_decisions (assignment, revision, decision, decided_by, reason, decided_at, task_id)
+         VALUES (?, ?, ?, ?, ?, ?, ?)`,
+        decision.assignment,
+        decision.revision,
+        decision.decision,
+        decision.by,
+        decision.reason,
+        decision.at,
+        nul(decision.taskId),
+      );
+      const seq = Number(lastInsertRowid);
+      if (decision.decision === "resume") {
+        this.run(
+          `INSERT OR IGNORE INTO rollout_accepted_failures (assignment, revision, instance_key, decision_seq)
+           SELECT assignment, revision, instance_key, ? FROM intents
+            WHERE assignment = ? AND revision = ? AND status IN ('blocked', 'stuck')`,
+          seq,
+          decision.assignment,
+          decision.revision,
+        );
+        this.run(
+          `UPDATE rollout_decisions SET accepted = (SELECT json_group_array(instance_key) FROM
+             (SELECT instance_key FROM rollout_accepted_failures WHERE assignment = ? AND revision = ?
+               ORDER BY instance_key))
+           WHERE seq = ?`,
+          decision.assignment,
+          decision.revision,
+          seq,
+        );
+      }
+      return decisionFrom(this.get("SELECT * FROM rollout_decisions WHERE seq = ?", seq)!);
+    });
   }
 
   intentKeysOfNode(node: string, statuses: readonly IntentStatus[]): string[] {
@@ -796,8 +963,12 @@ export class SqliteStore implements Store {
       JSON.stringify(report.agent),
     );
     const changed: string[] = [];
+    const keys = this.observationKeysOf(report.node);
+    const reported = new Set<string>();
     for (const instance of report.instances) {
       const key = instanceKey(instance.assignment, report.node);
+      reported.add(key);
+      keys.add(key);
       const body = JSON.stringify(instance);
       if (this.observed.get(key) === body) continue;
       changed.push(key);
@@ -820,7 +991,31 @@ export class SqliteStore implements Store {
       );
       this.observed.set(key, body);
     }
+    // A full report is all the node holds: an instance it does not mention is not there (another
+    // agent's state, a wiped state directory), whatever an earlier report said.
+    for (const key of keys) {
+      if (reported.has(key)) continue;
+      this.run("DELETE FROM observations WHERE instance_key = ?", key);
+      keys.delete(key);
+      this.observed.delete(key);
+      this.parsedObservations.delete(key);
+      changed.push(key);
+    }
     return changed;
+  }
+
+  /** The keys of `node`'s stored observations (kept up to date by `saveReport`). */
+  private observationKeysOf(node: string): Set<string> {
+    let keys = this.observedKeys.get(node);
+    if (!keys) {
+      keys = new Set(
+        this.all("SELECT instance_key FROM observations WHERE node = ?", node).map(
+          (r) => r.instance_key as string,
+        ),
+      );
+      this.observedKeys.set(node, keys);
+    }
+    return keys;
   }
 
   observation(key: string): Observation | undefined {

@@ -12,12 +12,15 @@ import type {
   ConditionRecord,
   ConditionType,
   DesiredInstance,
+  HoldReason,
   IntentRecord,
   IntentStatus,
   NodeRecord,
   Observation,
   OutboxRow,
   RevisionRecord,
+  RolloutDecisionRecord,
+  SkipReason,
   SubjectKind,
   TaskRecord,
   TaskStatus,
@@ -25,9 +28,9 @@ import type {
 
 /** What a rollout gate counts of a rollout's intents (one assignment at one revision). */
 export interface RolloutCounts {
-  /** Started and not finished: dispatched, verifying, ambiguous, backoff. */
+  /** Started and not finished (dispatched, verifying, ambiguous, backoff), on nodes not skipped. */
   inProgress: number;
-  /** Blocked or stuck. */
+  /** Blocked or stuck, on nodes not skipped, and not accepted by an operator's resume. */
   failed: number;
 }
 
@@ -83,6 +86,10 @@ export interface Store {
   openSyncEvents(): SyncEventRecord[];
   revision(sha: string): RevisionRecord | undefined;
   latestRevision(): RevisionRecord | undefined;
+  /** The first applied revision synced after sequence number `seq`: the one that carried it forward. */
+  nextAppliedRevision(seq: number): RevisionRecord | undefined;
+  /** The last applied revision synced before sequence number `seq`. */
+  previousAppliedRevision(seq: number): RevisionRecord | undefined;
   /** The revision whose sha starts with `prefix`, when exactly one does. */
   revisionByPrefix(prefix: string): RevisionRecord | undefined;
   /** Instances that need a reconcile after a restart: current generation not converged or not yet taken in. */
@@ -110,15 +117,43 @@ export interface Store {
   saveIntent(intent: IntentRecord): void;
   /** Intents of older generations that are not yet superseded or retired. */
   olderLiveIntents(instanceKey: string, generation: number): IntentRecord[];
-  /** Current intents of a rollout with one of `statuses` (an index range per status). */
-  countIntents(assignment: string, revision: string, statuses: readonly IntentStatus[]): number;
+  /**
+   * A rollout's intents in progress (dispatched, verifying, ambiguous, backoff) that hold one of its
+   * in-flight slots: those on skipped nodes (drained, transport not run here, silent: SkipReason)
+   * hold none. An index range of the rollout, and one node lookup per row it counts.
+   */
+  countInFlight(assignment: string, revision: string): number;
+  /**
+   * A rollout's failed intents (blocked, stuck) that count against `maxFailures`: not those on
+   * skipped nodes, nor those an operator's resume accepted.
+   */
+  countFailed(assignment: string, revision: string): number;
   /** Current intents of a rollout that have had an attempt. */
   countStarted(assignment: string, revision: string): number;
-  failedIntents(assignment: string, revision: string, limit: number): IntentRecord[];
+  /** The failures `countFailed` counts (not skipped, not accepted), by node. */
+  rolloutFailures(assignment: string, revision: string, limit: number): IntentRecord[];
+  /** Unconverged intents of a rollout on skipped nodes, with why, by node. */
+  rolloutSkipped(
+    assignment: string,
+    revision: string,
+    limit: number,
+  ): { instanceKey: string; node: string; status: IntentStatus; skip: SkipReason }[];
+  /** Why the rollouts go on around `node` now, or undefined when they wait for it. */
+  nodeSkip(name: string): SkipReason | undefined;
+  /** Rollouts (assignment at revision) with a live, unconverged intent on `node`. */
+  rolloutsOfNode(node: string): { assignment: string; revision: string }[];
   /** Held intents of a rollout that a freed slot or a resolved pause may release, oldest node first. */
   heldIntents(assignment: string, revision: string, limit: number): string[];
-  /** Whether any intent of the rollout is held by it (canary, batch, paused). */
-  anyHeld(assignment: string, revision: string): boolean;
+  /** Whether any intent of the rollout is held by it (by default for any rollout reason: canary, batch, paused). */
+  anyHeld(assignment: string, revision: string, reasons?: readonly HoldReason[]): boolean;
+  /** The decision in force for a rollout (its latest), if an operator made one. */
+  rolloutDecision(assignment: string, revision: string): RolloutDecisionRecord | undefined;
+  /**
+   * Records an operator's decision. A `resume` also accepts the rollout's failed instances of now
+   * (blocked or stuck), which then no longer count against `maxFailures`; `accepted` lists every
+   * failure the rollout goes on past (an earlier resume's too).
+   */
+  recordRolloutDecision(decision: Omit<RolloutDecisionRecord, "seq" | "accepted">): RolloutDecisionRecord;
   /** Instance keys on `node` whose intent has one of `statuses`. */
   intentKeysOfNode(node: string, statuses: readonly IntentStatus[]): string[];
   intentCountsByStatus(): Record<string, number>;
@@ -145,8 +180,9 @@ export interface Store {
   // Observations.
   reportMeta(node: string): { takenAt: string; seq?: number } | undefined;
   /**
-   * Stores a full report as the node's latest observation. Returns the instance keys whose
-   * observation changed, or undefined (storing nothing) when the report is older than the stored one.
+   * Stores a full report as the node's latest observation: an instance it does not mention loses
+   * its observation (the node holds nothing of it). Returns the instance keys whose observation
+   * changed, or undefined (storing nothing) when the report is older than the stored one.
    */
   saveReport(report: Report, receivedAt: string): string[] | undefined;
   observation(instanceKey: string): Observation | undefined;

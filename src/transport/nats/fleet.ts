@@ -29,6 +29,8 @@ export interface LocalFleetOptions {
   onOutput?: (node: string, line: string) => void;
   /** Each node's root (its filesystem); default `<dir>/nodes/<node>/root`. */
   rootOf?: (node: string) => string;
+  /** Each node's agent state directory; default `<dir>/nodes/<node>/state`. */
+  stateOf?: (node: string) => string;
   /**
    * The transport name `hubOptions()` routes by (see NatsTransportOptions.name): `local` when the
    * fleet stands in for nodes declared `local`. Default `nats`.
@@ -88,7 +90,7 @@ export async function startLocalFleet(options: LocalFleetOptions): Promise<Local
   let stopping = false;
   for (const node of options.nodes) {
     const root = options.rootOf?.(node) ?? join(dir, "nodes", node, "root");
-    const state = join(dir, "nodes", node, "state");
+    const state = options.stateOf?.(node) ?? join(dir, "nodes", node, "state");
     mkdirSync(root, { recursive: true });
     mkdirSync(state, { recursive: true });
     const args = [

@@ -6,6 +6,7 @@
 import { join } from "node:path";
 import type { HubBus, TaskEvent } from "../../hub/bus.js";
 import type { Transport } from "../../hub/transport.js";
+import { agentStateDir } from "../local.js";
 import { type LocalFleet, startLocalFleet } from "./fleet.js";
 import { createNatsTransport, hubBusOf } from "./hub.js";
 import type { NatsLog } from "./log.js";
@@ -64,6 +65,9 @@ export async function startLocalFleetRuntime(
     nodes: context.localNodes,
     routeAs: "local",
     rootOf: (node) => context.rootOf(node) ?? join(context.stateDir, "fleet", "nodes", node, "root"),
+    // The node's agent keeps its state where the in-process agent keeps it: one record of the
+    // services it started and the one-shots it ran, whichever way `steward up` runs the node.
+    stateOf: (node) => agentStateDir(context.stateDir, node),
     ...(setup.heartbeatIntervalMs ? { heartbeatIntervalMs: setup.heartbeatIntervalMs } : {}),
     ...(setup.steward ? { steward: setup.steward } : {}),
     onOutput: (node, line) => {

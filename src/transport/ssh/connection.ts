@@ -90,6 +90,8 @@ export class SshConnection {
     private readonly hops: readonly Client[],
     /** `user@host:port` (and `via` the jump host), for messages. */
     readonly label: string,
+    /** The host key each hop presented and we trusted: the jump host's first, then the target's. */
+    readonly hostKeys: readonly PublicKey[] = [],
   ) {
     client.once("close", () => {
       this.closedFlag = true;
@@ -166,7 +168,11 @@ function describe(endpoint: SshEndpoint): string {
   return `${endpoint.user}@${endpoint.host}:${endpoint.port}`;
 }
 
-function knownKeysFor(endpoint: SshEndpoint, options: ConnectOptions, field: string): KnownKeys {
+function knownKeysFor(
+  endpoint: SshEndpoint,
+  options: Pick<ConnectOptions, "hostKeys" | "node">,
+  field: string,
+): KnownKeys {
   if (endpoint.hostKey) {
     const key = parsePublicKey(endpoint.hostKey);
     // The schema's pattern normally prevents this; a pin we cannot read must never mean "anything goes".
@@ -192,10 +198,16 @@ export async function connect(
   options: ConnectOptions,
 ): Promise<SshConnection> {
   if (!jump) {
-    const client = await connectHop(target, undefined, options, "spec.ssh.hostKey", "");
-    return new SshConnection(client, [], describe(target));
+    const { client, key } = await connectHop(target, undefined, options, "spec.ssh.hostKey", "");
+    return new SshConnection(client, [], describe(target), [key]);
   }
-  const bastion = await connectHop(jump, undefined, options, "spec.ssh.jump.hostKey", "jump host ");
+  const { client: bastion, key: bastionKey } = await connectHop(
+    jump,
+    undefined,
+    options,
+    "spec.ssh.jump.hostKey",
+    "jump host ",
+  );
   try {
     const stream = await new Promise<ClientChannel>((resolve, reject) => {
       bastion.forwardOut("127.0.0.1", 0, target.host, target.port, (error, channel) =>
@@ -203,8 +215,8 @@ export async function connect(
       );
     });
     const via = ` via jump host ${describe(jump)}`;
-    const client = await connectHop(target, stream, options, "spec.ssh.hostKey", "", via);
-    return new SshConnection(client, [bastion], `${describe(target)}${via}`);
+    const { client, key } = await connectHop(target, stream, options, "spec.ssh.hostKey", "", via);
+    return new SshConnection(client, [bastion], `${describe(target)}${via}`, [bastionKey, key]);
   } catch (error) {
     bastion.destroy();
     if (error instanceof DispatchError) throw error;
@@ -217,6 +229,34 @@ export async function connect(
   }
 }
 
+/**
+ * Whether an open connection may carry another job: every hop's key is still one we hold now (the
+ * Node's pin as declared now, or known_hosts as it reads now). A kept connection was trusted when it
+ * was made; a key no longer pinned must not be trusted for one more job.
+ */
+export function stillTrusted(
+  connection: SshConnection,
+  target: SshEndpoint,
+  jump: SshEndpoint | undefined,
+  options: Pick<ConnectOptions, "hostKeys" | "node">,
+): boolean {
+  const hops: [SshEndpoint, string][] = jump
+    ? [
+        [jump, "spec.ssh.jump.hostKey"],
+        [target, "spec.ssh.hostKey"],
+      ]
+    : [[target, "spec.ssh.hostKey"]];
+  if (connection.hostKeys.length !== hops.length) return false;
+  return hops.every(([endpoint, field], i) => {
+    try {
+      const known = knownKeysFor(endpoint, options, field);
+      return checkHostKey(connection.hostKeys[i]!, known).kind === "trusted";
+    } catch {
+      return false;
+    }
+  });
+}
+
 function connectHop(
   endpoint: SshEndpoint,
   sock: Readable | undefined,
@@ -224,7 +264,7 @@ function connectHop(
   pinField: string,
   role: string,
   via = "",
-): Promise<Client> {
+): Promise<{ client: Client; key: PublicKey }> {
   const known = knownKeysFor(endpoint, options, pinField);
   let presented: PublicKey | undefined;
   let verdict: HostKeyVerdict | undefined;
@@ -290,7 +330,8 @@ function connectHop(
         return;
       }
       settled = true;
-      resolve(client);
+      // Ready only after hostVerifier accepted the key it was shown.
+      resolve({ client, key: presented! });
     });
     client.on("error", (error: Error & { level?: string; code?: string }) => {
       if (settled) return;

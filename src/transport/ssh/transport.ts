@@ -26,6 +26,7 @@ import {
   type SshConnection,
   type SshCredentials,
   type SshEndpoint,
+  stillTrusted,
 } from "./connection.js";
 import { installAgent } from "./install.js";
 import {
@@ -326,14 +327,18 @@ export class SshTransport implements Transport {
       );
     const { target, jump } = endpointsOf(node);
     const identity = JSON.stringify([target, jump ?? null]);
-    let { connection, reused } = await this.connectionFor(name, identity, () =>
-      connect(target, jump, {
-        credentials,
-        hostKeys: this.settings.hostKeys,
-        timeoutMs: this.settings.connectTimeoutMs,
-        node: name,
-        signal,
-      }),
+    let { connection, reused } = await this.connectionFor(
+      name,
+      identity,
+      (kept) => stillTrusted(kept, target, jump, { hostKeys: this.settings.hostKeys, node: name }),
+      () =>
+        connect(target, jump, {
+          credentials,
+          hostKeys: this.settings.hostKeys,
+          timeoutMs: this.settings.connectTimeoutMs,
+          node: name,
+          signal,
+        }),
     );
     const cutOff = () => connection.close();
     if (signal.aborted) cutOff();
@@ -410,20 +415,23 @@ export class SshTransport implements Transport {
   }
 
   /**
-   * The node's kept connection when it still leads to the same place, else a new one. Keeping a
-   * connection for `idleMs` after a job (like OpenSSH's ControlPersist) spares the next dispatch or
-   * observation the handshake: most of a fan-out's cost on fast hosts.
+   * The node's kept connection when it still leads to the same place and the keys it was trusted
+   * with are still the ones held now (a pin changed in Git, a key removed from known_hosts: a new
+   * connection, checked anew), else a new one. Keeping a connection for `idleMs` after a job (like
+   * OpenSSH's ControlPersist) spares the next dispatch or observation the handshake: most of a
+   * fan-out's cost on fast hosts.
    */
   private async connectionFor(
     name: string,
     identity: string,
+    trusted: (kept: SshConnection) => boolean,
     open: () => Promise<SshConnection>,
   ): Promise<{ connection: SshConnection; reused: boolean }> {
     const kept = this.kept.get(name);
     if (kept) {
       this.kept.delete(name);
       clearTimeout(kept.timer);
-      if (kept.identity === identity && !kept.connection.closed)
+      if (kept.identity === identity && !kept.connection.closed && trusted(kept.connection))
         return { connection: kept.connection, reused: true };
       kept.connection.close();
     }

@@ -25,15 +25,25 @@ describe("nats up - steward up --transport nats runs the local nodes as agent pr
   const dir = mkdtempSync(join(tmpdir(), "steward-up-nats-"));
   const state = join(dir, "state");
 
+  const agents = join(state, "agents");
+  let ports = new Map<string, number>();
+  const repo = join(dir, "repo");
+  // Wherever an agent recorded them (before agents shared one state, the NATS ones kept their own).
+  const killWebServers = () => {
+    for (const [parent, below] of [
+      [agents, ""],
+      [join(state, "fleet", "nodes"), "state"],
+    ] as const)
+      if (existsSync(parent)) for (const node of readdirSync(parent)) killServices(join(parent, node, below));
+  };
+
   afterAll(() => {
-    const nodes = join(state, "fleet", "nodes");
-    if (existsSync(nodes)) for (const node of readdirSync(nodes)) killServices(join(nodes, node, "state"));
+    killWebServers();
     rmSync(dir, { recursive: true, force: true });
   });
 
   it("nats up - the example fleet converges over NATS and the processes are gone after --once", async () => {
-    const repo = join(dir, "repo");
-    await exampleRepoOnFreePorts(repo);
+    ports = await exampleRepoOnFreePorts(repo);
     const git = (...args: string[]) =>
       execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@example.com", ...args], { cwd: repo });
     git("init", "-q", "-b", "main");
@@ -52,8 +62,9 @@ describe("nats up - steward up --transport nats runs the local nodes as agent pr
     expect(readFileSync(join(state, "root", "db-1", "var", "lib", "db", "schema-version"), "utf8")).toBe(
       "migrated to 7\n",
     );
+    // Each agent keeps its state where the in-process agent keeps it, so either finds what the other did.
     for (const node of ["db-1", "web-1", "web-2"])
-      expect(existsSync(join(state, "fleet", "nodes", node, "state", "attempts")), node).toBe(true);
+      expect(existsSync(join(agents, node, "attempts")), node).toBe(true);
     expect(readFileSync(join(state, "fleet", "nats", "nats-server.conf"), "utf8")).toContain("# node web-2");
     expect(run.code).toBe(0);
     // The agents' lines in the hub's log are their own JSON, with one line per attempt.
@@ -77,5 +88,29 @@ describe("nats up - steward up --transport nats runs the local nodes as agent pr
       );
     // The server and the agent processes went with `steward up` (services stay: a later run adopts them).
     expect(processesMentioning(join(state, "fleet"))).toEqual([]);
+  }, 200_000);
+
+  it("nats up - with the web servers killed, a plain steward up in the same state starts them again before it says right", async () => {
+    const answers = async (port: number) => {
+      try {
+        return (await fetch(`http://127.0.0.1:${port}/version`, { signal: AbortSignal.timeout(2_000) })).ok;
+      } catch {
+        return false;
+      }
+    };
+    expect(await answers(ports.get("web-1")!)).toBe(true);
+    killWebServers();
+    for (let i = 0; i < 50 && (await answers(ports.get("web-1")!)); i++)
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(await answers(ports.get("web-1")!)).toBe(false);
+
+    const run = await runSteward(["--state", state, "up", "--repo", repo, "--once", "--timeout", "120s"], {
+      cwd: dir,
+      timeoutMs: 150_000,
+    });
+    expect(run.stdout).toMatch(/right: no open conditions; 6\/6 instances converged/);
+    expect(run.code).toBe(0);
+    // What it said is what is: both servers answer.
+    expect([await answers(ports.get("web-1")!), await answers(ports.get("web-2")!)]).toEqual([true, true]);
   }, 200_000);
 });

@@ -2,8 +2,8 @@
  * Shared pieces of the SSH transport tests: Node documents for loopback sshd servers, and a recorder
  * of the events a transport delivers that a test can wait on.
  */
-import { execFileSync } from "node:child_process";
-import { mkdtempSync } from "node:fs";
+import { type ChildProcess, execFileSync } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -25,7 +25,9 @@ import {
   type SshTransport,
   type SshTransportOptions,
 } from "../../../src/transport/ssh/index.js";
+import { tempDir } from "../../helpers/git.js";
 import { type Sshd, type SshdFleet, startSshdFleet } from "../../helpers/sshd.js";
+import { startSteward, stewardEntry } from "../../hub/helpers/process.js";
 
 const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), "../../..");
 
@@ -216,5 +218,61 @@ export function withHosts(count: number): {
     fleet: started,
     start: (options = {}) =>
       startTransport(started().clientKey.privateKeyFile, { agentFile: testAgentFile(), ...options }),
+  };
+}
+
+/** A `steward hub` process reaching SSH nodes, with its state directory and its log. */
+export interface SshHubProcess {
+  hub: ChildProcess;
+  /** Its working directory; the state is `<dir>/state`, the log `<dir>/hub.log`. */
+  dir: string;
+  state: string;
+  log: () => string;
+  stop: () => Promise<void>;
+}
+
+/**
+ * `steward hub --ssh-key KEY --repo REPO` as the operator runs it, syncing every `syncInterval`;
+ * the single-file agent is put next to the entry, where an installed package has it.
+ */
+export async function startSshHub(options: {
+  repo: string;
+  clientKeyFile: string;
+  syncInterval: string;
+}): Promise<SshHubProcess> {
+  const entry = await stewardEntry();
+  const agent = join(dirname(dirname(entry)), "steward-agent.mjs");
+  if (!existsSync(agent))
+    execFileSync(process.execPath, [join(REPO_ROOT, "scripts/build-agent.mjs"), "--out", agent], {
+      cwd: REPO_ROOT,
+      stdio: "pipe",
+    });
+  const dir = tempDir("steward-hub-ssh-");
+  const state = join(dir, "state");
+  const hub = await startSteward(
+    [
+      "--state",
+      state,
+      "hub",
+      "--repo",
+      options.repo,
+      "--listen",
+      "127.0.0.1:0",
+      "--sync-interval",
+      options.syncInterval,
+      "--ssh-key",
+      options.clientKeyFile,
+    ],
+    { cwd: dir, log: join(dir, "hub.log"), env: { SSH_AUTH_SOCK: "" } },
+  );
+  return {
+    hub,
+    dir,
+    state,
+    log: () => readFileSync(join(dir, "hub.log"), "utf8"),
+    stop: async () => {
+      hub.kill("SIGTERM");
+      await new Promise((resolve) => hub.once("exit", resolve));
+    },
   };
 }

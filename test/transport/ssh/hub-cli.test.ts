@@ -1,18 +1,15 @@
-import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
-import { makeRepo, removeTempDirs, tempDir } from "../../helpers/git.js";
+import { makeRepo, removeTempDirs } from "../../helpers/git.js";
 import { assignmentYaml, fleetYaml } from "../../hub/helpers/fleet.js";
-import { runSteward, startSteward, stewardEntry } from "../../hub/helpers/process.js";
-import { sshNode, until, withHosts } from "./fixtures.js";
+import { runSteward } from "../../hub/helpers/process.js";
+import { sshNode, startSshHub, until, withHosts } from "./fixtures.js";
 
 // The operator's path: `steward hub --ssh-key ...` as a process, syncing a fleet repo whose nodes
 // are loopback sshd hosts with pinned keys and no steward installed.
 const hosts = withHosts(2);
-const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), "../../..");
 afterAll(removeTempDirs);
 
 describe("ssh transport - steward hub", () => {
@@ -41,34 +38,11 @@ describe("ssh transport - steward hub", () => {
     const repo = makeRepo();
     repo.commit("two edge hosts", files);
 
-    // The hub finds the single-file agent next to its own entry, as in an installed package.
-    const entry = await stewardEntry();
-    const agent = join(dirname(dirname(entry)), "steward-agent.mjs");
-    if (!existsSync(agent))
-      execFileSync(process.execPath, [join(REPO_ROOT, "scripts/build-agent.mjs"), "--out", agent], {
-        cwd: REPO_ROOT,
-        stdio: "pipe",
-      });
-
-    const dir = tempDir("steward-hub-ssh-");
-    const state = join(dir, "state");
-    const hub = await startSteward(
-      [
-        "--state",
-        state,
-        "hub",
-        "--repo",
-        repo.dir,
-        "--listen",
-        "127.0.0.1:0",
-        "--sync-interval",
-        "1s",
-        "--ssh-key",
-        hosts.fleet().clientKey.privateKeyFile,
-      ],
-      { cwd: dir, log: join(dir, "hub.log"), env: { SSH_AUTH_SOCK: "" } },
-    );
-    const log = () => readFileSync(join(dir, "hub.log"), "utf8");
+    const { dir, state, log, stop } = await startSshHub({
+      repo: repo.dir,
+      clientKeyFile: hosts.fleet().clientKey.privateKeyFile,
+      syncInterval: "1s",
+    });
     try {
       const motd = (i: number) => join(servers[i]!.root, "managed", "etc", "motd");
       await until(
@@ -92,8 +66,7 @@ describe("ssh transport - steward hub", () => {
       );
       expect(JSON.parse(status.stdout)).toMatchObject({ conditions: [] });
     } finally {
-      hub.kill("SIGTERM");
-      await new Promise((resolve) => hub.once("exit", resolve));
+      await stop();
     }
     expect(readFileSync(join(dir, "hub.log"), "utf8")).toContain("steward hub: serving");
   }, 120_000);
