@@ -29,6 +29,11 @@ const OUTCOMES: Partial<Record<ConditionType, readonly TaskOutcome[]>> = {
   OneShotInterrupted: ["ran", "rerun"],
 };
 
+/** The decisions an answer to a task of `type` takes (empty: none, say what you did). */
+export function taskOutcomes(type: ConditionType): readonly TaskOutcome[] {
+  return OUTCOMES[type] ?? [];
+}
+
 export function needsJudgement(type: ConditionType): boolean {
   return JUDGEMENT.has(type);
 }
