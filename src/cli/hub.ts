@@ -40,6 +40,8 @@ export interface HubRuntimeOptions {
   bus?: import("../hub/bus.js").HubBus;
   /** `steward up --transport nats`: the local nodes run as agent processes on a local nats-server. */
   localFleet?: import("../transport/nats/runtime.js").LocalFleetSetup;
+  /** Who may act in the web view (`--operator-tokens`, read by the command); none: read-only. */
+  operators?: ReadonlyMap<string, import("../hub/web/operators.js").Operator>;
 }
 
 /** Every part of a running hub, started in order and stopped in reverse. */
@@ -149,6 +151,9 @@ export class HubRuntime {
       hub: this.hub,
       host,
       port,
+      // ROLLOUT PAUSE/RESUME: give the web view `rollout` (src/hub/web/rollout.ts) here once
+      // `steward rollout pause|resume` lands; until then it shows no such button.
+      web: this.options.operators ? { operators: this.options.operators } : {},
       ...(webhook ? { webhook } : {}),
       onNudge: (scope) => {
         if (scope.sync) this.loop?.trigger();
@@ -255,6 +260,7 @@ function splitListen(listen: string): [string, number] {
 }
 
 interface HubCommandOptions extends StatusFlags, SshHubFlags, NatsHubFlags {
+  operatorTokens?: string;
   repo: string;
   branch: string;
   root?: string;
@@ -273,6 +279,20 @@ export function durationFlag(flag: string, value: string): number {
   }
 }
 
+/** The operators of `--operator-tokens FILE` (none without the flag); refuses a file others can read. */
+export async function operatorsFlag(
+  file: string | undefined,
+  cwd: string,
+): Promise<ReadonlyMap<string, import("../hub/web/operators.js").Operator> | undefined> {
+  if (!file) return undefined;
+  const { readOperatorTokens } = await import("../hub/web/operators.js");
+  return readOperatorTokens(resolve(cwd, file));
+}
+
+/** Help of `--operator-tokens`, shared by `steward hub` and `steward up`. */
+export const OPERATOR_TOKENS_HELP =
+  "who may act in the web view: a file of `name token` lines, mode 0600 (without it the view is read-only)";
+
 /** Waits for SIGINT or SIGTERM. */
 export function untilSignal(): Promise<string> {
   return new Promise((resolveSignal) => {
@@ -289,7 +309,7 @@ export function untilSignal(): Promise<string> {
 export function hubCommand(io: CliIo, globals: () => GlobalOptions, _exit: (code: number) => void): Command {
   const command = new Command("hub")
     .description(
-      "run the hub: sync the fleet repo, reconcile, dispatch, serve /healthz, /metrics and /webhook",
+      "run the hub: sync the fleet repo, reconcile, dispatch, serve the web view, /healthz, /metrics and /webhook",
     )
     .option("--repo <path|url>", "the fleet repository: a local clone or an http(s) URL", ".")
     .option("--branch <name>", "the tracked branch", "main")
@@ -301,7 +321,8 @@ export function hubCommand(io: CliIo, globals: () => GlobalOptions, _exit: (code
     )
     .option("--sync-interval <duration>", "how often to fetch the fleet repo", "1m")
     .option("--webhook-secret-env <name>", "environment variable holding the webhook's shared secret")
-    .option("--lease <duration>", "how long an attempt's result may take before it is ambiguous", "10m");
+    .option("--lease <duration>", "how long an attempt's result may take before it is ambiguous", "10m")
+    .option("--operator-tokens <file>", OPERATOR_TOKENS_HELP);
   for (const [flag, help] of SSH_HUB_FLAGS) command.option(flag, help);
   for (const [flag, help] of NATS_HUB_FLAGS) command.option(flag, help);
   addStatusFlags(command);
@@ -310,6 +331,7 @@ export function hubCommand(io: CliIo, globals: () => GlobalOptions, _exit: (code
     const pino = (await import("pino")).default;
     const { createSshTransport } = await import("../transport/ssh/index.js");
     const paths = statePaths(io, globals());
+    const operators = await operatorsFlag(options.operatorTokens, io.cwd);
     const logger = pino({ level: io.env.STEWARD_LOG_LEVEL ?? "info" });
     const ssh = createSshTransport({
       ...sshOptionsFromFlags(options, io.cwd, io.env),
@@ -348,10 +370,13 @@ export function hubCommand(io: CliIo, globals: () => GlobalOptions, _exit: (code
       transports: [ssh, ...(nats ? [nats] : [])],
       ...(natsHub && nats ? { bus: natsHub.hubBusOf(nats) } : {}),
       ...(webhookSecret ? { webhookSecret } : {}),
+      ...(operators ? { operators } : {}),
     });
     try {
       await runtime.start();
-      io.stderr(`steward hub: serving ${runtime.http.url} (transports: ${runtime.transports.join(", ")})\n`);
+      io.stderr(
+        `steward hub: serving ${runtime.http.url} (transports: ${runtime.transports.join(", ")}); the fleet: ${runtime.http.url}/ (${operators ? `${operators.size} operator${operators.size === 1 ? "" : "s"} may act` : "read-only"})\n`,
+      );
       await untilSignal();
     } finally {
       await runtime.stop();
