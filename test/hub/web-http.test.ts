@@ -3,7 +3,7 @@ import { type HubHttp, startHubHttp } from "../../src/hub/http.js";
 import { revisionProgress } from "../../src/hub/progress.js";
 import { parseOperatorTokens } from "../../src/hub/web/operators.js";
 import { CONTENT_SECURITY_POLICY } from "../../src/hub/web/web.js";
-import { assignmentYaml, file, nodes } from "./helpers/fleet.js";
+import { assignmentYaml, file, nodes, shell } from "./helpers/fleet.js";
 import { type Harness, startHarness } from "./helpers/harness.js";
 
 const TOKEN = "alice-token-0123456789abcdef";
@@ -236,6 +236,31 @@ describe("hub - web view over HTTP", () => {
     expect((await fetch(`${http.url}/revisions/abcd/rollout/app/pause`, { method: "POST" })).status).toBe(
       404,
     );
+  });
+
+  it("web - what looks like a secret in a node's report is masked on every page and in the JSON", async () => {
+    const h = await startHarness({
+      files: {
+        ...nodes("n1"),
+        "assignments/app.yaml": assignmentYaml("app", {
+          nodes: ["n1"],
+          resources: [shell("connect", "echo 'connecting with password=hunter2-secret' >&2; exit 3")],
+          budget: { attempts: 10, within: "1h" },
+        }),
+      },
+    });
+    await h.commit();
+    await h.settle();
+    http = await startHubHttp({ hub: h.hub });
+    const attempt = h.intent("app@n1").lastAttemptId!;
+    for (const path of ["/instances/app@n1", `/attempts/${attempt}`, "/nodes/n1", "/"]) {
+      for (const accept of [BROWSER, "application/json"]) {
+        const text = await (await fetch(`${http.url}${path}`, { headers: { accept } })).text();
+        expect(text, `${path} ${accept}`).not.toContain("hunter2");
+      }
+    }
+    const page = await (await fetch(`${http.url}/instances/app@n1`, { headers: { accept: BROWSER } })).text();
+    expect(page).toContain("password=[redacted]");
   });
 
   it("web - a page's event stream carries one instance's change as one small event", async () => {
