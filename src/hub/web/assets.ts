@@ -211,6 +211,16 @@ const SCRIPT = String.raw`
     box.hidden = false;
     box.querySelector("b").textContent = String(staleCount);
   }
+  // Where the keyboard is, so a region drawn again gives the focus back to the same control.
+  function focusKey(region) {
+    var el = document.activeElement;
+    if (!el || el === document.body || !region.contains(el)) return null;
+    if (el.id) return "#" + CSS.escape(el.id);
+    var form = el.closest("form");
+    if (form && el.tagName === "BUTTON") return 'form[action="' + CSS.escape(form.getAttribute("action")) + '"] button';
+    if (el.tagName === "A") return 'a[href="' + CSS.escape(el.getAttribute("href")) + '"]';
+    return null;
+  }
   function busy(region) {
     var active = document.activeElement;
     return active && region.contains(active) && /^(INPUT|TEXTAREA|SELECT)$/.test(active.tagName);
@@ -229,9 +239,12 @@ const SCRIPT = String.raw`
       .then(function (response) { return response.ok ? response.text() : Promise.reject(response.status); })
       .then(function (text) {
         if (busy(region)) return schedule(region);
+        var focused = focusKey(region);
         var template = document.createElement("template");
         template.innerHTML = text;
         region.replaceChildren(template.content);
+        var again = focused && region.querySelector(focused);
+        if (again) again.focus();
         for (var id of open) {
           var details = document.getElementById(id);
           if (details) details.open = true;
