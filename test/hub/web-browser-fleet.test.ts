@@ -135,6 +135,16 @@ describe("hub - the web view in a browser, on the example fleet", () => {
     const web = join(state, "repo", "assignments", "web.yaml");
     writeFileSync(web, readFileSync(web, "utf8").replace(/1\.4\.2/g, "1.4.3"));
     git("commit", "-qam", "web 1.4.3");
+    await page.waitForFunction(`document.querySelector('a.cell[data-i="web@web-2"]')?.dataset.s === "held"`, {
+      timeout: 60_000,
+      polling: 100,
+    });
+    // Mid-rollout, as a person opening the page then sees it: the canary soaking, web-2 held.
+    const picture = await chromium.browser.newPage();
+    await picture.setViewport({ width: 1400, height: 820 });
+    await picture.goto(up.page, { waitUntil: "load" });
+    await picture.screenshot({ path: join(testOutput("web"), "fleet-rollout.png") });
+    await picture.close();
     await page.waitForFunction(
       `(() => { const c = document.querySelector('a.cell[data-i="web@web-2"]');
         return c && c.dataset.s === "converged" && c.querySelector(".gen").textContent === "2"; })()`,

@@ -75,7 +75,8 @@ describe("hub - web view markup", () => {
     expect(() => new Script(SCRIPT_ASSET.body.toString("utf8"))).not.toThrow();
     for (const info of Object.values(DISPLAY_STATES))
       expect(SCRIPT_ASSET.body.toString()).toContain(JSON.stringify(info.label));
-    for (const [name, _asset] of ASSETS) expect(name).toMatch(/^\/assets\/[a-z]+-[0-9a-f]{12}\.(css|js)$/);
+    for (const [name, _asset] of ASSETS)
+      expect(name).toMatch(/^\/assets\/[a-z]+-[0-9a-f]{12}\.(css|js|svg)$/);
   });
 
   it.each([

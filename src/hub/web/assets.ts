@@ -68,7 +68,7 @@ main.fleet > .side { grid-column: 2; grid-row: 1 / span 4; position: sticky; top
 .answer.a-right { background: var(--ok-bg); border-color: var(--ok); }
 .answer.a-converging { background: var(--progress-bg); border-color: var(--progress); }
 .answer.a-not-right { background: var(--failure-bg); border-color: var(--failure); }
-.chips { display: flex; flex-wrap: wrap; gap: 6px; margin: 0; padding: 0; list-style: none; }
+.chips { display: flex; flex-wrap: wrap; gap: 6px; margin: 0 0 12px; padding: 0; list-style: none; }
 .chip { display: inline-flex; gap: 6px; align-items: center; padding: 3px 10px; border-radius: 999px; border: 1px solid; font-size: 13px; }
 .chip b { font-variant-numeric: tabular-nums; }
 .chip[aria-current="true"] { box-shadow: 0 0 0 2px var(--focus); }
@@ -92,12 +92,15 @@ th, td { text-align: left; padding: 5px 8px; border-bottom: 1px solid var(--line
 thead th { font-size: 12px; color: var(--soft); font-weight: 600; position: sticky; top: 0; background: var(--panel); z-index: 1; }
 tbody tr:hover { background: color-mix(in srgb, var(--bg) 60%, transparent); }
 .grid-wrap { overflow: auto; max-height: 75vh; }
-table.grid th[scope="row"] { white-space: nowrap; font-weight: 500; }
+table.grid { width: auto; min-width: 60%; }
+table.grid th[scope="row"] { white-space: nowrap; font-weight: 500; padding-right: 24px; }
 table.grid td { padding: 3px 4px; }
 table.grid thead th.col { text-align: center; }
-.cell { display: inline-flex; justify-content: center; gap: 4px; min-width: 3.6em; padding: 1px 6px; border-radius: 4px; border: 1px solid; font-variant-numeric: tabular-nums; font-size: 13px; }
+.cell { display: inline-flex; justify-content: center; align-items: center; gap: 4px; min-width: 3.6em; height: 22px; padding: 0 6px; border-radius: 4px; border: 1px solid; font-variant-numeric: tabular-nums; font-size: 13px; }
 .cell:hover { text-decoration: none; filter: brightness(.95); }
 .cell.out { opacity: .35; }
+.sym[data-sym="⏸"] { font-size: 0; }
+.sym[data-sym="⏸"]::before { content: ""; display: inline-block; box-sizing: border-box; width: 9px; height: 10px; border-left: 3px solid; border-right: 3px solid; vertical-align: -1px; }
 .cell .gen { color: var(--soft); font-size: 11.5px; align-self: center; }
 .none { color: var(--line); display: inline-block; min-width: 3.6em; text-align: center; }
 .group details summary { cursor: pointer; color: var(--soft); }
@@ -123,11 +126,13 @@ pre { background: var(--bg); border: 1px solid var(--line); border-radius: 6px; 
 .errorline { border-left: 3px solid var(--failure); background: var(--failure-bg); padding: 4px 8px; margin: 6px 0; font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 12.5px; overflow-wrap: anywhere; }
 .actions { display: flex; flex-wrap: wrap; gap: 8px; align-items: end; margin-top: 10px; }
 .actions form { display: flex; gap: 6px; align-items: end; flex-wrap: wrap; }
+.actions textarea { min-width: 28em; }
 .actions label { display: flex; flex-direction: column; font-size: 12px; color: var(--soft); gap: 2px; }
 .hint { color: var(--soft); font-size: 12.5px; margin: 8px 0 0; }
 .notice { background: var(--attention-bg); border: 1px solid var(--attention); padding: 8px 12px; border-radius: 6px; margin-bottom: 12px; }
 .notice.done { background: var(--ok-bg); border-color: var(--ok); }
 .pager { display: flex; gap: 12px; align-items: center; margin-top: 10px; color: var(--soft); }
+.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(560px, 1fr)); column-gap: 16px; align-items: start; }
 .login { max-width: 420px; margin: 40px auto; }
 .login label { display: flex; flex-direction: column; gap: 4px; margin: 10px 0; }
 footer { color: var(--soft); font-size: 12px; text-align: center; padding: 16px; }
@@ -160,7 +165,9 @@ const SCRIPT = String.raw`
     for (var name of Array.from(cell.classList)) if (name.indexOf("t-") === 0) cell.classList.remove(name);
     cell.classList.add("t-" + info.tone);
     cell.setAttribute("data-s", view.s);
-    cell.querySelector(".sym").textContent = info.symbol;
+    var sym = cell.querySelector(".sym");
+    sym.textContent = info.symbol;
+    sym.setAttribute("data-sym", info.symbol);
     cell.querySelector(".gen").textContent = String(view.g);
     cell.title = words(view);
     cell.setAttribute("aria-label", words(view));
@@ -305,6 +312,14 @@ const STATES_FOR_SCRIPT = Object.fromEntries(
   Object.values(DISPLAY_STATES).map((s) => [s.state, { label: s.label, symbol: s.symbol, tone: s.tone }]),
 );
 
+/** The tab's icon: a check on the hub's dark header colour. */
+export const ICON_ASSET: Asset = asset(
+  "icon",
+  "svg",
+  "image/svg+xml",
+  '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="7" fill="#24292f"/><path d="M8 17l5 5 11-12" fill="none" stroke="#3fb950" stroke-width="4" stroke-linecap="round" stroke-linejoin="round"/></svg>',
+);
+
 /** The stylesheet. */
 export const STYLE_ASSET: Asset = asset("steward", "css", "text/css; charset=utf-8", STYLESHEET);
 
@@ -318,5 +333,5 @@ export const SCRIPT_ASSET: Asset = asset(
 
 /** The assets by path. */
 export const ASSETS: ReadonlyMap<string, Asset> = new Map(
-  [STYLE_ASSET, SCRIPT_ASSET].map((a) => [a.path, a]),
+  [STYLE_ASSET, SCRIPT_ASSET, ICON_ASSET].map((a) => [a.path, a]),
 );

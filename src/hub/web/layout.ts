@@ -6,7 +6,7 @@
  */
 import { DISPLAY_STATES, type DisplayState } from "../states.js";
 import type { InstanceView } from "../views.js";
-import { SCRIPT_ASSET, STYLE_ASSET } from "./assets.js";
+import { ICON_ASSET, SCRIPT_ASSET, STYLE_ASSET } from "./assets.js";
 import { type Html, type HtmlValue, html, path } from "./html.js";
 import type { Session } from "./operators.js";
 
@@ -85,6 +85,7 @@ export function documentOf(page: Page, ctx: PageContext): Html {
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${page.title} · steward</title>
+<link rel="icon" href="${ICON_ASSET.path}" type="image/svg+xml">
 <link rel="stylesheet" href="${STYLE_ASSET.path}">
 <script src="${SCRIPT_ASSET.path}" defer></script>
 </head>
@@ -110,10 +111,29 @@ ${page.parts.map((part) => (isRegion(part) ? regionElement(part) : part))}
 `;
 }
 
+/**
+ * A state's symbol, hidden from screen readers (the words beside it say it). `data-sym` lets the
+ * stylesheet draw a symbol that fonts often lack (⏸) the same everywhere.
+ */
+export function symbol(text: string): Html {
+  return html`<span class="sym" data-sym="${text}" aria-hidden="true">${text}</span>`;
+}
+
 /** A state as words with its symbol and colour (never colour alone). */
 export function stateBadge(state: DisplayState, extra?: HtmlValue): Html {
   const info = DISPLAY_STATES[state];
-  return html`<span class="badge t-${info.tone}" data-s="${state}"><span class="sym" aria-hidden="true">${info.symbol}</span> ${info.label}${extra ? html` <span class="soft">${extra}</span>` : ""}</span>`;
+  return html`<span class="badge t-${info.tone}" data-s="${state}">${symbol(info.symbol)} ${info.label}${extra ? html` <span class="soft">${extra}</span>` : ""}</span>`;
+}
+
+/** How many instances are in `state`, as a link (to the instances in it) in the state's colours. */
+export function stateChip(
+  state: DisplayState,
+  n: number,
+  href: string,
+  options: { current?: boolean; title?: string } = {},
+): Html {
+  const info = DISPLAY_STATES[state];
+  return html`<li><a class="chip t-${info.tone}" href="${href}"${options.current === undefined ? "" : html` aria-current="${options.current ? "true" : "false"}"`}${options.title ? html` title="${options.title}"` : ""}>${symbol(info.symbol)} ${info.label} <b>${count(n)}</b></a></li>`;
 }
 
 /** What a cell shows of an instance: a whole view, or a row of a revision's rollout. */
@@ -136,7 +156,7 @@ export function cellWords(view: CellOf): string {
 export function stateCell(view: CellOf, options: { chosen?: boolean; pinned?: boolean } = {}): Html {
   const info = DISPLAY_STATES[view.state];
   const words = cellWords(view);
-  return html`<a class="cell t-${info.tone}${options.chosen === false ? " out" : ""}" data-i="${view.instance}" data-s="${view.state}"${options.pinned ? html` data-g="${view.generation}"` : ""} href="${path(["instances", view.instance])}" title="${words}" aria-label="${words}"><span class="sym" aria-hidden="true">${info.symbol}</span><span class="gen">${view.generation}</span></a>`;
+  return html`<a class="cell t-${info.tone}${options.chosen === false ? " out" : ""}" data-i="${view.instance}" data-s="${view.state}"${options.pinned ? html` data-g="${view.generation}"` : ""} href="${path(["instances", view.instance])}" title="${words}" aria-label="${words}">${symbol(info.symbol)}<span class="gen">${view.generation}</span></a>`;
 }
 
 const UNITS: readonly [number, string][] = [

@@ -14,6 +14,7 @@ import {
   type PageContext,
   stateBadge,
   storyPage,
+  symbol,
   when,
 } from "../layout.js";
 
@@ -41,7 +42,7 @@ const SYMBOL_OF_ATTEMPT: Readonly<Record<AttemptStory["status"], string>> = {
 
 /** An attempt's outcome as a badge (symbol and words, never colour alone). */
 export function attemptBadge(status: AttemptStory["status"]): Html {
-  return html`<span class="badge ${TONE_OF_ATTEMPT[status]}"><span aria-hidden="true">${SYMBOL_OF_ATTEMPT[status]}</span> ${status}</span>`;
+  return html`<span class="badge ${TONE_OF_ATTEMPT[status]}">${symbol(SYMBOL_OF_ATTEMPT[status])} ${status}</span>`;
 }
 
 /** Attempts, newest first, each with its id linked. */

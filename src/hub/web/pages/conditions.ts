@@ -5,7 +5,7 @@
  * the actions on it.
  */
 import { stringify } from "yaml";
-import type { ConditionRecord } from "../../records.js";
+import type { ConditionRecord, TaskRecord } from "../../records.js";
 import type { Store } from "../../store/store.js";
 import type { ConditionStory, ConditionStoryOf } from "../../story.js";
 import { type Html, html, path } from "../html.js";
@@ -36,12 +36,17 @@ export function subjectLink(c: Pick<ConditionRecord, "subjectKind" | "subject">)
   return html`${c.subjectKind} ${c.subject}`;
 }
 
-/** One condition as an entry of a list: type, subject, since when, the message, the attempt. */
-export function conditionItem(c: ConditionRecord, now: Date): Html {
+/**
+ * One condition as an entry of a list: type, subject, since when, the message, the attempt, and
+ * (a story's condition) the task a person can act on.
+ */
+export function conditionItem(c: ConditionRecord & { task?: TaskRecord }, now: Date): Html {
+  const task = c.task && (c.task.status === "open" || c.task.status === "claimed") ? c.task : undefined;
   return html`<li data-condition="${c.id}">
 <div><a class="ctype" href="${path(["conditions", c.id])}">${c.type}</a> on ${subjectLink(c)} <span class="soft small">· ${c.reason} · since ${when(c.since, now)}${c.status === "resolved" ? html` · resolved ${when(c.resolvedAt, now)}` : ""}</span></div>
 <div class="msg">${c.message}</div>
 ${c.attemptId ? html`<div class="small soft">attempt ${link(["attempts", c.attemptId])}${c.tried.length > 1 ? html` · ${plural(c.tried.length, "attempt")} tried` : ""}</div>` : ""}
+${task ? html`<div class="small">needs a person: <a href="/tasks#task-${task.id}">task ${task.id}</a> (${task.status}${task.claimedBy ? ` by ${task.claimedBy}` : ""})</div>` : ""}
 </li>`;
 }
 

@@ -32,6 +32,8 @@ import {
   STATE_ORDER,
   stateBar,
   stateCell,
+  stateChip,
+  symbol,
   when,
 } from "../layout.js";
 import { conditionItem, newestFirst, typeChips } from "./conditions.js";
@@ -59,7 +61,7 @@ function answerBanner(
   ctx: PageContext,
 ): Html {
   const status = fleetStatus(views, open);
-  const [symbol, word] = ANSWERS[status.answer];
+  const [mark, word] = ANSWERS[status.answer];
   const notCounted = [
     status.observeOnly.length > 0 ? `${count(status.observeOnly.length)} observe-only` : "",
     status.drained.length > 0 ? `${count(status.drained.length)} drained` : "",
@@ -67,7 +69,7 @@ function answerBanner(
   ].filter(Boolean);
   const head = store.latestRevision();
   return html`<div class="answer a-${status.answer}" role="status">
-<span class="big" aria-hidden="true">${symbol}</span>
+<span class="big" aria-hidden="true">${mark}</span>
 <div><strong>${word}</strong>
 <p>${status.conditions.length === 0 ? "no open conditions" : plural(status.conditions.length, "open condition")} · ${count(status.converged)}/${count(status.counted)} instances converged${notCounted.length > 0 ? ` · not counted: ${notCounted.join(", ")}` : ""}${status.failing.length > 0 ? ` · ${count(status.failing.length)} failing within budget` : ""}</p>
 ${head ? html`<p>at ${revisionLink(head.sha)} <span class="msg">${head.message.split("\n", 1)[0]}</span> · synced ${when(head.syncedAt, ctx.now)}</p>` : html`<p>no revision synced yet</p>`}
@@ -82,7 +84,10 @@ function totals(chosen: readonly InstanceView[], filters: FleetFilters): Html {
       const info = DISPLAY_STATES[state];
       const on = filters.states.includes(state);
       const toggled = on ? filters.states.filter((s) => s !== state) : [...filters.states, state];
-      return html`<li><a class="chip t-${info.tone}" href="${withFilters(filters, { states: toggled })}" aria-current="${on ? "true" : "false"}" title="${on ? `stop showing only ${info.label}` : `show only ${info.label}`}"><span aria-hidden="true">${info.symbol}</span> ${info.label} <b>${count(counts[state]!)}</b></a></li>`;
+      return stateChip(state, counts[state]!, withFilters(filters, { states: toggled }), {
+        current: on,
+        title: on ? `stop showing only ${info.label}` : `show only ${info.label}`,
+      });
     },
   )}</ul>`;
 }
@@ -141,7 +146,7 @@ function groupCell(row: GridRow, column: number, assignment: string, filters: Fl
   const info = DISPLAY_STATES[cell.view.state];
   const words = `${count(row.nodes.length)} instances of ${assignment}: ${info.label}, generation ${cell.view.generation}`;
   const href = withFilters(filters, { assignments: [assignment], states: [cell.view.state] });
-  return html`<td><a class="cell t-${info.tone}${cell.chosen ? "" : " out"}" data-a="${assignment}" data-s="${cell.view.state}" href="${href}" title="${words}" aria-label="${words}"><span class="sym" aria-hidden="true">${info.symbol}</span><span class="gen">${cell.view.generation}</span></a></td>`;
+  return html`<td><a class="cell t-${info.tone}${cell.chosen ? "" : " out"}" data-a="${assignment}" data-s="${cell.view.state}" href="${href}" title="${words}" aria-label="${words}">${symbol(info.symbol)}<span class="gen">${cell.view.generation}</span></a></td>`;
 }
 
 function gridRow(row: GridRow, grid: FleetGrid, filters: FleetFilters, index: number): Html {
@@ -155,7 +160,7 @@ function gridRow(row: GridRow, grid: FleetGrid, filters: FleetFilters, index: nu
     )}</tr>`;
   }
   const members = row.nodes.slice(0, MEMBERS_SHOWN);
-  return html`<tr class="group"><th scope="row"><details id="group-${index}"><summary><b data-count="${row.nodes.length}">${count(row.nodes.length)}</b> nodes alike</summary><div class="members">${members.map(
+  return html`<tr class="group"><th scope="row"><details id="group-${index}"><summary><b data-count="${row.nodes.length}">${count(row.nodes.length)}</b> nodes alike <span class="small">${row.nodes.slice(0, 2).join(", ")}, …</span></summary><div class="members">${members.map(
     (n) => html`<a data-n="${n}" href="${path(["nodes", n])}">${n}</a>`,
   )}${row.nodes.length > members.length ? html`<span class="soft">and ${count(row.nodes.length - members.length)} more: narrow with the filters</span>` : ""}</div></details></th>${grid.columns.map((assignment, column) => groupCell(row, column, assignment, filters))}</tr>`;
 }
@@ -195,7 +200,7 @@ export function fleetPage(store: Store, feed: FleetFeed, ctx: PageContext): Page
       {
         name: "summary",
         refresh: ["instance", "condition", "revision", "resync"],
-        delayMs: 1000,
+        delayMs: 300,
         render: () => {
           const views = feed.instances();
           const chosen = filtered(filters) ? grid().chosen : views;

@@ -20,6 +20,7 @@ import {
   stateBadge,
   stateCell,
   storyPage,
+  symbol,
   when,
 } from "../layout.js";
 import { attemptsTable } from "./attempts.js";
@@ -46,7 +47,7 @@ const RESOURCE_SYMBOL: Readonly<Record<string, string>> = {
 };
 
 function resourceBadge(status: string): Html {
-  return html`<span class="badge ${RESOURCE_TONE[status] ?? "t-muted"}"><span aria-hidden="true">${RESOURCE_SYMBOL[status] ?? "?"}</span> ${status}</span>`;
+  return html`<span class="badge ${RESOURCE_TONE[status] ?? "t-muted"}">${symbol(RESOURCE_SYMBOL[status] ?? "?")} ${status}</span>`;
 }
 
 function observedSection(observed: ObservedStory | undefined, ctx: PageContext): Html {

@@ -24,7 +24,9 @@ import {
   stateBadge,
   stateBar,
   stateCell,
+  stateChip,
   storyPage,
+  symbol as sym,
   when,
 } from "../layout.js";
 import type { RolloutControl } from "../rollout.js";
@@ -45,7 +47,7 @@ const PROGRESS_WORDS: Readonly<Record<AssignmentProgress["state"], [string, stri
 
 function progressBadge(state: AssignmentProgress["state"]): Html {
   const [tone, symbol, words] = PROGRESS_WORDS[state];
-  return html`<span class="badge ${tone}"><span aria-hidden="true">${symbol}</span> ${words}</span>`;
+  return html`<span class="badge ${tone}">${sym(symbol)} ${words}</span>`;
 }
 
 /** The rollout policy in words. */
@@ -110,9 +112,8 @@ function assignmentSection(
   return html`<section class="panel" id="assignment-${progress.assignment}">
 <h2>${progress.assignment} ${progressBadge(progress.state)} <span class="count">${progress.description}</span></h2>
 ${stateBar(states, rows.length)}
-<ul class="chips" aria-label="instances by state">${STATE_ORDER.filter((s) => states[s]).map(
-    (s) =>
-      html`<li><a class="chip t-${DISPLAY_STATES[s].tone}" href="${filterLink(s)}"><span aria-hidden="true">${DISPLAY_STATES[s].symbol}</span> ${DISPLAY_STATES[s].label} <b>${count(states[s]!)}</b></a></li>`,
+<ul class="chips" aria-label="instances by state">${STATE_ORDER.filter((s) => states[s]).map((s) =>
+    stateChip(s, states[s]!, filterLink(s)),
   )}</ul>
 ${facts([
   ["rollout", policyWords(first?.rollout)],
@@ -205,7 +206,7 @@ export function revisionPage(
           : undefined,
       ],
     ])}</section>
-${(s.progress?.assignments ?? []).map((a) => assignmentSection(store, s, a, rows.get(a.assignment) ?? [], ctx, rollout))}
+<div class="cards">${(s.progress?.assignments ?? []).map((a) => assignmentSection(store, s, a, rows.get(a.assignment) ?? [], ctx, rollout))}</div>
 ${conditionsSection(s.conditions, ctx.now)}`;
   };
   return storyPage({
