@@ -126,11 +126,14 @@ describe("hub - the web view in a browser, on the example fleet", () => {
     await page.evaluate(`
       window.__painted = [];
       window.__mark = "still the same page";
+      const note = (cell) => window.__painted.push(cell.dataset.i + " " + cell.dataset.s + " " + cell.querySelector(".gen").textContent);
+      // A cell painted in place, or drawn anew with its region (a tab that was hidden catches up so).
       new MutationObserver((records) => {
-        for (const r of records)
-          if (r.target.dataset && r.target.dataset.i)
-            window.__painted.push(r.target.dataset.i + " " + r.target.dataset.s + " " + r.target.querySelector(".gen").textContent);
-      }).observe(document.body, { subtree: true, attributes: true, attributeFilter: ["data-s"] });
+        for (const r of records) {
+          if (r.type === "attributes" && r.target.dataset && r.target.dataset.i) note(r.target);
+          for (const added of r.addedNodes) if (added.querySelectorAll) added.querySelectorAll("a.cell[data-i]").forEach(note);
+        }
+      }).observe(document.body, { subtree: true, childList: true, attributes: true, attributeFilter: ["data-s"] });
     `);
     const web = join(state, "repo", "assignments", "web.yaml");
     writeFileSync(web, readFileSync(web, "utf8").replace(/1\.4\.2/g, "1.4.3"));

@@ -78,6 +78,11 @@ describe("hub - web view over HTTP", () => {
     expect(text).toContain("app v1 &lt;script&gt;alert(1)&lt;/script&gt;");
     expect(text).not.toContain("<script>alert");
     expect(text).toContain("2/2 nodes at generation 1");
+    // The failing instance, with its condition, node and attempt id.
+    const blocked = h.store.conditions({ type: "Blocked", status: "open" })[0]!;
+    expect(text).toContain(`<a href="/conditions/${blocked.id}">Blocked</a>`);
+    expect(text).toContain(`<a href="/attempts/${blocked.attemptId}">`);
+    expect(text).toMatch(/<b>Blocked<\/b> on <a href="\/nodes\/n1">n1<\/a>/);
     const expected = JSON.parse(JSON.stringify(revisionProgress(h.store, sha)));
     for (const accept of ["*/*", "application/json", undefined]) {
       const response = await fetch(

@@ -269,29 +269,43 @@ const SCRIPT = String.raw`
       if ((" " + region.getAttribute("data-refresh") + " ").indexOf(" " + kind + " ") >= 0) schedule(region);
   }
 
-  var events = new EventSource(source);
+  var events = null;
   var lost = false;
-  function live(on) {
+  function live(state) {
     if (!indicator) return;
-    indicator.setAttribute("data-state", on ? "on" : "off");
-    indicator.textContent = on ? "live" : "reconnecting";
+    indicator.setAttribute("data-state", state === "on" ? "on" : "off");
+    indicator.textContent = state === "on" ? "live" : state === "paused" ? "paused" : "reconnecting";
   }
-  events.addEventListener("open", function () {
-    live(true);
-    // Events may have been missed while the stream was down: everything is looked at again.
-    if (lost) stale("resync");
-    lost = false;
+  function connect() {
+    events = new EventSource(source);
+    events.addEventListener("open", function () {
+      live("on");
+      // Events may have been missed while the stream was down: everything is looked at again.
+      if (lost) stale("resync");
+      lost = false;
+    });
+    events.addEventListener("error", function () {
+      live("off");
+      lost = true;
+    });
+    events.addEventListener("instance", function (event) {
+      onInstance(JSON.parse(event.data));
+      stale("instance");
+    });
+    for (var kind of ["condition", "node", "task", "revision", "resync"])
+      events.addEventListener(kind, (function (k) { return function () { stale(k); }; })(kind));
+  }
+  // A tab nobody looks at gives its stream back: a browser opens only a few connections to one
+  // server over HTTP/1.1, and a stream holds one for as long as it is open.
+  document.addEventListener("visibilitychange", function () {
+    if (document.hidden && events) {
+      events.close();
+      events = null;
+      lost = true;
+      live("paused");
+    } else if (!document.hidden && !events) connect();
   });
-  events.addEventListener("error", function () {
-    live(false);
-    lost = true;
-  });
-  events.addEventListener("instance", function (event) {
-    onInstance(JSON.parse(event.data));
-    stale("instance");
-  });
-  for (var kind of ["condition", "node", "task", "revision", "resync"])
-    events.addEventListener(kind, (function (k) { return function () { stale(k); }; })(kind));
+  if (!document.hidden) connect();
 })();
 `;
 

@@ -270,7 +270,8 @@ export class WebView {
     };
     if (session) {
       ctx.session = session;
-      if (session.flash) {
+      // Shown once, on the page itself: a region fetched in the background does not take it.
+      if (session.flash && !request.headers["x-steward-region"]) {
         ctx.done = session.flash;
         delete session.flash;
       }

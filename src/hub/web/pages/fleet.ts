@@ -7,7 +7,7 @@
  */
 import { fleetStatus } from "../../answer.js";
 import type { FleetFeed } from "../../fleet-feed.js";
-import type { ConditionRecord } from "../../records.js";
+import type { ConditionRecord, NodeRecord } from "../../records.js";
 import { DISPLAY_STATES, type DisplayState } from "../../states.js";
 import type { Store } from "../../store/store.js";
 import type { InstanceView } from "../../views.js";
@@ -116,9 +116,13 @@ function assignmentBars(chosen: readonly InstanceView[], filters: FleetFilters):
     })}</div>`;
 }
 
-function filterForm(store: Store, views: readonly InstanceView[], filters: FleetFilters): Html {
+function filterForm(
+  nodes: readonly NodeRecord[],
+  views: readonly InstanceView[],
+  filters: FleetFilters,
+): Html {
   const labels = new Set<string>();
-  for (const node of store.nodes()) {
+  for (const node of nodes) {
     if (node.removedAt) continue;
     for (const [key, value] of Object.entries(node.spec.metadata?.labels ?? {}))
       labels.add(`${key}=${value}`);
@@ -184,11 +188,23 @@ ${open.length === 0 ? html`<p class="soft">None: nothing steward owns is known t
 </section>`;
 }
 
+/** `compute` run at most once, when first asked for (a page may need it in several parts, or not at all). */
+function once<T>(compute: () => T): () => T {
+  let value: { of: T } | undefined;
+  return () => {
+    value ??= { of: compute() };
+    return value.of;
+  };
+}
+
 /** The fleet page for the filters in `ctx.url`. */
 export function fleetPage(store: Store, feed: FleetFeed, ctx: PageContext): Page {
   const filters = parseFilters(ctx.url.searchParams);
-  const labelsOf = new Map(store.nodes().map((n) => [n.name, n.spec.metadata?.labels ?? {}]));
-  const grid = () => fleetGrid(feed.instances(), (node) => labelsOf.get(node) ?? {}, filters);
+  const nodes = once(() => store.nodes());
+  const grid = once(() => {
+    const labelsOf = new Map(nodes().map((n) => [n.name, n.spec.metadata?.labels ?? {}]));
+    return fleetGrid(feed.instances(), (node) => labelsOf.get(node) ?? {}, filters);
+  });
   const gridRegion: Region = { name: "grid", refresh: ["resync"], render: () => gridTable(grid(), filters) };
   const events = new URLSearchParams(filterQuery({ ...filters, states: [], page: 1, group: "auto" }));
   events.set("scope", "fleet");
@@ -209,7 +225,7 @@ export function fleetPage(store: Store, feed: FleetFeed, ctx: PageContext): Page
 ${assignmentBars(chosen, filters)}</section>`;
         },
       },
-      html`<section class="panel"><h2>Nodes × assignments</h2>${filterForm(store, feed.instances(), filters)}
+      html`<section class="panel"><h2>Nodes × assignments</h2>${filterForm(nodes(), feed.instances(), filters)}
 <p id="stale" class="notice" hidden><b>0</b> changes to instances this page does not show yet: <a href="">reload</a> to see them.</p>
 ${regionElement(gridRegion)}</section>`,
       {

@@ -142,10 +142,14 @@ ${
   listed.length === 0
     ? ""
     : html`${rows.length > LIST_ALL ? html`<h2>Needing attention <span class="count">${count(listed.length)} of ${count(rows.length)}; the others are counted by state above</span></h2>` : ""}
-<table><thead><tr><th>node</th><th>state</th><th>status</th><th>attempt</th><th>superseded by</th></tr></thead><tbody>${listed.map(
+<table><thead><tr><th>node</th><th>state</th><th>status</th><th>condition</th><th>attempt</th><th>superseded by</th></tr></thead><tbody>${listed.map(
         (row) => {
           const entry = byInstance.get(row.instance);
-          return html`<tr><td>${link(["nodes", entry?.node ?? row.instance.slice(row.instance.lastIndexOf("@") + 1)])}</td><td>${stateCell(row, { pinned: true })} ${stateBadge(row.state, entry?.holdReason ? `(${entry.holdReason})` : undefined)}</td><td>${row.status}</td><td>${row.attemptId ? link(["attempts", row.attemptId]) : ""}</td><td>${entry?.supersededBy ? html`generation ${entry.supersededBy.generation} of ${revisionLink(entry.supersededBy.revision)}` : ""}</td></tr>`;
+          // What stops it at this generation, as its commit status names it.
+          const stopping = store
+            .openConditionsOf("instance", row.instance)
+            .filter((c) => c.generation === undefined || c.generation === row.generation);
+          return html`<tr><td>${link(["nodes", entry?.node ?? row.instance.slice(row.instance.lastIndexOf("@") + 1)])}</td><td>${stateCell(row, { pinned: true })} ${stateBadge(row.state, entry?.holdReason ? `(${entry.holdReason})` : undefined)}</td><td>${row.status}</td><td>${stopping.map((c, i) => html`${i > 0 ? ", " : ""}${link(["conditions", c.id], c.type)}`)}</td><td>${row.attemptId ? link(["attempts", row.attemptId]) : ""}</td><td>${entry?.supersededBy ? html`generation ${entry.supersededBy.generation} of ${revisionLink(entry.supersededBy.revision)}` : ""}</td></tr>`;
         },
       )}</tbody></table>`
 }
