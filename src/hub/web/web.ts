@@ -89,7 +89,12 @@ async function readForm(request: IncomingMessage, limit = 64 * 1024): Promise<UR
   }
   const text = Buffer.concat(chunks).toString("utf8");
   if ((request.headers["content-type"] ?? "").startsWith("application/json")) {
-    const body = text.trim() === "" ? {} : (JSON.parse(text) as Record<string, unknown>);
+    let body: Record<string, unknown>;
+    try {
+      body = text.trim() === "" ? {} : (JSON.parse(text) as Record<string, unknown>);
+    } catch {
+      throw new WebError(400, "the body is not JSON: send a form, or a JSON object of its fields");
+    }
     return new URLSearchParams(Object.entries(body).map(([k, v]): [string, string] => [k, String(v)]));
   }
   return new URLSearchParams(text);
@@ -203,19 +208,25 @@ export class WebView {
       streamEvents(request, response, this.feed, changeFilter(url.searchParams, this.hub.store));
       return true;
     }
-    const ctx = this.context(request, url);
-    if (route === "/") return this.page(request, response, fleetPage(this.hub.store, this.feed, ctx), ctx);
-    if (route === "/login") return this.page(request, response, loginPage(ctx), ctx);
-    if (route === "/tasks") {
-      if (!wantsHtml(request.headers.accept)) return this.json(response, 200, listTasks(this.hub.store));
-      return this.page(request, response, tasksPage(this.hub.store, ctx), ctx);
+    const pages: Record<string, (ctx: PageContext) => Page> = {
+      "/": (ctx) => fleetPage(this.hub.store, this.feed, ctx),
+      "/login": (ctx) => loginPage(ctx),
+      "/tasks": (ctx) => tasksPage(this.hub.store, ctx),
+      "/conditions": (ctx) => conditionsPage(this.hub.store, ctx),
+    };
+    const asHtml = wantsHtml(request.headers.accept);
+    if (route === "/tasks" && !asHtml) return this.json(response, 200, listTasks(this.hub.store));
+    const fixed = pages[route];
+    if (fixed) {
+      const ctx = this.context(request, url);
+      return this.page(request, response, fixed(ctx), ctx);
     }
-    if (route === "/conditions")
-      return this.page(request, response, conditionsPage(this.hub.store, ctx), ctx);
+    // The stories are JSON for everyone who does not ask for a page (http.ts answers them).
     const story = STORY_ROUTE.exec(route);
-    if (!story || !wantsHtml(request.headers.accept)) return false;
+    if (!story || !asHtml) return false;
     const kind = story[1]!;
     const name = decodeURIComponent(story[2]!);
+    const ctx = this.context(request, url);
     const page = this.storyPage(kind, name, ctx);
     if (!page) throw new WebError(404, `no ${kind.slice(0, -1)} ${name} is known to this hub`);
     return this.page(request, response, page, ctx);
@@ -444,6 +455,7 @@ export class WebView {
     if (kind === "nodes") {
       if (verb !== "drain" && verb !== "undrain")
         throw new WebError(404, `nodes take drain or undrain, not ${verb}`);
+      if (!store.node(name)) throw new WebError(404, `no node ${name} is known to this hub`);
       const reason = (form.get("reason") ?? "").trim();
       const detail: { by: string; reason?: string; at: Date } = { by: operator.name, at: now };
       if (reason) detail.reason = reason;
