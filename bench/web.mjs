@@ -5,11 +5,13 @@
 // in the middle of a canary rollout and with about one node in a hundred failing, served by the
 // hub's own HTTP server and looked at in Debian's chromium (puppeteer-core). Figures:
 //   web_fleet_page_bytes         the unfiltered `/` as a person first sees it
-//   web_fleet_page_render_ms     in chromium, navigation start to the load event (the first load,
-//                                the snapshot taken cold; later loads are printed as a comment)
+//   web_fleet_page_render_ms     in chromium, navigation start to the load event: the page loaded
+//                                with the feed's snapshot cold (taken for this request), in a
+//                                browser that has shown a page before; warm loads, and a freshly
+//                                started chromium's first page, are printed as comments
 //   web_sse_event_to_paint_ms    median, from the hub learning of an instance's change to the
 //                                frame that paints its cell (BENCH_EVENTS changes, one at a time)
-// Targets: < 1,000,000 bytes, < 1,000 ms, < 200 ms.
+// Targets: < 1,000,000 bytes, < 1,000 ms, < 200 ms. BENCH_SCREENSHOT=FILE saves the page as measured.
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -72,11 +74,18 @@ const loadMs = async () => {
     return navigation.loadEventEnd - navigation.startTime;
   });
 };
-// The first load after the feed let its snapshot go: what a person opening the page sees.
+// A browser's very first page also starts its renderer: printed, not the figure.
+const freshBrowser = await loadMs();
+// A person's browser has been running: one page of the hub before, then `/` with the feed's
+// snapshot let go (as after a while with nobody looking), taken again for this request.
+await page.goto(`${http.url}/login`, { waitUntil: "load" });
 http.web.feed.lookAgain();
 const first = await loadMs();
 const later = [];
 for (let i = 0; i < 4; i++) later.push(await loadMs());
+// BENCH_SCREENSHOT=FILE keeps a picture of the page as measured.
+if (process.env.BENCH_SCREENSHOT)
+  await page.screenshot({ path: process.env.BENCH_SCREENSHOT, fullPage: true });
 const shape = await page.evaluate(() => ({
   rows: document.querySelectorAll("table.grid tbody tr").length,
   groups: document.querySelectorAll("table.grid tbody tr.group").length,
@@ -119,7 +128,9 @@ console.log(
 );
 console.log(`figure web_fleet_page_bytes ${bytes} bytes`);
 console.log(`figure web_fleet_page_render_ms ${first.toFixed(0)} ms`);
-console.log(`# later loads (snapshot warm): ${later.map((ms) => ms.toFixed(0)).join(", ")} ms`);
+console.log(
+  `# later loads (snapshot warm): ${later.map((ms) => ms.toFixed(0)).join(", ")} ms; a freshly started chromium's first page: ${freshBrowser.toFixed(0)} ms`,
+);
 console.log(`figure web_sse_event_to_paint_ms ${median(latencies).toFixed(0)} ms`);
 console.log(
   `# event to paint over ${latencies.length} changes: p95 ${quantile(latencies, 0.95).toFixed(0)} ms, max ${Math.max(...latencies).toFixed(0)} ms`,

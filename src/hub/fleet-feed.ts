@@ -59,7 +59,7 @@ export interface HubFleetFeedOptions {
   hub: Pick<Hub, "store" | "onReconcile">;
   /** Changes coalesce for this long before they go out (ms); default 25. */
   coalesceMs?: number;
-  /** The snapshot is dropped after this long with nobody listening or reading (ms); default 60 s. */
+  /** The snapshot is dropped after this long with nobody listening or reading (ms); default 5 min. */
   idleMs?: number;
   now?: () => number;
 }
@@ -101,7 +101,7 @@ export class HubFleetFeed implements FleetFeed {
   constructor(options: HubFleetFeedOptions) {
     this.store = options.hub.store;
     this.coalesceMs = options.coalesceMs ?? 25;
-    this.idleMs = options.idleMs ?? 60_000;
+    this.idleMs = options.idleMs ?? 300_000;
     this.now = options.now ?? Date.now;
     this.stops.push(
       options.hub.onReconcile((outcome) => {

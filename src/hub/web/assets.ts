@@ -173,12 +173,25 @@ const SCRIPT = String.raw`
     cell.setAttribute("aria-label", words(view));
     cell.setAttribute("data-at", String(view.t));
   }
+  // The nodes of each grouped row (its data-members), read once per row.
+  var members = new WeakMap();
+  function groupOf(node) {
+    for (var row of document.querySelectorAll("tr.group[data-members]")) {
+      var set = members.get(row);
+      if (!set) {
+        set = new Set(row.getAttribute("data-members").split(" "));
+        members.set(row, set);
+      }
+      if (set.has(node)) return row;
+    }
+    return null;
+  }
   // A node of a grouped row changed: it gets a row of its own, a copy of its group's, as the server
   // would have drawn it; then its cell is painted.
-  function promote(member, view) {
-    var row = member.closest("tr");
+  function promote(row, view) {
     var single = row.cloneNode(true);
     single.classList.remove("group");
+    single.removeAttribute("data-members");
     var head = single.querySelector("th");
     var link = document.createElement("a");
     link.href = pathOf(["nodes", view.n]);
@@ -190,7 +203,9 @@ const SCRIPT = String.raw`
       cell.href = pathOf(["instances", instance]);
     }
     row.parentNode.insertBefore(single, row);
-    member.remove();
+    members.get(row).delete(view.n);
+    var listed = row.querySelector('[data-n="' + CSS.escape(view.n) + '"]');
+    if (listed) listed.remove();
     var count = row.querySelector("[data-count]");
     var left = Number(count.getAttribute("data-count")) - 1;
     count.setAttribute("data-count", String(left));
@@ -201,8 +216,8 @@ const SCRIPT = String.raw`
   function onInstance(view) {
     var cells = document.querySelectorAll('[data-i="' + CSS.escape(view.i) + '"]');
     if (cells.length === 0 && view.s) {
-      var member = document.querySelector('.group [data-n="' + CSS.escape(view.n) + '"]');
-      var cell = member ? promote(member, view) : null;
+      var row = groupOf(view.n);
+      var cell = row ? promote(row, view) : null;
       if (cell) cells = [cell];
       else if (document.querySelector("[data-grid]")) notice();
     }

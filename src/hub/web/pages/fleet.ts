@@ -164,7 +164,9 @@ function gridRow(row: GridRow, grid: FleetGrid, filters: FleetFilters, index: nu
     )}</tr>`;
   }
   const members = row.nodes.slice(0, MEMBERS_SHOWN);
-  return html`<tr class="group"><th scope="row"><details id="group-${index}"><summary><b data-count="${row.nodes.length}">${count(row.nodes.length)}</b> nodes alike <span class="small">${row.nodes.slice(0, 2).join(", ")}, …</span></summary><div class="members">${members.map(
+  // Every member is named for the live script (a member that changes gets a row of its own); the
+  // first ones are also links.
+  return html`<tr class="group" data-members="${row.nodes.join(" ")}"><th scope="row"><details id="group-${index}"><summary><b data-count="${row.nodes.length}">${count(row.nodes.length)}</b> nodes alike <span class="small">${row.nodes.slice(0, 2).join(", ")}, …</span></summary><div class="members">${members.map(
     (n) => html`<a data-n="${n}" href="${path(["nodes", n])}">${n}</a>`,
   )}${row.nodes.length > members.length ? html`<span class="soft">and ${count(row.nodes.length - members.length)} more: narrow with the filters</span>` : ""}</div></details></th>${grid.columns.map((assignment, column) => groupCell(row, column, assignment, filters))}</tr>`;
 }
