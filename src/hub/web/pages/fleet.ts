@@ -39,7 +39,7 @@ import {
 import { conditionItem, newestFirst, typeChips } from "./conditions.js";
 
 /** Open conditions listed on the fleet page; the rest are one link away. */
-const CONDITIONS_SHOWN = 30;
+const CONDITIONS_SHOWN = 10;
 /** Nodes named in a grouped row; more are counted, and the filters find them. */
 const MEMBERS_SHOWN = 1000;
 
