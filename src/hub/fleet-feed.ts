@@ -55,6 +55,7 @@ export interface FleetFeed {
   lookAgain(scope?: { node?: string; task?: string }): void;
 }
 
+/** What the hub-fed feed follows, and how often it speaks. */
 export interface HubFleetFeedOptions {
   hub: Pick<Hub, "store" | "onReconcile">;
   /** Changes coalesce for this long before they go out (ms); default 25. */

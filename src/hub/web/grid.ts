@@ -78,6 +78,7 @@ export interface GridRow {
   cells: (GridCell | undefined)[];
 }
 
+/** The grid the fleet page draws, with what it rests on. */
 export interface FleetGrid {
   columns: string[];
   rows: GridRow[];
@@ -93,12 +94,14 @@ export interface FleetGrid {
   chosen: InstanceView[];
 }
 
+/** When rows are grouped and paged. */
 export interface GridLimits {
   /** More nodes than this, and alike rows are grouped. */
   groupAbove: number;
   rowsPerPage: number;
 }
 
+/** Group above 100 nodes; 200 rows a page. */
 export const GRID_LIMITS: GridLimits = { groupAbove: 100, rowsPerPage: 200 };
 
 /** How much a tone asks for attention: lower first. */

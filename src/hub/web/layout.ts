@@ -51,6 +51,7 @@ export interface PageContext {
   done?: string;
 }
 
+/** Whether a part of a page is a region (else plain markup). */
 export function isRegion(part: Html | Region): part is Region {
   return "render" in part;
 }

@@ -44,6 +44,7 @@ export const CONTENT_SECURITY_POLICY =
 
 const SESSION_COOKIE = "steward_session";
 
+/** What the web view is made with. */
 export interface WebViewOptions {
   hub: Hub;
   /** Where the fleet's changes come from; default: this hub's own (HubFleetFeed). */
