@@ -28,6 +28,8 @@ export interface HubFlags extends StatusFlags, SshHubFlags, NatsHubFlags {
   syncInterval: string;
   webhookSecretEnv?: string;
   lease: string;
+  /** Who may act in the web view: a file of `name token` lines (see src/hub/web/operators.ts). */
+  operatorTokens?: string;
 }
 
 /** What the flags say, checked and resolved. */

@@ -4,7 +4,7 @@
  * revisions). `HubRuntime` wires those parts together; `steward up` runs the same runtime with the
  * embedded defaults. This file is the only place that knows all of them.
  */
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { Command } from "commander";
 import type { Logger } from "pino";
 import type { StatusFlags } from "../status/settings.js";
@@ -41,6 +41,8 @@ export interface HubRuntimeOptions {
   localFleet?: import("../transport/nats/runtime.js").LocalFleetSetup;
   /** Where the local fleet's agents' JSON log lines go as they are (the log `logger` writes to). */
   agentLog?: (line: string) => void;
+  /** Who may act in the web view (`--operator-tokens`, read by the command); none: read-only. */
+  operators?: ReadonlyMap<string, import("../hub/web/operators.js").Operator>;
 }
 
 /** Every part of a running hub, started in order and stopped in reverse. */
@@ -154,6 +156,10 @@ export class HubRuntime {
       hub: this.hub,
       host,
       port,
+      web: {
+        ...(this.options.operators ? { operators: this.options.operators } : {}),
+        rollout: (await import("../hub/web/rollout.js")).rolloutControlOf(this.hub),
+      },
       ...(webhook ? { webhook } : {}),
       onNudge: (scope) => {
         if (scope.sync) this.loop?.trigger();
@@ -265,6 +271,20 @@ export class HubRuntime {
   }
 }
 
+/** The operators of `--operator-tokens FILE` (none without the flag); refuses a file others can read. */
+export async function operatorsFlag(
+  file: string | undefined,
+  cwd: string,
+): Promise<ReadonlyMap<string, import("../hub/web/operators.js").Operator> | undefined> {
+  if (!file) return undefined;
+  const { readOperatorTokens } = await import("../hub/web/operators.js");
+  return readOperatorTokens(resolve(cwd, file));
+}
+
+/** Help of `--operator-tokens`, shared by `steward hub` and `steward up`. */
+export const OPERATOR_TOKENS_HELP =
+  "who may act in the web view: a file of `name token` lines, mode 0600 (without it the view is read-only)";
+
 /** Waits for SIGINT or SIGTERM. */
 export function untilSignal(): Promise<string> {
   return new Promise((resolveSignal) => {
@@ -285,7 +305,7 @@ export function untilSignal(): Promise<string> {
 export function hubCommand(io: CliIo, globals: () => GlobalOptions, _exit: (code: number) => void): Command {
   const command = new Command("hub")
     .description(
-      "run the hub: sync the fleet repo, reconcile, dispatch, serve /healthz, /metrics and /webhook",
+      "run the hub: sync the fleet repo, reconcile, dispatch, serve the web view, /healthz, /metrics and /webhook",
     )
     .option(
       "--repo <path|url>",
@@ -300,7 +320,8 @@ export function hubCommand(io: CliIo, globals: () => GlobalOptions, _exit: (code
     )
     .option("--sync-interval <duration>", "how often to fetch the fleet repo", "1m")
     .option("--webhook-secret-env <name>", "environment variable holding the webhook's shared secret")
-    .option("--lease <duration>", "how long an attempt's result may take before it is ambiguous", "10m");
+    .option("--lease <duration>", "how long an attempt's result may take before it is ambiguous", "10m")
+    .option("--operator-tokens <file>", OPERATOR_TOKENS_HELP);
   for (const [flag, help] of SSH_HUB_FLAGS) command.option(flag, help);
   for (const [flag, help] of NATS_HUB_FLAGS) command.option(flag, help);
   addStatusFlags(command);
@@ -313,6 +334,7 @@ export function hubCommand(io: CliIo, globals: () => GlobalOptions, _exit: (code
     if (running.kind === "running") throw new HubAlreadyRunningError(paths, running.hub);
     const pino = (await import("pino")).default;
     const { createSshTransport } = await import("../transport/ssh/index.js");
+    const operators = await operatorsFlag(options.operatorTokens, io.cwd);
     const logger = pino({ level: io.env.STEWARD_LOG_LEVEL ?? "info" });
     const ssh = createSshTransport({ ...settings.ssh, logger: logger.child({ component: "ssh" }) });
     const natsHub = settings.nats ? await import("../transport/nats/hub.js") : undefined;
@@ -341,10 +363,13 @@ export function hubCommand(io: CliIo, globals: () => GlobalOptions, _exit: (code
       transports: [ssh, ...(nats ? [nats] : [])],
       ...(natsHub && nats ? { bus: natsHub.hubBusOf(nats) } : {}),
       ...(settings.webhookSecret ? { webhookSecret: settings.webhookSecret } : {}),
+      ...(operators ? { operators } : {}),
     });
     try {
       await runtime.start();
-      io.stderr(`steward hub: serving ${runtime.http.url} (transports: ${runtime.transports.join(", ")})\n`);
+      io.stderr(
+        `steward hub: serving ${runtime.http.url} (transports: ${runtime.transports.join(", ")}); the fleet: ${runtime.http.url}/ (${operators ? `${operators.size} operator${operators.size === 1 ? "" : "s"} may act` : "read-only"})\n`,
+      );
       await untilSignal();
     } finally {
       await runtime.stop();

@@ -18,6 +18,7 @@ import type { InstanceView } from "../hub/views.js";
 import { EnvironmentError } from "../model/errors.js";
 import type { StatusFlags } from "../status/settings.js";
 import type { Palette } from "./colour.js";
+import { OPERATOR_TOKENS_HELP } from "./hub.js";
 import type { CliIo, GlobalOptions } from "./io.js";
 import { addOutputOptions, isMachine, type OutputOptions, outputFormat } from "./output.js";
 import { addStatusFlags } from "./status-flags.js";
@@ -142,6 +143,8 @@ export function reachedConditions(
 
 interface UpOptions extends StatusFlags, OutputOptions {
   transport: "local" | "nats";
+  open?: boolean;
+  operatorTokens?: string;
   repo?: string;
   root?: string;
   once?: boolean;
@@ -169,12 +172,18 @@ export function upCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: 
       "exit when the outcome is known, with the answer of steward status: 0 right, 3 converging, 1 not right",
     )
     .option("--timeout <duration>", "with --once: give up after this long", "5m")
-    .option("--listen <host:port>", "HTTP address for healthz, metrics and revisions", "127.0.0.1:0");
+    .option(
+      "--listen <host:port>",
+      "HTTP address of the web view, healthz, metrics and revisions",
+      "127.0.0.1:0",
+    )
+    .option("--open", "open the fleet's page in the desktop's browser (xdg-open)")
+    .option("--operator-tokens <file>", OPERATOR_TOKENS_HELP);
   addStatusFlags(command);
   addOutputOptions(command);
   return command.action(async (options: UpOptions) => {
     const { statePaths, findRunningHub, HubAlreadyRunningError } = await import("./hub-state.js");
-    const { HubRuntime, untilSignal } = await import("./hub.js");
+    const { HubRuntime, untilSignal, operatorsFlag } = await import("./hub.js");
     const { durationAtLeast, listenAddress } = await import("./hub-flags.js");
     const { instanceViews } = await import("../hub/views.js");
     const { fleetStatus } = await import("../hub/answer.js");
@@ -196,6 +205,7 @@ export function upCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: 
     listenAddress("--listen", options.listen);
     const running = await findRunningHub(paths);
     if (running.kind === "running") throw new HubAlreadyRunningError(paths, running.hub);
+    const operators = await operatorsFlag(options.operatorTokens, io.cwd);
     mkdirSync(paths.dir, { recursive: true });
     let repo = options.repo;
     if (!repo) {
@@ -223,6 +233,7 @@ export function upCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: 
       ...(options.transport === "nats"
         ? { localFleet: { steward: [process.execPath, process.argv[1] ?? ""] } }
         : {}),
+      ...(operators ? { operators } : {}),
     });
     const started = Date.now();
     try {
@@ -237,6 +248,15 @@ export function upCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: 
       say(
         `steward up: ${display(repo)} at ${head?.sha.slice(0, 12) ?? "?"}${head ? ` "${head.message.split("\n")[0]}"` : ""}; hub ${runtime.http.url}; logs ${display(paths.log)}\n`,
       );
+      const page = `${runtime.http.url}/`;
+      say(
+        `steward up: the fleet, live: ${page} (${options.once ? "until the outcome is known" : "while steward up runs"}${operators ? `; ${operators.size} operator${operators.size === 1 ? "" : "s"} may act` : ""})\n`,
+      );
+      if (options.open) {
+        const { openInBrowser } = await import("./open.js");
+        const problem = await openInBrowser(page, io.env);
+        if (problem) io.stderr(`steward up: --open: ${problem}\n`);
+      }
       // Nodes come and go with commits: their transports are read again at each look.
       let transports = new Map<string, string>();
       const reaches = (node: string) => runtime.transports.includes(transports.get(node) ?? "");

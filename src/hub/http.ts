@@ -5,7 +5,9 @@
  * `/attempts/:id`: the same model, src/hub/story.ts), `POST /nudge` (the CLI
  * wrote an operator change to the store: look again), `POST /sync` (`steward sync`: sync now and
  * answer with what the sync did), and a mount point for the syncer's webhook handler at `POST
- * /webhook`. It listens on loopback unless told otherwise.
+ * /webhook`. The web view (web/web.ts) serves the pages, for a browser the same stories as HTML,
+ * and its actions; a client that does not ask for HTML gets the JSON as before. It listens on
+ * loopback unless told otherwise.
  *
  * `POST /sync` takes an operator's decision (`acceptRewrite` adopts a rewritten branch) and answers
  * with the fleet repository's diagnostics, so it needs the operator token the hub wrote to its
@@ -16,8 +18,10 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Hub } from "./hub.js";
+import { sendJson } from "./json-response.js";
 import { revisionProgress } from "./progress.js";
 import { attemptStoryOf, conditionStoryOf, instanceStory, nodeStory } from "./story.js";
+import { WebView, type WebViewOptions } from "./web/web.js";
 
 /** The stories served by kind, as `steward describe` tells them. */
 const STORIES = {
@@ -44,22 +48,17 @@ export interface HubHttpOptions {
   operatorToken?: string;
   host?: string;
   port?: number;
+  /** The web view's operators, rollout control or feed; `false`: no web view (JSON only). */
+  web?: Omit<WebViewOptions, "hub"> | false;
 }
 
 export interface HubHttp {
   server: Server;
+  /** The web view, unless it was turned off. */
+  web?: WebView;
   /** `http://host:port`. */
   url: string;
   close(): Promise<void>;
-}
-
-function json(response: ServerResponse, status: number, body: unknown): void {
-  const text = `${JSON.stringify(body, null, 2)}\n`;
-  response.writeHead(status, {
-    "content-type": "application/json; charset=utf-8",
-    "content-length": Buffer.byteLength(text),
-  });
-  response.end(text);
 }
 
 /** True when `request` carries `Authorization: Bearer <token>`; compared in constant time. */
@@ -84,12 +83,14 @@ async function readBody(request: IncomingMessage, limit = 64 * 1024): Promise<st
 /** Starts the hub's HTTP server; resolves once it listens. */
 export async function startHubHttp(options: HubHttpOptions): Promise<HubHttp> {
   const { hub } = options;
+  const web = options.web === false ? undefined : new WebView({ hub, ...options.web });
   const handle = async (request: IncomingMessage, response: ServerResponse) => {
     const url = new URL(request.url ?? "/", "http://hub");
     const route = `${request.method} ${url.pathname}`;
+    if (web && (await web.handle(request, response, url))) return;
     if (route === "GET /healthz") {
       const revision = hub.store.latestRevision();
-      return json(response, 200, {
+      return sendJson(response, 200, {
         status: "ok",
         transports: hub.transportNames,
         revision: revision ? { sha: revision.sha, outcome: revision.outcome } : null,
@@ -103,7 +104,7 @@ export async function startHubHttp(options: HubHttpOptions): Promise<HubHttp> {
       return;
     }
     if (route === "POST /webhook") {
-      if (!options.webhook) return json(response, 404, { error: "no webhook is configured on this hub" });
+      if (!options.webhook) return sendJson(response, 404, { error: "no webhook is configured on this hub" });
       return options.webhook(request, response);
     }
     if (route === "POST /nudge") {
@@ -117,25 +118,26 @@ export async function startHubHttp(options: HubHttpOptions): Promise<HubHttp> {
         ...(typeof scope.node === "string" ? { node: scope.node } : {}),
         ...(typeof scope.revision === "string" ? { revision: scope.revision } : {}),
       });
+      web?.lookAgain(typeof scope.node === "string" ? { node: scope.node } : {});
       options.onNudge?.(scope);
       response.writeHead(204);
       response.end();
       return;
     }
     if (route === "POST /sync") {
-      if (!options.onSync) return json(response, 404, { error: "this hub does not sync on request" });
+      if (!options.onSync) return sendJson(response, 404, { error: "this hub does not sync on request" });
       if (!authorised(request, options.operatorToken))
-        return json(response, 401, {
+        return sendJson(response, 401, {
           error: "POST /sync needs the operator token from the hub's state directory (hub.json)",
         });
       const text = await readBody(request);
       const body = (text.trim() === "" ? {} : JSON.parse(text)) as { acceptRewrite?: unknown };
       try {
         const outcome = await options.onSync({ acceptRewrite: body.acceptRewrite === true });
-        return json(response, 200, { outcome });
+        return sendJson(response, 200, { outcome });
       } catch (error) {
         const failure = error as { message?: string; code?: unknown };
-        return json(response, 502, {
+        return sendJson(response, 502, {
           error: failure.message ?? String(error),
           ...(typeof failure.code === "string" ? { code: failure.code } : {}),
         });
@@ -146,23 +148,24 @@ export async function startHubHttp(options: HubHttpOptions): Promise<HubHttp> {
       const sha = revision[1]!;
       const full = sha.length === 40 || sha.length === 64 ? sha : hub.store.revisionByPrefix(sha)?.sha;
       const progress = full ? revisionProgress(hub.store, full) : undefined;
-      if (!progress) return json(response, 404, { error: `no revision ${sha} has been synced by this hub` });
-      return json(response, 200, progress);
+      if (!progress)
+        return sendJson(response, 404, { error: `no revision ${sha} has been synced by this hub` });
+      return sendJson(response, 200, progress);
     }
     const story = /^GET \/(instances|nodes|conditions|attempts)\/([^/]+)$/.exec(route);
     if (story) {
       const [, kind, name] = story as unknown as [string, keyof typeof STORIES, string];
       const found = STORIES[kind](hub.store, decodeURIComponent(name));
       if (!found)
-        return json(response, 404, { error: `no ${kind.slice(0, -1)} ${decodeURIComponent(name)}` });
-      return json(response, 200, found);
+        return sendJson(response, 404, { error: `no ${kind.slice(0, -1)} ${decodeURIComponent(name)}` });
+      return sendJson(response, 200, found);
     }
-    json(response, 404, { error: `no route ${route}` });
+    sendJson(response, 404, { error: `no route ${route}` });
   };
   const server = createServer((request, response) => {
     handle(request, response).catch((error: unknown) => {
       hub.log.warn({ err: error, url: request.url }, "http request failed");
-      if (!response.headersSent) json(response, 400, { error: (error as Error).message });
+      if (!response.headersSent) sendJson(response, 400, { error: (error as Error).message });
       else response.end();
     });
   });
@@ -174,9 +177,11 @@ export async function startHubHttp(options: HubHttpOptions): Promise<HubHttp> {
   const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
   return {
     server,
+    ...(web ? { web } : {}),
     url: `http://${host}:${address.port}`,
     close: () =>
       new Promise((resolve) => {
+        web?.close();
         server.closeAllConnections?.();
         server.close(() => resolve());
       }),

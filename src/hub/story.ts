@@ -20,6 +20,7 @@ import type {
   RevisionRecord,
   TaskRecord,
 } from "./records.js";
+import { redact } from "./redact.js";
 import { type DisplayState, intentDisplayState } from "./states.js";
 import type { Store } from "./store/store.js";
 import { type InstanceView, instanceViews } from "./views.js";
@@ -310,21 +311,34 @@ export function instanceStory(store: Store, key: string): InstanceStory | undefi
       state: report.state,
       converged: comparison.converged,
       summary: comparison.summary,
+      // A report is what the node saw, output included: what looks like a secret is masked here,
+      // as the hub masks results and conditions when it records them.
       resources: report.resources.map((r) => {
-        const line = errorLine(r.evidence);
+        const evidence = r.evidence === undefined ? undefined : redact(r.evidence);
+        const line = errorLine(evidence);
         const resource: ResourceStory = {
           kind: r.kind,
           name: r.name,
           status: r.status,
           consecutiveFailures: r.counters.consecutiveFailures,
           everApplied: r.counters.everApplied,
-          ...defined(r, ["failureClass", "reason", "message", "blockedBy", "evidence"]),
-          ...(r.diff?.length ? { diff: r.diff } : {}),
+          ...defined({ ...r, evidence, message: r.message && redact(r.message) }, [
+            "failureClass",
+            "reason",
+            "message",
+            "blockedBy",
+            "evidence",
+          ]),
+          ...(r.diff?.length ? { diff: r.diff.map(redact) } : {}),
           ...(line ? { errorLine: line } : {}),
         };
         return resource;
       }),
-      probes: report.probes,
+      probes: report.probes.map((p) => ({
+        ...p,
+        ...(p.message === undefined ? {} : { message: redact(p.message) }),
+        ...(p.evidence === undefined ? {} : { evidence: redact(p.evidence) }),
+      })),
     };
     if (report.hash) story.observed.hash = report.hash;
     if (report.version !== undefined) story.observed.version = report.version;

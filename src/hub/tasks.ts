@@ -35,6 +35,11 @@ const OUTCOMES: Partial<Record<ConditionType, readonly TaskOutcome[]>> = {
 /** Types whose answer must carry a decision: nothing a node does later says whether a lost run took effect. */
 const OUTCOME_REQUIRED: ReadonlySet<ConditionType> = new Set<ConditionType>(["OneShotInterrupted"]);
 
+/** The decisions an answer to a task of `type` takes (empty: none, say what you did). */
+export function taskOutcomes(type: ConditionType): readonly TaskOutcome[] {
+  return OUTCOMES[type] ?? [];
+}
+
 export function needsJudgement(type: ConditionType): boolean {
   return JUDGEMENT.has(type);
 }

@@ -5,7 +5,7 @@
  */
 import { compare } from "./decide.js";
 import { attemptErrorLine } from "./evidence.js";
-import type { ConditionRecord, IntentRecord } from "./records.js";
+import type { ConditionRecord, DesiredInstance, IntentRecord } from "./records.js";
 import { type DisplayState, displayState } from "./states.js";
 import type { Store } from "./store/store.js";
 
@@ -83,6 +83,63 @@ const FAILING_STATES: ReadonlySet<DisplayState> = new Set([
 /** States whose last attempt failed: their evidence is worth a look. */
 const FAILED_STATES: ReadonlySet<DisplayState> = new Set(["failing", "stuck", "blocked"]);
 
+/**
+ * The view of one instance from its desired side and the types of the conditions open on it: the
+ * one place an instance's current intent and observation become what people are shown.
+ */
+export function instanceViewOf(
+  store: Store,
+  desired: DesiredInstance,
+  openConditions: readonly string[],
+): InstanceView {
+  const key = desired.key;
+  const intent = store.intent(key, desired.generation);
+  const observation = store.observation(key);
+  const status = intent?.status ?? "not-started";
+  const converged = compare(desired, observation).converged;
+  const state = displayState({
+    status,
+    ...(intent?.holdReason ? { holdReason: intent.holdReason } : {}),
+    converged,
+    openConditions,
+  });
+  const view: InstanceView = {
+    instance: key,
+    assignment: desired.assignment,
+    node: desired.node,
+    generation: desired.generation,
+    status,
+    state,
+    converged,
+    failures: intent?.failures ?? 0,
+    budget: { attempts: desired.budget.attempts, withinMs: desired.budget.withinMs },
+    openConditions: [...openConditions],
+    retired: desired.retiredAt !== undefined,
+  };
+  if (observation) view.observedGeneration = observation.generation;
+  if (intent?.holdReason) view.holdReason = intent.holdReason;
+  if (intent?.nextAttemptAt && !converged) view.nextAttemptAt = intent.nextAttemptAt;
+  if (intent?.reason && !converged) view.reason = intent.reason;
+  if (intent?.lastAttemptId) view.lastAttemptId = intent.lastAttemptId;
+  if (intent?.message) view.message = intent.message;
+  if (intent?.lastAttemptId && FAILED_STATES.has(state)) {
+    const line = attemptErrorLine(store.attempt(intent.lastAttemptId));
+    if (line) view.errorLine = line;
+  }
+  return view;
+}
+
+/** The view of instance `key` (retired ones too), or undefined when the hub has no such instance. */
+export function instanceViewByKey(store: Store, key: string): InstanceView | undefined {
+  const desired = store.desired(key);
+  if (!desired) return undefined;
+  return instanceViewOf(
+    store,
+    desired,
+    store.openConditionsOf("instance", key).map((c) => c.type),
+  );
+}
+
 /** Every instance the hub knows, with its current intent and observation. */
 export function instanceViews(store: Store, options: { retired?: boolean } = {}): InstanceView[] {
   const conditions = openConditionsBy(store);
@@ -91,41 +148,7 @@ export function instanceViews(store: Store, options: { retired?: boolean } = {})
     if (instance.retiredAt && !options.retired) continue;
     const desired = store.desired(instance.key);
     if (!desired) continue;
-    const intent = store.intent(instance.key, instance.generation);
-    const observation = store.observation(instance.key);
-    const status = intent?.status ?? "not-started";
-    const converged = compare(desired, observation).converged;
-    const openConditions = conditions.get(`instance:${instance.key}`) ?? [];
-    const state = displayState({
-      status,
-      ...(intent?.holdReason ? { holdReason: intent.holdReason } : {}),
-      converged,
-      openConditions,
-    });
-    const view: InstanceView = {
-      instance: instance.key,
-      assignment: instance.assignment,
-      node: instance.node,
-      generation: instance.generation,
-      status,
-      state,
-      converged,
-      failures: intent?.failures ?? 0,
-      budget: { attempts: desired.budget.attempts, withinMs: desired.budget.withinMs },
-      openConditions,
-      retired: instance.retiredAt !== undefined,
-    };
-    if (observation) view.observedGeneration = observation.generation;
-    if (intent?.holdReason) view.holdReason = intent.holdReason;
-    if (intent?.nextAttemptAt && !converged) view.nextAttemptAt = intent.nextAttemptAt;
-    if (intent?.reason && !converged) view.reason = intent.reason;
-    if (intent?.lastAttemptId) view.lastAttemptId = intent.lastAttemptId;
-    if (intent?.message) view.message = intent.message;
-    if (intent?.lastAttemptId && FAILED_STATES.has(state)) {
-      const line = attemptErrorLine(store.attempt(intent.lastAttemptId));
-      if (line) view.errorLine = line;
-    }
-    views.push(view);
+    views.push(instanceViewOf(store, desired, conditions.get(`instance:${instance.key}`) ?? []));
   }
   return views;
 }

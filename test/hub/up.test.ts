@@ -1,11 +1,12 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { ensureExampleRepo } from "../../src/cli/up.js";
 import { SqliteStore } from "../../src/hub/store/sqlite.js";
 import { exampleRepoOnFreePorts } from "../helpers/example-repo.js";
+import { stopServicesOf } from "../helpers/steward-up.js";
 import { assignmentYaml, nodes } from "./helpers/fleet.js";
 import { runSteward } from "./helpers/process.js";
 
@@ -13,23 +14,7 @@ const dirs: string[] = [];
 afterEach(() => {
   for (const dir of dirs.splice(0)) {
     // Services the agents started keep running after `steward up` exits (a later run adopts them): stop ours.
-    const agents = join(dir, "state", "agents");
-    if (existsSync(agents))
-      for (const node of readdirSync(agents)) {
-        const services = join(agents, node, "services");
-        if (!existsSync(services)) continue;
-        for (const assignment of readdirSync(services))
-          for (const file of readdirSync(join(services, assignment))) {
-            const { pid } = JSON.parse(readFileSync(join(services, assignment, file), "utf8")) as {
-              pid: number;
-            };
-            try {
-              process.kill(pid, "SIGKILL");
-            } catch {
-              // Already gone.
-            }
-          }
-      }
+    stopServicesOf(join(dir, "state"));
     rmSync(dir, { recursive: true, force: true });
   }
 });
