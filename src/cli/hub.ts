@@ -329,12 +329,13 @@ export function hubCommand(io: CliIo, globals: () => GlobalOptions, _exit: (code
     const { statePaths, findRunningHub, HubAlreadyRunningError } = await import("./hub-state.js");
     const { hubSettings } = await import("./hub-flags.js");
     const paths = statePaths(io, globals());
+    // A token file others can read is refused first: it is a secret, whatever else is wrong.
+    const operators = await operatorsFlag(options.operatorTokens, io.cwd);
     const settings = await hubSettings(options, { cwd: io.cwd, env: io.env });
     const running = await findRunningHub(paths);
     if (running.kind === "running") throw new HubAlreadyRunningError(paths, running.hub);
     const pino = (await import("pino")).default;
     const { createSshTransport } = await import("../transport/ssh/index.js");
-    const operators = await operatorsFlag(options.operatorTokens, io.cwd);
     const logger = pino({ level: io.env.STEWARD_LOG_LEVEL ?? "info" });
     const ssh = createSshTransport({ ...settings.ssh, logger: logger.child({ component: "ssh" }) });
     const natsHub = settings.nats ? await import("../transport/nats/hub.js") : undefined;
