@@ -118,8 +118,11 @@ describe("hub - web view actions in a browser", () => {
       const page = await chromium().browser.newPage();
       const watched = await watch(page);
       await page.goto(`${http.url}/login?next=/tasks`, { waitUntil: "load" });
+      // The page puts the focus in the token field (autofocus): type only once it is there.
+      await page.waitForFunction(`document.activeElement?.id === "token"`);
       await page.keyboard.type(TOKEN);
       await enter(page);
+      expect(new URL(page.url()).pathname).toBe("/tasks");
       // Every form's button is in the Tab order, after a way to skip to the content.
       const order = await tabOrder(page);
       expect(order[0]).toBe("a Skip to content");
