@@ -12,6 +12,7 @@ import { EnvironmentError, isStewardError } from "../model/errors.js";
 import type { AgentReply, AttemptResult, Report } from "../model/generated.js";
 import { type CliIo, EXIT, type GlobalOptions } from "./io.js";
 import { addNatsAgent } from "./nats-agent.js";
+import { addOutputOptions, type OutputOptions, outputFormat, printResult } from "./output.js";
 import { runProgram } from "./program.js";
 
 /** CliIo, plus standard input for `--bundle -` (tests pass their own). */
@@ -178,6 +179,31 @@ export function agentCommand(
       // As the README's conventions say: 1 when something is not as desired (drift, a failure).
       exit(report.instances.every((instance) => instance.converged) ? EXIT.ok : EXIT.problems);
     });
+
+  addOutputOptions(
+    agent
+      .command("identity")
+      .description(
+        "make (once) this host's identity — an nkey for NATS and an age key for secrets — and print its public part for the Node document's spec.identity",
+      ),
+  ).action(async (_local: OutputOptions, command: Command) => {
+    const options = command.optsWithGlobals<OutputOptions>();
+    const { ensureHostIdentity, identityFiles } = await import("../agent/identity.js");
+    const dir = stateDir(command, io);
+    const { identity, created } = await ensureHostIdentity(dir);
+    // The private parts stay where they are: only the public identity is ever printed.
+    io.stderr(
+      `steward: ${created ? "made" : "kept"} this host's identity in ${identityFiles(dir).dir} (private keys, mode 0600; they never leave this host)\n`,
+    );
+    await printResult(
+      io,
+      outputFormat(options, globals()),
+      identity,
+      () =>
+        `# add to this host's Node document (nodes/NAME.yaml):\nspec:\n  identity:\n    nkey: ${identity.nkey}\n    age: ${identity.age}\n`,
+    );
+    exit(EXIT.ok);
+  });
 
   return addNatsAgent(agent, io, (command) => stateDir(command, io));
 }

@@ -131,6 +131,7 @@ export interface StewardSchemas {
   SigningPolicy?: SigningPolicy;
   Node?: Node;
   NodeSpec?: NodeSpec;
+  NodeIdentity?: NodeIdentity;
   SshTarget?: SshTarget;
   Assignment?: Assignment;
   AssignmentSpec?: AssignmentSpec;
@@ -355,6 +356,7 @@ export interface NodeSpec {
    * @minItems 1
    */
   roots: AbsolutePath[];
+  identity?: NodeIdentity;
   /**
    * Values for this node, used in assignments as `${node.vars.KEY}` (e.g. a port or a data directory).
    */
@@ -398,6 +400,22 @@ export interface SshTarget {
    * Command that runs steward on the host. Default: upload the single-file agent and run it with `node`.
    */
   steward?: string;
+}
+/**
+ * The host's public identity, made on the host by `steward agent identity` (its private parts never leave it): admitting a host is committing this.
+ *
+ * This interface was referenced by `StewardSchemas`'s JSON-Schema
+ * via the `definition` "NodeIdentity".
+ */
+export interface NodeIdentity {
+  /**
+   * The host's NATS user public key (`U...`): the hub issues it a user JWT with the node's permissions.
+   */
+  nkey?: string;
+  /**
+   * The host's age X25519 recipient (`age1...`): secrets placed on the node are encrypted for it.
+   */
+  age?: string;
 }
 /**
  * A named, ordered bundle of resources placed on nodes.
