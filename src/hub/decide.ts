@@ -15,6 +15,7 @@
  *     (waiting spends no budget), backoff, rollout (only for a first attempt); else dispatch.
  */
 import type { FailureClass, ProbeReport, ResourceReport } from "../model/generated.js";
+import { type AttemptEvent, nextAttempt } from "./attempts.js";
 import { type BackoffPolicy, backoffDelay, budgetSpent } from "./backoff.js";
 import type {
   AttemptRecord,
@@ -229,8 +230,15 @@ function oneShotProcedure(desired: DesiredInstance, names: readonly string[]): s
 export function decide(input: DecideInput): Decision {
   const { desired, now, timing } = input;
   const intent: IntentRecord = { ...input.intent };
-  const attempt = input.attempt ? { ...input.attempt } : undefined;
+  let attempt = input.attempt;
   let attemptChanged = false;
+  /** Moves the last attempt to its next state (attempts.ts), when the event applies to it. */
+  const attemptEvent = (event: AttemptEvent) => {
+    const next = attempt && nextAttempt(attempt, event);
+    if (!next) return;
+    attempt = next;
+    attemptChanged = true;
+  };
   const comparison = compare(desired, input.observed, input.reportTakenAt !== undefined);
   const conditions: InstanceCondition[] = [];
   let requestReport = false;
@@ -266,11 +274,7 @@ export function decide(input: DecideInput): Decision {
     setStatus("retired");
     delete intent.deadlineAt;
     delete intent.nextAttemptAt;
-    if (attempt?.status === "queued") {
-      attempt.status = "cancelled";
-      attempt.settledBy = "superseded";
-      attemptChanged = true;
-    }
+    attemptEvent({ kind: "retired" });
     return finish("retired", {
       resolution: "the instance was removed from the fleet repo; no longer managed",
     });
@@ -321,12 +325,7 @@ export function decide(input: DecideInput): Decision {
       addStuck(spent());
       return finish("in-flight", { requeueAt: lease });
     }
-    attempt.status = "ambiguous";
-    attempt.reason = "LeaseExpired";
-    // It may have run until its lease ended: only a report taken after that tells what it did.
-    attempt.settleAfter = iso(Math.max(lease, now));
-    attempt.message = `no result within the lease (${Math.round(timing.leaseMs / 1000)}s)`;
-    attemptChanged = true;
+    attemptEvent({ kind: "lease-expired", at: iso(now), leaseEndedAt: iso(lease), leaseMs: timing.leaseMs });
     intent.deadlineAt = iso(now + timing.ambiguousTimeoutMs);
   }
 
@@ -506,18 +505,8 @@ export function decide(input: DecideInput): Decision {
   return finish("dispatch", { dispatch: true });
 
   function settleByReport() {
-    if (!attempt) return;
-    const known = input.observed?.report.lastAttempt;
-    if (known && known.attemptId === attempt.id) {
-      attempt.status = known.outcome;
-      if (known.failureClass) attempt.failureClass = known.failureClass;
-      attempt.finishedAt = known.at ?? iso(now);
-    } else {
-      attempt.status = "lost";
-      attempt.finishedAt = iso(now);
-    }
-    attempt.settledBy = "report";
-    attemptChanged = true;
+    const lastAttempt = input.observed?.report.lastAttempt;
+    attemptEvent({ kind: "report", at: iso(now), ...(lastAttempt ? { lastAttempt } : {}) });
     delete intent.deadlineAt;
   }
 

@@ -16,6 +16,7 @@
 import pino, { type Logger } from "pino";
 import { StewardError } from "../model/errors.js";
 import type { AttemptResult, Bundle, Report } from "../model/generated.js";
+import { nextAttempt } from "./attempts.js";
 import { BusFeed, type HubBus, type TaskEvent } from "./bus.js";
 import { type Clock, systemClock } from "./clock.js";
 import { markOpen, markResolved } from "./conditions.js";
@@ -687,12 +688,11 @@ export class Hub {
           orphans.push(attemptId);
           continue;
         }
-        const dispatched = {
-          ...attempt,
-          status: "dispatched" as const,
-          dispatchedAt: handedAt.toISOString(),
+        const dispatched = nextAttempt(attempt, {
+          kind: "handed-over",
+          at: handedAt.toISOString(),
           leaseExpiresAt: lease,
-        };
+        }) as AttemptRecord & { leaseExpiresAt: string };
         this.store.saveDispatched(dispatched);
         jobs.push({ attempt: dispatched, node, transport, bundle: JSON.parse(row.bundle) as Bundle });
       }
@@ -764,27 +764,16 @@ export class Hub {
     this.store.transaction(() => {
       const attempt = this.store.attempt(attemptId);
       this.store.deleteOutbox(attemptId);
-      // A result may already have settled it (a fast agent): never undo that.
-      if (attempt?.status !== "queued" && attempt?.status !== "dispatched") return;
-      if (failure.failureClass === "ambiguous")
-        this.store.saveAttempt({
-          ...attempt,
-          status: "ambiguous",
-          reason: failure.reason,
-          message: redact(failure.message),
-          dispatchedAt: attempt.dispatchedAt ?? now,
-          settleAfter: now,
-        });
-      else
-        this.store.saveAttempt({
-          ...attempt,
-          status: "failed",
+      const failed =
+        attempt &&
+        nextAttempt(attempt, {
+          kind: "dispatch-failed",
+          at: now,
           failureClass: failure.failureClass,
           reason: failure.reason,
-          message: redact(failure.message),
-          finishedAt: now,
-          settledBy: "dispatch",
+          message: failure.message,
         });
+      if (failed) this.store.saveAttempt(failed);
     });
     const attempt = this.store.attempt(attemptId);
     if (attempt) this.queue.add(attempt.instanceKey);
@@ -983,16 +972,9 @@ export class Hub {
       log.warn("result for an attempt this hub does not know; ignored");
       return;
     }
+    const updated = nextAttempt(attempt, { kind: "result", result });
     if (attempt.status === "superseded") {
-      // Its generation is no longer desired: what it did is evidence, and nothing to act on.
-      if (!attempt.lateResult) {
-        const late: NonNullable<AttemptRecord["lateResult"]> = {
-          outcome: result.outcome,
-          at: result.finishedAt,
-        };
-        if (result.reason) late.reason = result.reason;
-        this.store.saveAttempt({ ...attempt, lateResult: late });
-      }
+      if (updated) this.store.saveAttempt(updated);
       log.info(
         { outcome: result.outcome, supersededBy: attempt.supersededBy },
         "result for an attempt superseded by generation %s: kept as evidence",
@@ -1000,32 +982,10 @@ export class Hub {
       );
       return;
     }
-    if (!["queued", "dispatched", "ambiguous", "lost"].includes(attempt.status)) {
+    if (!updated) {
       log.debug({ status: attempt.status }, "result for an attempt already settled; ignored");
       return;
     }
-    const failed = result.resources.filter((r) => r.action === "failed" || r.action === "blocked");
-    const updated = {
-      ...attempt,
-      status: result.outcome,
-      finishedAt: result.finishedAt,
-      settledBy: "result" as const,
-    };
-    if (result.failureClass) updated.failureClass = result.failureClass;
-    if (result.reason) updated.reason = result.reason;
-    if (result.message) updated.message = redact(result.message);
-    if (failed.length > 0)
-      updated.evidence = failed.slice(0, 20).map((r) => ({
-        name: r.name,
-        kind: r.kind,
-        action: r.action,
-        failureClass: r.failureClass,
-        reason: r.reason,
-        message: r.message && redact(r.message),
-        blockedBy: r.blockedBy,
-        evidence: r.evidence && redact(r.evidence),
-      }));
-    updated.dispatchedAt ??= attempt.createdAt;
     this.store.saveAttempt(updated);
     log.info(
       {
@@ -1043,15 +1003,9 @@ export class Hub {
   /** The result of an attempt is lost (session dropped, agent died): ambiguous, never replayed blindly. */
   ingestLost(attemptId: string, node: string, reason: string): void {
     const attempt = this.store.attempt(attemptId);
-    if (!attempt || (attempt.status !== "queued" && attempt.status !== "dispatched")) return;
-    this.store.saveAttempt({
-      ...attempt,
-      status: "ambiguous",
-      reason: "ResultLost",
-      message: redact(reason),
-      dispatchedAt: attempt.dispatchedAt ?? attempt.createdAt,
-      settleAfter: this.nowIso(),
-    });
+    const lost = attempt && nextAttempt(attempt, { kind: "lost", at: this.nowIso(), reason });
+    if (!attempt || !lost) return;
+    this.store.saveAttempt(lost);
     this.store.deleteOutbox(attemptId);
     this.log.warn(
       { attemptId, instance: attempt.instanceKey, node },

@@ -7,6 +7,7 @@
  */
 import type { Logger } from "pino";
 import type { Bundle, OneShotDecision } from "../model/generated.js";
+import { logAttemptChange, newAttempt, nextAttempt } from "./attempts.js";
 import type { Clock } from "./clock.js";
 import { markOpen, markResolved } from "./conditions.js";
 import {
@@ -264,20 +265,19 @@ export function reconcileInstance(ctx: ReconcileContext, key: string): Reconcile
   // Write what was decided.
   if (decision.attempt) {
     store.saveAttempt(decision.attempt);
-    logAttemptChange(ctx, decision.attempt, attempt);
+    logAttemptChange(ctx.log, decision.attempt, attempt);
   }
   const next = decision.intent;
   if (decision.dispatch) {
     const id = ctx.newId();
-    const created: AttemptRecord = {
+    const created = newAttempt({
       id,
       instanceKey: key,
       generation: desired.generation,
       assignment: desired.assignment,
       node: desired.node,
-      status: "queued",
-      createdAt: nowIso,
-    };
+      at: nowIso,
+    });
     store.insertAttempt(created, JSON.stringify(bundleOf(desired, id, nowIso, answered)));
     next.lastAttemptId = id;
     delete next.deadlineAt;
@@ -365,18 +365,10 @@ function recordConditions(
  * in flight or ambiguous is superseded — its lease no longer matters and a late result is evidence.
  */
 function supersedeAttempt(ctx: ReconcileContext, attempt: AttemptRecord, by: number, now: string): void {
-  if (attempt.status === "queued") {
-    ctx.store.saveAttempt({ ...attempt, status: "cancelled", settledBy: "superseded", finishedAt: now });
-    ctx.store.deleteOutbox(attempt.id);
-  } else if (attempt.status === "dispatched" || attempt.status === "ambiguous")
-    ctx.store.saveAttempt({
-      ...attempt,
-      status: "superseded",
-      settledBy: "superseded",
-      supersededBy: by,
-      finishedAt: now,
-    });
-  else return;
+  const ended = nextAttempt(attempt, { kind: "superseded", at: now, by });
+  if (!ended) return;
+  ctx.store.saveAttempt(ended);
+  if (attempt.status === "queued") ctx.store.deleteOutbox(attempt.id);
   ctx.log.info(
     {
       attemptId: attempt.id,
@@ -407,28 +399,6 @@ function conditionInput(store: Store, desired: DesiredInstance, condition: Insta
     revision,
     generation,
   };
-}
-
-function logAttemptChange(
-  ctx: ReconcileContext,
-  attempt: AttemptRecord,
-  before: AttemptRecord | undefined,
-): void {
-  if (before?.status === attempt.status) return;
-  const fields = { attemptId: attempt.id, instance: attempt.instanceKey, generation: attempt.generation };
-  if (attempt.status === "ambiguous")
-    ctx.log.warn(
-      { ...fields, reason: attempt.reason },
-      "attempt ambiguous: %s",
-      attempt.message ?? attempt.reason,
-    );
-  else if (attempt.settledBy === "report")
-    ctx.log.info(
-      { ...fields, status: attempt.status },
-      "attempt settled by a fresh report: %s",
-      attempt.status,
-    );
-  else ctx.log.info({ ...fields, status: attempt.status }, "attempt %s", attempt.status);
 }
 
 /** The rollout gate for a first attempt of `desired`. Counts only what the policy needs (indexed). */
