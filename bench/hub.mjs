@@ -91,9 +91,18 @@ if (process.env.BENCH_PHASES) {
     phase.busy += busy;
     phases.set(name, phase);
   };
-  for (const name of ["takeInRevisions", "process", "relay", "flushInbox", "ingestResult", "ingestReport"]) {
-    const step = hub[name];
-    hub[name] = function (...args) {
+  // The hub's parts (hub.ts wires them): each step's method, wrapped where it lives.
+  const steps = [
+    [hub, "process"],
+    [hub.intake, "takeIn"],
+    [hub.relay, "relay"],
+    [hub.inbox, "flush"],
+    [hub.ingest, "result"],
+    [hub.ingest, "report"],
+  ];
+  for (const [part, name] of steps) {
+    const step = part[name];
+    part[name] = function (...args) {
       const started = performance.now();
       try {
         return step.apply(this, args);

@@ -6,7 +6,7 @@
 import { errorLine } from "../model/error-line.js";
 import type { AttemptRecord } from "./records.js";
 
-/** One resource's part of a failed attempt's evidence, as the hub records it (hub.ts ingestResult). */
+/** One resource's part of a failed attempt's evidence, as the hub records it (attempts.ts, from a result). */
 interface ResourceEvidence {
   name?: string;
   action?: string;
