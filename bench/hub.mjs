@@ -104,11 +104,12 @@ if (process.env.BENCH_PHASES) {
     const step = part[name];
     part[name] = function (...args) {
       const started = performance.now();
-      try {
-        return step.apply(this, args);
-      } finally {
-        mark(name, performance.now() - started);
-      }
+      const result = step.apply(this, args);
+      // The steps are asynchronous: each is timed until it settles.
+      if (typeof result?.finally === "function")
+        return result.finally(() => mark(name, performance.now() - started));
+      mark(name, performance.now() - started);
+      return result;
     };
   }
   hub.onReconcile((outcome) => mark(`reconcile:${outcome.outcome}`, 0));

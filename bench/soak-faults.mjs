@@ -275,10 +275,10 @@ for (let round = 0; round < KILLS; round++) {
 function hubStore() {
   return new SqliteStore(join(hubState, "hub.db"));
 }
-function unconverged(store) {
+async function unconverged(store) {
   let count = 0;
-  for (const { key, generation } of store.instanceList()) {
-    const intent = store.intent(key, generation);
+  for (const { key, generation } of await store.desired.instances()) {
+    const intent = await store.intents.get(key, generation);
     if (intent?.status !== "converged") count++;
   }
   return count;
@@ -290,10 +290,10 @@ while (Date.now() < deadline) {
   const store = hubStore();
   let open;
   try {
-    open = store.tasks({ status: "open" }).filter((task) => task.type === "OneShotInterrupted");
-    remaining = unconverged(store);
+    open = (await store.tasks.list({ status: "open" })).filter((task) => task.type === "OneShotInterrupted");
+    remaining = await unconverged(store);
   } finally {
-    store.close();
+    await store.close();
   }
   for (const task of open) {
     if (answered.has(task.id)) continue;
@@ -346,10 +346,10 @@ const leftover = leftovers(roots) + leftovers(join(dir, "agents"));
 const store = hubStore();
 let interruptedTasks = 0;
 try {
-  interruptedTasks = store.tasks().filter((task) => task.type === "OneShotInterrupted").length;
-  remaining = unconverged(store);
+  interruptedTasks = (await store.tasks.list()).filter((task) => task.type === "OneShotInterrupted").length;
+  remaining = await unconverged(store);
 } finally {
-  store.close();
+  await store.close();
 }
 
 for (const child of processes.values()) await stopChild(child);

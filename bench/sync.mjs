@@ -10,8 +10,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
-import { openDatabase } from "../dist/hub/store/database.js";
-import { SqliteGenerationStore } from "../dist/hub/store/generations.js";
+import { SqliteStore } from "../dist/hub/store/sqlite.js";
 import { Syncer } from "../dist/repo/syncer.js";
 import { commitStream, FLEET_YAML, nodeName, nodeYaml } from "./fleet.mjs";
 
@@ -52,8 +51,8 @@ for (let i = 0; i < ASSIGNMENTS; i++)
   files.push([`assignments/${assignmentName(i)}.yaml`, assignmentYaml(i, 1)]);
 git(["fast-import", "--quiet"], commitStream("main", "initial fleet", files));
 
-const db = openDatabase(join(root, "state", "hub.db"));
-const store = new SqliteGenerationStore(db);
+const hubStore = new SqliteStore(join(root, "state", "hub.db"));
+const store = hubStore.generations;
 const syncer = new Syncer({
   store,
   source: { kind: "path", path: repo },
@@ -108,7 +107,7 @@ const [firstChangeMs, ...steady] = changeMs;
 steady.sort((a, b) => a - b);
 
 syncer.close();
-db.close();
+await hubStore.close();
 rmSync(root, { recursive: true, force: true });
 
 console.log(

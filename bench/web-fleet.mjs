@@ -10,8 +10,6 @@ import { join } from "node:path";
 import pino from "pino";
 import { recordServedRevision } from "../dist/cli/served.js";
 import { Hub } from "../dist/hub/hub.js";
-import { openDatabase } from "../dist/hub/store/database.js";
-import { SqliteGenerationStore } from "../dist/hub/store/generations.js";
 import { SqliteStore } from "../dist/hub/store/sqlite.js";
 import { Syncer } from "../dist/repo/syncer.js";
 import { LocalTransport } from "../dist/transport/local.js";
@@ -182,10 +180,9 @@ export async function startWebFleet({ dir, nodes, assignments }) {
     files.push([`assignments/${assignmentName(a)}.yaml`, assignmentYaml(a, 1)]);
   git(["fast-import", "--quiet"], commitStream("main", "The simulated fleet, first revision", files));
 
-  const db = openDatabase(join(dir, "hub.db"));
-  const store = new SqliteStore(db);
+  const store = new SqliteStore(join(dir, "hub.db"));
   const syncer = new Syncer({
-    store: new SqliteGenerationStore(db),
+    store: store.generations,
     source: { kind: "path", path: repo },
     cacheDir: join(dir, "git"),
   });
@@ -205,8 +202,8 @@ export async function startWebFleet({ dir, nodes, assignments }) {
   const takeIn = async () => {
     await syncer.sync();
     const declared = await recordServedRevision(store, syncer, analyses, new Date());
-    hub.takeInRevisions();
-    if (declared) hub.declarationsChanged(declared);
+    await hub.takeInRevisions();
+    if (declared) await hub.declarationsChanged(declared);
   };
   const settle = async () => {
     for (let quiet = 0; quiet < 3; ) {
@@ -246,7 +243,7 @@ export async function startWebFleet({ dir, nodes, assignments }) {
     async close() {
       await hub.stop();
       syncer.close();
-      store.close();
+      await store.close();
     },
   };
 }

@@ -9,7 +9,7 @@ import { Command } from "commander";
 import { stringify } from "yaml";
 import type { PauseNote } from "../hub/progress.js";
 import { DISPLAY_STATES, skipWords } from "../hub/states.js";
-import type { Store } from "../hub/store/store.js";
+import type { StoreReads } from "../hub/store/store.js";
 import type {
   AttemptStory,
   ConditionStory,
@@ -313,16 +313,15 @@ function byIdOrSuffix(id: string, ids: readonly string[]): string | undefined {
 
 /** The full sha that `revision` names in the hub's copy of the fleet repository, or by prefix among synced revisions. */
 export async function resolveRevision(
-  store: Store & { db: import("better-sqlite3").Database },
+  store: StoreReads,
   gitCache: string,
   cwd: string,
   revision: string,
 ): Promise<string> {
-  const synced = store.revisionByPrefix(revision);
+  const synced = await store.desired.revisionByPrefix(revision);
   if (synced && /^[0-9a-f]{4,40}$/i.test(revision)) return synced.sha;
-  const { SqliteGenerationStore } = await import("./../hub/store/generations.js");
-  const branch = store.latestRevision()?.branch ?? "main";
-  const source = new SqliteGenerationStore(store.db).syncState(branch)?.source;
+  const branch = (await store.desired.latestRevision())?.branch ?? "main";
+  const source = (await store.desired.syncState(branch))?.source;
   if (!source)
     throw new NotFoundError(
       `no revision "${revision}": the hub has synced no fleet repository yet — run \`steward sync\``,
@@ -338,7 +337,7 @@ export async function resolveRevision(
       if (error instanceof RevisionNotFoundError) throw new NotFoundError(error.message);
       throw error;
     }
-    if (!store.revision(sha))
+    if (!(await store.desired.revision(sha)))
       throw new NotFoundError(
         `revision "${revision}" is ${sha.slice(0, 12)} in ${source}, which this hub has not synced — run \`steward sync\``,
       );
@@ -350,7 +349,7 @@ export async function resolveRevision(
 
 /** The story of `kind NAME` from the store, or a NotFoundError that says how to find one. */
 export async function readStory(
-  store: import("../hub/store/sqlite.js").SqliteStore,
+  store: StoreReads,
   kind: DescribeKind,
   name: string,
   where: { gitCache: string; cwd: string },
@@ -358,40 +357,36 @@ export async function readStory(
   const stories = await import("../hub/story.js");
   switch (kind) {
     case "instance": {
-      const story = stories.instanceStory(store, name);
+      const story = await stories.instanceStory(store, name);
       if (story) return story;
-      const known = store.instanceList().map((i) => i.key);
+      const known = (await store.desired.instances()).map((i) => i.key);
       throw new NotFoundError(
         `no instance "${name}"${name.includes("@") ? "" : " (instances are named ASSIGNMENT@NODE)"}: \`steward get instances\` lists ${known.length} (${known.slice(0, 5).join(", ")}${known.length > 5 ? ", ..." : ""})`,
       );
     }
     case "node": {
-      const story = stories.nodeStory(store, name);
+      const story = await stories.nodeStory(store, name);
       if (story) return story;
+      const known = (await store.nodes.list()).map((n) => n.name);
       throw new NotFoundError(
-        `no node "${name}" (known: ${
-          store
-            .nodes()
-            .map((n) => n.name)
-            .join(", ") || "none"
-        }): check the name, or sync the fleet repo first`,
+        `no node "${name}" (known: ${known.join(", ") || "none"}): check the name, or sync the fleet repo first`,
       );
     }
     case "revision": {
       const sha = await resolveRevision(store, where.gitCache, where.cwd, name);
-      return stories.revisionStory(store, sha)!;
+      return (await stories.revisionStory(store, sha))!;
     }
     case "condition": {
       const id = byIdOrSuffix(
         name,
-        store.conditions().map((c) => c.id),
+        (await store.conditions.list()).map((c) => c.id),
       );
-      const story = id ? stories.conditionStoryOf(store, id) : undefined;
+      const story = id ? await stories.conditionStoryOf(store, id) : undefined;
       if (story) return story;
       throw new NotFoundError(`no condition "${name}": \`steward get conditions\` lists them with their ids`);
     }
     case "attempt": {
-      const story = stories.attemptStoryOf(store, name.toUpperCase());
+      const story = await stories.attemptStoryOf(store, name.toUpperCase());
       if (story) return story;
       throw new NotFoundError(`no attempt "${name}": \`steward get attempts\` lists them with their ids`);
     }
@@ -435,7 +430,7 @@ export function describeCommand(
       }
       exit(EXIT.ok);
     } finally {
-      store.close();
+      await store.close();
     }
   });
 }

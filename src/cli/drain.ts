@@ -34,9 +34,9 @@ function drainingCommand(
     try {
       const detail: { by: string; reason?: string; at: Date } = { by: operator(io), at: new Date() };
       if (options.reason) detail.reason = options.reason;
-      setNodeDraining(store, name, draining, detail);
+      await setNodeDraining(store, name, draining, detail);
     } finally {
-      store.close();
+      await store.close();
     }
     const nudged = await nudgeHub(paths, { node: name });
     const what = draining

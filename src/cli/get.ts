@@ -7,7 +7,7 @@
  * object's whole story.
  */
 import { Command, Option } from "commander";
-import type { SqliteStore } from "../hub/store/sqlite.js";
+import type { StoreReads } from "../hub/store/store.js";
 import { NotFoundError, UsageError } from "../model/errors.js";
 import type { Palette } from "./colour.js";
 import { type CliIo, EXIT, type GlobalOptions } from "./io.js";
@@ -39,7 +39,7 @@ export function getKind(word: string): GetKind | undefined {
 
 /** The rows of `kind` (only `name`'s when given) and how to print them. */
 export async function listing(
-  store: SqliteStore,
+  store: StoreReads,
   kind: GetKind,
   name: string | undefined,
   options: { all: boolean; now: Date },
@@ -63,7 +63,7 @@ export async function listing(
     colours.state(s, DISPLAY_STATES[s].label);
   switch (kind) {
     case "nodes": {
-      const rows = one(views.nodeViews(store), (n) => n.name);
+      const rows = one(await views.nodeViews(store), (n) => n.name);
       return {
         rows,
         table: (wide) =>
@@ -82,7 +82,7 @@ export async function listing(
       };
     }
     case "assignments": {
-      const rows = one(views.assignmentViews(store), (a) => a.name);
+      const rows = one(await views.assignmentViews(store), (a) => a.name);
       return {
         rows,
         table: () =>
@@ -93,7 +93,7 @@ export async function listing(
       };
     }
     case "instances": {
-      const rows = one(views.instanceViews(store, { retired: options.all }), (i) => i.instance);
+      const rows = one(await views.instanceViews(store, { retired: options.all }), (i) => i.instance);
       return {
         rows,
         table: (wide, colours) =>
@@ -127,10 +127,12 @@ export async function listing(
     }
     case "intents": {
       const { intentDisplayState } = await import("../hub/states.js");
-      const rows = one(views.intentViews(store, { all: options.all }), (i) => i.instanceKey).map((i) => ({
-        ...i,
-        state: intentDisplayState(i),
-      }));
+      const rows = one(await views.intentViews(store, { all: options.all }), (i) => i.instanceKey).map(
+        (i) => ({
+          ...i,
+          state: intentDisplayState(i),
+        }),
+      );
       return {
         rows,
         table: (wide, colours) =>
@@ -151,7 +153,7 @@ export async function listing(
     }
     case "attempts": {
       const { attemptStories } = await import("../hub/story.js");
-      const rows = one(attemptStories(store), (a) => a.id, false);
+      const rows = one(await attemptStories(store), (a) => a.id, false);
       return {
         rows,
         table: (wide) =>
@@ -174,7 +176,11 @@ export async function listing(
     }
     case "conditions": {
       const { renderConditions } = await import("./status.js");
-      const rows = one(store.conditions(options.all ? {} : { status: "open" }), (c) => c.id, false);
+      const rows = one(
+        await store.conditions.list(options.all ? {} : { status: "open" }),
+        (c) => c.id,
+        false,
+      );
       return {
         rows,
         table: (wide) =>
@@ -186,14 +192,14 @@ export async function listing(
     case "tasks": {
       const { listTasks } = await import("../hub/tasks.js");
       const { renderTasks } = await import("./tasks.js");
-      const rows = one(listTasks(store, { all: options.all }), (t) => t.task.id, false);
+      const rows = one(await listTasks(store, { all: options.all }), (t) => t.task.id, false);
       return {
         rows,
         table: (wide) => (rows.length === 0 ? "no open tasks\n" : renderTasks(rows, now, wide)),
       };
     }
     case "revisions": {
-      const all = store.revisionsAfter(0).reverse();
+      const all = (await store.desired.revisionsAfter(0)).reverse();
       const rows = name === undefined ? all : all.filter((r) => r.sha.startsWith(name.toLowerCase()));
       if (name !== undefined && rows.length !== 1)
         throw new NotFoundError(
@@ -272,7 +278,7 @@ export function getCommand(io: CliIo, globals: () => GlobalOptions, exit: (code:
         }
         exit(EXIT.ok);
       } finally {
-        store.close();
+        await store.close();
       }
     },
   );

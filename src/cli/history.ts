@@ -1,4 +1,3 @@
-import { resolve } from "node:path";
 import { Command, InvalidArgumentError } from "commander";
 import { type CliIo, EXIT, type GlobalOptions } from "./io.js";
 import { addOutputOptions, type OutputOptions, outputFormat, printResult } from "./output.js";
@@ -9,7 +8,7 @@ function positive(value: string): number {
   return n;
 }
 
-/** `steward history`: an assignment's generations from `<state>/hub.db`; exit 2 when there are none (an unknown name). */
+/** `steward history`: an assignment's generations from the hub's store; exit 2 when there are none (an unknown name). */
 export function historyCommand(
   io: CliIo,
   globals: () => GlobalOptions,
@@ -22,11 +21,10 @@ export function historyCommand(
     .option("--limit <n>", "at most this many generations", positive, 100);
   return addOutputOptions(command).action(
     async (assignment: string, options: OutputOptions & { node?: string; limit: number }) => {
-      const { openGenerationStore, hubDatabasePath } = await import("../hub/store/generations.js");
-      const { SqliteStore } = await import("../hub/store/sqlite.js");
+      const { statePaths, openHubStore } = await import("./hub-state.js");
       const { generationOutcomes } = await import("../hub/views.js");
       const { assignmentHistory, renderHistoryText } = await import("../repo/history.js");
-      const { store, close } = openGenerationStore(resolve(io.cwd, globals().state), { mustExist: true });
+      const store = await openHubStore(statePaths(io, globals()), { syncFirst: true });
       try {
         const query: { assignment: string; node?: string; limit: number } = {
           assignment,
@@ -34,13 +32,7 @@ export function historyCommand(
         };
         if (options.node) query.node = options.node;
         // What became of each generation (outcome, failure class, correlation id), from the hub's records.
-        const hub = new SqliteStore(hubDatabasePath(resolve(io.cwd, globals().state)));
-        let rows: ReturnType<typeof assignmentHistory>;
-        try {
-          rows = assignmentHistory(store, query, generationOutcomes(hub));
-        } finally {
-          hub.close();
-        }
+        const rows = await assignmentHistory(store.generations, query, generationOutcomes(store));
         if (rows.length === 0) {
           const { NotFoundError } = await import("../model/errors.js");
           throw new NotFoundError(
@@ -50,7 +42,7 @@ export function historyCommand(
         await printResult(io, outputFormat(options, globals()), rows, () => renderHistoryText(rows));
         exit(EXIT.ok);
       } finally {
-        close();
+        await store.close();
       }
     },
   );

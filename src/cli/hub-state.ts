@@ -7,7 +7,7 @@
  */
 import { existsSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import type { SqliteStore } from "../hub/store/sqlite.js";
+import type { Store } from "../hub/store/store.js";
 import { EnvironmentError } from "../model/errors.js";
 import type { SyncOutcome } from "../repo/syncer.js";
 import type { CliIo, GlobalOptions } from "./io.js";
@@ -45,12 +45,23 @@ export function statePathsIn(dir: string): StatePaths {
   };
 }
 
-/** Opens the hub database; refuses (clearly) when there is none yet. */
-export async function openHubStore(paths: StatePaths): Promise<SqliteStore> {
+/**
+ * Opens the hub's store; refuses (clearly) when there is none yet. `syncFirst`: the state a sync
+ * writes is what is missing (`steward history`), so the fix is a sync rather than a hub.
+ */
+export async function openHubStore(paths: StatePaths, options: { syncFirst?: boolean } = {}): Promise<Store> {
   if (!existsSync(paths.db))
     throw new EnvironmentError(
-      `no hub state in ${paths.dir}: run \`steward up\` (or \`steward hub\`) first, or pass --state DIR`,
+      options.syncFirst
+        ? `no hub state at ${paths.db}: run \`steward sync\` first (or pass --state DIR)`
+        : `no hub state in ${paths.dir}: run \`steward up\` (or \`steward hub\`) first, or pass --state DIR`,
     );
+  const { SqliteStore } = await import("../hub/store/sqlite.js");
+  return new SqliteStore(paths.db);
+}
+
+/** Opens (creating if needed) the hub's store of a state directory: what `steward sync` writes. */
+export async function openStateStore(paths: StatePaths): Promise<Store> {
   const { SqliteStore } = await import("../hub/store/sqlite.js");
   return new SqliteStore(paths.db);
 }

@@ -47,7 +47,7 @@ export interface HubRuntimeOptions {
 
 /** Every part of a running hub, started in order and stopped in reverse. */
 export class HubRuntime {
-  store!: import("../hub/store/sqlite.js").SqliteStore;
+  store!: import("../hub/store/store.js").Store;
   hub!: import("../hub/hub.js").Hub;
   http!: import("../hub/http.js").HubHttp;
   syncer!: import("../repo/syncer.js").Syncer;
@@ -55,7 +55,6 @@ export class HubRuntime {
   private publisher: import("../status/publisher.js").StatusPublisher | undefined;
   private local: import("../transport/local.js").LocalTransport | undefined;
   private fleet: import("../transport/nats/runtime.js").LocalFleetRuntime | undefined;
-  private closeDb: (() => void) | undefined;
   private readonly analyses: import("../model/load.js").AnalysisCache = new Map();
 
   constructor(readonly options: HubRuntimeOptions) {}
@@ -68,22 +67,18 @@ export class HubRuntime {
   /** Opens the state, syncs once, starts reconciling and serving. Returns the first sync's outcome. */
   async start(): Promise<import("../repo/syncer.js").SyncOutcome | Error> {
     const { paths, logger } = this.options;
-    const { openDatabase } = await import("../hub/store/database.js");
-    const { SqliteStore } = await import("../hub/store/sqlite.js");
-    const { SqliteGenerationStore } = await import("../hub/store/generations.js");
+    const { openStateStore } = await import("./hub-state.js");
     const { Syncer } = await import("../repo/syncer.js");
     const { parseLocation, credentialsFromEnv, describeLocation } = await import("../repo/git.js");
     const { LocalTransport } = await import("../transport/local.js");
     const { Agent } = await import("../agent/agent.js");
     const { Hub } = await import("../hub/hub.js");
 
-    const db = openDatabase(paths.db);
-    this.closeDb = () => db.close();
-    this.store = new SqliteStore(db);
+    this.store = await openStateStore(paths);
     const store = this.store;
     const credentials = credentialsFromEnv(this.options.env);
     this.syncer = new Syncer({
-      store: new SqliteGenerationStore(db),
+      store: store.generations,
       source: parseLocation(this.options.repo, this.options.cwd),
       branch: this.options.branch,
       cacheDir: paths.git,
@@ -100,7 +95,7 @@ export class HubRuntime {
           clock: () => clock.now(),
           ...(agentPaths.root ? { root: agentPaths.root } : {}),
         }),
-      heartbeatIntervalMs: () => store.fleetSettings()?.heartbeat.intervalMs ?? 15_000,
+      heartbeatIntervalMs: () => this.heartbeatIntervalMs,
     });
 
     // The first sync comes before the hub starts, so statuses know the fleet's settings.
@@ -112,15 +107,13 @@ export class HubRuntime {
       logger.error({ err: error }, "the first sync failed; retrying in the background");
     }
     const declared = await this.recordDeclarations();
+    await this.readFleetSettings();
     this.publisher = await this.statusPublisher();
     if (this.options.localFleet) {
       const { startLocalFleetRuntime } = await import("../transport/nats/runtime.js");
       const root = this.options.root;
       this.fleet = await startLocalFleetRuntime(this.options.localFleet, {
-        localNodes: store
-          .nodes()
-          .filter((n) => n.transport === "local")
-          .map((n) => n.name),
+        localNodes: (await store.nodes.list()).filter((n) => n.transport === "local").map((n) => n.name),
         rootOf: (node) => (root ? join(root, node) : undefined),
         stateDir: paths.dir,
         log: logger.child({ component: "nats" }),
@@ -137,7 +130,7 @@ export class HubRuntime {
       ...(this.options.bus || this.fleet ? { bus: this.options.bus ?? this.fleet?.bus } : {}),
     });
     await this.hub.start();
-    if (declared) this.hub.declarationsChanged(declared);
+    if (declared) await this.hub.declarationsChanged(declared);
 
     const { startHubHttp } = await import("../hub/http.js");
     const { startSyncLoop } = await import("../repo/loop.js");
@@ -181,7 +174,9 @@ export class HubRuntime {
       onError: (error, failures, retryInMs) => {
         logger.warn({ err: error, failures, retryInMs }, "sync failed; retrying in %d ms", retryInMs);
         // The syncer recorded a fetch-failed event: it becomes a condition now, not at the next success.
-        this.hub.takeInRevisions();
+        this.hub
+          .takeInRevisions()
+          .catch((failure: unknown) => logger.error({ err: failure }, "taking in the sync's failure failed"));
       },
     });
     // Recorded once everything answers, so a command that finds this file finds the hub ready.
@@ -215,8 +210,9 @@ export class HubRuntime {
   private async takeIn(): Promise<void> {
     try {
       const changes = await this.recordDeclarations();
-      this.hub.takeInRevisions();
-      if (changes) this.hub.declarationsChanged(changes);
+      if (changes) await this.readFleetSettings();
+      await this.hub.takeInRevisions();
+      if (changes) await this.hub.declarationsChanged(changes);
     } catch (error) {
       this.options.logger.error({ err: error }, "recording the revision's declarations failed");
     }
@@ -233,7 +229,10 @@ export class HubRuntime {
     const { effectiveStatusSettings, createStatusWriters } = await import("../status/settings.js");
     const { StatusPublisher } = await import("../status/publisher.js");
     const fs = await import("node:fs");
-    const settings = effectiveStatusSettings(this.store.fleetSettings()?.status, this.options.statusFlags);
+    const settings = effectiveStatusSettings(
+      (await this.store.desired.fleetSettings())?.status,
+      this.options.statusFlags,
+    );
     const writers = createStatusWriters(settings, {
       env: this.options.env,
       gitnotes: { fs, gitdir: this.syncer.repository.gitdir },
@@ -241,9 +240,15 @@ export class HubRuntime {
     if (writers.length === 0) return undefined;
     const logger = this.options.logger;
     return new StatusPublisher({
-      db: this.store.db,
+      store: this.store,
       writers,
-      onHealth: (health) => this.hub?.statusHealth(health),
+      onHealth: (health) => {
+        this.hub
+          ?.statusHealth(health)
+          .catch((error: unknown) =>
+            logger.error({ err: error }, "recording a status destination's health failed"),
+          );
+      },
       onError: (error) => logger.error({ err: error }, "commit statuses: unexpected error"),
     });
   }
@@ -267,7 +272,14 @@ export class HubRuntime {
     const { removeHubFile } = await import("./hub-state.js");
     removeHubFile(this.options.paths, process.pid);
     this.syncer?.close();
-    this.closeDb?.();
+    await this.store?.close();
+  }
+
+  /** How often local agents send a heartbeat: the fleet's setting (read when the declarations change). */
+  private heartbeatIntervalMs = 15_000;
+
+  private async readFleetSettings(): Promise<void> {
+    this.heartbeatIntervalMs = (await this.store.desired.fleetSettings())?.heartbeat.intervalMs ?? 15_000;
   }
 }
 

@@ -78,10 +78,10 @@ function decisionCommand(
       if (decision === "pause") {
         const { idFactory } = await import("../hub/ids.js");
         const { systemClock } = await import("../hub/clock.js");
-        outcomes = decisions.pauseRollouts(store, input, idFactory(systemClock));
-      } else outcomes = decisions.resumeRollouts(store, input);
+        outcomes = await decisions.pauseRollouts(store, input, idFactory(systemClock));
+      } else outcomes = await decisions.resumeRollouts(store, input);
     } finally {
-      store.close();
+      await store.close();
     }
     const hubNudged = outcomes.some((o) => o.recorded) ? await nudgeHub(paths, { revision: sha }) : false;
     await printResult(io, outputFormat(options, globals()), { revision: sha, outcomes, hubNudged }, () =>

@@ -5,23 +5,20 @@
  * from the same git tree and records them, once per revision.
  */
 import type { DeclarationChanges } from "../hub/desired.js";
-import type { SqliteStore } from "../hub/store/sqlite.js";
+import type { Store } from "../hub/store/store.js";
 import type { AnalysisCache } from "../model/load.js";
 import type { Syncer } from "../repo/syncer.js";
 
 /** Records the served revision's declarations if not done yet; returns what changed (undefined: nothing to do). */
 export async function recordServedRevision(
-  store: SqliteStore,
+  store: Store,
   syncer: Syncer,
   cache: AnalysisCache,
   now: Date,
 ): Promise<DeclarationChanges | undefined> {
-  const state = store.db.prepare("SELECT last_good FROM sync_state WHERE branch = ?").get(syncer.branch) as
-    | { last_good: string | null }
-    | undefined;
-  const revision = state?.last_good;
+  const revision = (await store.desired.syncState(syncer.branch))?.lastGood;
   const { declaredRevision, recordDeclaredFleet } = await import("../hub/desired.js");
-  if (!revision || declaredRevision(store) === revision) return undefined;
+  if (!revision || (await declaredRevision(store)) === revision) return undefined;
   const { treeSource } = await import("../repo/tree.js");
   const { loadRepo } = await import("../model/load.js");
   const repository = syncer.repository;

@@ -5,7 +5,7 @@
  * `OpenConditions` turns what a source saw into changes a person cares about, whatever the source.
  */
 import type { ConditionRecord } from "../hub/records.js";
-import type { Store } from "../hub/store/store.js";
+import type { StoreReads } from "../hub/store/store.js";
 import type { CliIo } from "./io.js";
 import type { OutputFormat } from "./output.js";
 import { renderConditions } from "./status.js";
@@ -52,6 +52,12 @@ export class OpenConditions {
       condition: resolved ?? { ...before, status: "resolved" },
       open: this.open.size,
     };
+  }
+
+  /** The ids seen open that `current` (everything open now) no longer has. */
+  missingFrom(current: readonly ConditionRecord[]): string[] {
+    const now = new Set(current.map((c) => c.id));
+    return [...this.open.keys()].filter((id) => !now.has(id));
   }
 
   /** Level-based: `current` is everything open now; the others resolved (read with `resolvedOf`). */
@@ -104,20 +110,35 @@ export interface ConditionSource {
 
 /** Reads the hub's open conditions every `intervalMs` (a database has no push). */
 export function watchDatabase(
-  store: Store,
+  store: StoreReads,
   view: OpenConditions,
   onChanges: (changes: ConditionChangeSeen[]) => void,
   intervalMs = 1_000,
 ): ConditionSource {
-  const look = () => view.sawAll(store.conditions({ status: "open" }), (id) => store.condition(id));
-  look();
+  const look = async () => {
+    const open = await store.conditions.list({ status: "open" });
+    // What closed since the last look is read back, so the watcher can say how it ended.
+    const gone = new Map<string, ConditionRecord | undefined>();
+    for (const id of view.missingFrom(open)) gone.set(id, await store.conditions.get(id));
+    return view.sawAll(open, (id) => gone.get(id));
+  };
+  let running: Promise<unknown> = Promise.resolve();
+  const initialized = look().then(() => undefined);
+  running = initialized;
   const timer = setInterval(() => {
-    const changes = look();
-    if (changes.length > 0) onChanges(changes);
+    running = running
+      .then(look)
+      .then((changes) => {
+        if (changes.length > 0) onChanges(changes);
+      })
+      .catch(() => undefined);
   }, intervalMs);
   return {
-    initialized: Promise.resolve(),
-    stop: async () => clearInterval(timer),
+    initialized,
+    stop: async () => {
+      clearInterval(timer);
+      await running.catch(() => undefined);
+    },
   };
 }
 

@@ -9,9 +9,9 @@ import { Command } from "commander";
 import type { FleetAnswer, FleetStatus } from "../hub/answer.js";
 import type { ConditionRecord, RevisionRecord } from "../hub/records.js";
 import { DISPLAY_STATES } from "../hub/states.js";
+import type { StatusRecord } from "../hub/store/store.js";
 import type { InstanceView } from "../hub/views.js";
 import { UsageError } from "../model/errors.js";
-import type { StatusRecord } from "../status/records.js";
 import { NATS_VIEWER_FLAGS, type NatsHubFlags, natsConnectionFromFlags } from "../transport/nats/flags.js";
 import type { Palette } from "./colour.js";
 import { type CliIo, EXIT, type GlobalOptions } from "./io.js";
@@ -253,13 +253,12 @@ export function statusCommand(
     const store = await openHubStore(statePaths(io, globals()));
     try {
       if (options.revision !== undefined) {
-        const revision = store.revisionByPrefix(options.revision);
+        const revision = await store.desired.revisionByPrefix(options.revision);
         if (!revision)
           throw new UsageError(
             `--revision ${options.revision}: no single revision of the tracked branch starts with it — give more of the sha (see \`steward history\`)`,
           );
-        const { StatusRecords } = await import("../status/records.js");
-        const view = revisionStatusView(revision, new StatusRecords(store.db).forRevision(revision.sha));
+        const view = revisionStatusView(revision, await store.statuses.forRevision(revision.sha));
         await printResult(io, format, view, () => renderRevisionStatus(view));
         exit(revisionExit(view.fleet));
         return;
@@ -267,13 +266,13 @@ export function statusCommand(
       const { fleetStatus } = await import("../hub/answer.js");
       const { instanceViews } = await import("../hub/views.js");
       const { palette } = await import("./colour.js");
-      const status = fleetStatus(instanceViews(store), store.conditions({ status: "open" }));
-      await printResult(io, format, statusDocument(status, store.intentCountsByStatus()), (wide) =>
+      const status = fleetStatus(await instanceViews(store), await store.conditions.list({ status: "open" }));
+      await printResult(io, format, statusDocument(status, await store.intents.countsByStatus()), (wide) =>
         renderFleetStatus(status, { now: new Date(), wide, colours: palette(io) }),
       );
       exit(answerExit(status.answer));
     } finally {
-      store.close();
+      await store.close();
     }
   });
 }

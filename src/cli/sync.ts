@@ -124,15 +124,19 @@ export function syncCommand(io: CliIo, globals: () => GlobalOptions, exit: (code
         `steward: warning: the hub recorded in ${paths.hubFile} (pid ${presence.hub.pid}) is gone: ${presence.why}; syncing here instead\n`,
       );
 
-    const { openGenerationStore } = await import("../hub/store/generations.js");
+    const { openStateStore } = await import("./hub-state.js");
     const { Syncer } = await import("../repo/syncer.js");
     if (!existsSync(paths.db)) {
       // A first sync: a repository that is not one is said before the state directory is made.
       FleetRepository.open(parseLocation(options.repo ?? ".", io.cwd), { cacheDir: paths.git }).close();
     }
-    const { store, close } = openGenerationStore(paths.dir);
+    const hubStore = await openStateStore(paths);
     try {
-      const source = parseLocation(options.repo ?? store.syncState(options.branch)?.source ?? ".", io.cwd);
+      const store = hubStore.generations;
+      const source = parseLocation(
+        options.repo ?? (await store.syncState(options.branch))?.source ?? ".",
+        io.cwd,
+      );
       const credentials = credentialsFromEnv(io.env);
       const syncer = new Syncer({
         store,
@@ -148,7 +152,7 @@ export function syncCommand(io: CliIo, globals: () => GlobalOptions, exit: (code
         syncer.close();
       }
     } finally {
-      close();
+      await hubStore.close();
     }
   });
 }

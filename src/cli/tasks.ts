@@ -46,13 +46,13 @@ export function tasksCommand(io: CliIo, globals: () => GlobalOptions, exit: (cod
     const { listTasks } = await import("../hub/tasks.js");
     const { store } = await open();
     try {
-      const views = listTasks(store, { all: options.all ?? false });
+      const views = await listTasks(store, { all: options.all ?? false });
       await printResult(io, outputFormat(options, globals()), views, (wide) =>
         views.length === 0 ? "no open tasks\n" : renderTasks(views, new Date(), wide),
       );
       exit(EXIT.ok);
     } finally {
-      store.close();
+      await store.close();
     }
   });
   command
@@ -66,7 +66,7 @@ export function tasksCommand(io: CliIo, globals: () => GlobalOptions, exit: (cod
       const { claimTask } = await import("../hub/tasks.js");
       const { store } = await open();
       try {
-        const task = claimTask(store, id, agentName(io, options.as), new Date().toISOString());
+        const task = await claimTask(store, id, agentName(io, options.as), new Date().toISOString());
         await printResult(
           io,
           outputFormat(options, globals()),
@@ -76,7 +76,7 @@ export function tasksCommand(io: CliIo, globals: () => GlobalOptions, exit: (cod
         );
         exit(EXIT.ok);
       } finally {
-        store.close();
+        await store.close();
       }
     });
   command
@@ -102,7 +102,7 @@ export function tasksCommand(io: CliIo, globals: () => GlobalOptions, exit: (cod
           throw new UsageError(
             `--outcome must be one of ${TASK_OUTCOMES.join(", ")} (got "${options.outcome}")`,
           );
-        const { task, condition } = resolveTask(
+        const { task, condition } = await resolveTask(
           store,
           id,
           agentName(io, options.as),
@@ -125,7 +125,7 @@ export function tasksCommand(io: CliIo, globals: () => GlobalOptions, exit: (cod
             }`,
         );
       } finally {
-        store.close();
+        await store.close();
       }
       await nudgeHub(paths, scope);
       exit(EXIT.ok);

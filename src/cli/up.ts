@@ -244,7 +244,7 @@ export function upCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: 
         const { renderSyncOutcome } = await import("./sync.js");
         io.stderr(await renderSyncOutcome(first));
       }
-      const head = runtime.store.latestRevision();
+      const head = await runtime.store.desired.latestRevision();
       say(
         `steward up: ${display(repo)} at ${head?.sha.slice(0, 12) ?? "?"}${head ? ` "${head.message.split("\n")[0]}"` : ""}; hub ${runtime.http.url}; logs ${display(paths.log)}\n`,
       );
@@ -260,9 +260,9 @@ export function upCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: 
       // Nodes come and go with commits: their transports are read again at each look.
       let transports = new Map<string, string>();
       const reaches = (node: string) => runtime.transports.includes(transports.get(node) ?? "");
-      const look = () => {
-        transports = new Map(runtime.store.nodes().map((n) => [n.name, n.transport]));
-        return upOutcome(reaches, instanceViews(runtime.store));
+      const look = async () => {
+        transports = new Map((await runtime.store.nodes.list()).map((n) => [n.name, n.transport]));
+        return upOutcome(reaches, await instanceViews(runtime.store));
       };
       let shown: string[] = [];
       const show = (outcome: UpOutcome) => {
@@ -285,10 +285,10 @@ export function upCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: 
         void untilSignal().then(() => {
           stopping = true;
         });
-      let outcome = look();
+      let outcome = await look();
       while (!stopping) {
         await new Promise((wake) => setTimeout(wake, 200));
-        outcome = look();
+        outcome = await look();
         show(outcome);
         if (options.once && (outcome.done || Date.now() - started > timeoutMs)) break;
       }
@@ -296,11 +296,11 @@ export function upCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: 
       // reports queued) before it stops, so its records say what was printed.
       if (options.once)
         await Promise.race([runtime.hub.idle(), new Promise((wake) => setTimeout(wake, 2_000).unref())]);
-      if (options.once) outcome = look();
+      if (options.once) outcome = await look();
       const seconds = ((Date.now() - started) / 1000).toFixed(1);
       const status = fleetStatus(
         outcome.reachable,
-        reachedConditions(runtime.store.conditions({ status: "open" }), reaches),
+        reachedConditions(await runtime.store.conditions.list({ status: "open" }), reaches),
       );
       const nodes = new Set(outcome.reachable.map((i) => i.node)).size;
       const unreached = new Set(outcome.unreachable.map((i) => i.node)).size;
@@ -318,7 +318,7 @@ export function upCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: 
         io.stdout(
           await serialise(
             {
-              ...statusDocument(status, runtime.store.intentCountsByStatus()),
+              ...statusDocument(status, await runtime.store.intents.countsByStatus()),
               elapsedSeconds: Number(seconds),
             },
             format,

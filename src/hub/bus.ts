@@ -98,7 +98,7 @@ export class BusFeed {
 
   constructor(private readonly options: BusFeedOptions) {}
 
-  /** Starts following the store's condition writes and brings the bus level with the records. */
+  /** Starts following the store's condition writes (after they commit) and brings the bus level with the records. */
   start(): void {
     this.unsubscribe = this.options.store.onConditionWrite((id) => this.changed(id));
     this.resync();
@@ -140,12 +140,12 @@ export class BusFeed {
         if (this.full) {
           this.full = false;
           this.dirty.clear();
-          await bus.conditions?.replaceAll(store.conditions({ status: "open" }));
+          await bus.conditions?.replaceAll(await store.conditions.list({ status: "open" }));
         } else {
           const ids = [...this.dirty];
           this.dirty.clear();
           for (const id of ids) {
-            const condition = store.condition(id);
+            const condition = await store.conditions.get(id);
             if (!condition || !bus.conditions) continue;
             if (condition.status === "open") await bus.conditions.put(condition);
             else await bus.conditions.resolve(condition.id);
@@ -172,11 +172,11 @@ export class BusFeed {
   private async publishTasks(): Promise<void> {
     const { store, bus, clock, log } = this.options;
     if (!bus.tasks) return;
-    for (const task of store.unpublishedTasks()) {
-      const condition = store.condition(task.conditionId);
+    for (const task of await store.tasks.unpublished()) {
+      const condition = await store.conditions.get(task.conditionId);
       if (!condition) continue;
       await bus.tasks.publish(taskMessage(task, condition));
-      store.markTaskPublished(task.id, clock.now().toISOString());
+      await store.transaction((tx) => tx.tasks.markPublished(task.id, clock.now().toISOString()));
       log.info(
         { taskId: task.id, type: task.type, subject: task.subject },
         "task %s published for the task agents",

@@ -7,7 +7,7 @@
  */
 import type { ConditionRecord, ConditionType, Resolver, SubjectKind } from "./records.js";
 import { redact, redactDeep } from "./redact.js";
-import type { Store } from "./store/store.js";
+import type { StoreReads, UnitOfWork } from "./store/store.js";
 import { closeTaskOf, needsJudgement, openTaskFor } from "./tasks.js";
 
 /** What the reconciler knows when it raises a condition. */
@@ -57,16 +57,16 @@ function identityGeneration(type: ConditionType, generation: number | undefined)
  * Raises the condition, or refreshes the open one of the same type and subject (and reason, for
  * types keyed by reason).
  */
-export function markOpen(
-  store: Store,
+export async function markOpen(
+  store: UnitOfWork,
   input: ConditionInput,
   now: string,
   newId: () => string,
-): { condition: ConditionRecord; change: ConditionChange } {
+): Promise<{ condition: ConditionRecord; change: ConditionChange }> {
   const message = redact(input.message);
   const evidence = redactDeep(input.evidence ?? {});
   const addTried = [...(input.tried ?? []), ...(input.attemptId ? [input.attemptId] : [])];
-  const existing = store.openCondition(
+  const existing = await store.conditions.findOpen(
     input.type,
     input.subjectKind,
     input.subject,
@@ -90,8 +90,8 @@ export function markOpen(
       openedAt: now,
     };
     assignOptional(condition, input);
-    store.insertCondition(condition);
-    store.appendConditionEvent({
+    await store.conditions.insert(condition);
+    await store.conditions.appendEvent({
       conditionId: condition.id,
       at: now,
       event: "opened",
@@ -99,7 +99,7 @@ export function markOpen(
       message,
       ...(input.attemptId ? { attemptId: input.attemptId } : {}),
     });
-    if (needsJudgement(condition.type)) openTaskFor(store, condition, now, newId);
+    if (needsJudgement(condition.type)) await openTaskFor(store, condition, now, newId);
     return { condition, change: "opened" };
   }
   const tried = [...new Set([...existing.tried, ...addTried])];
@@ -127,9 +127,9 @@ export function markOpen(
   };
   delete condition.procedure;
   assignOptional(condition, input);
-  store.saveCondition(condition);
+  await store.conditions.save(condition);
   if (reasonChanged || existing.message !== message)
-    store.appendConditionEvent({
+    await store.conditions.appendEvent({
       conditionId: condition.id,
       at: now,
       event: "updated",
@@ -155,44 +155,45 @@ function assignOptional(condition: ConditionRecord, input: ConditionInput): void
  * reason resolves (for a type keyed by reason: the one problem that was recovered); without it, every
  * open condition of the type on the subject does. Returns the (last) resolved condition.
  */
-export function markResolved(
-  store: Store,
+export async function markResolved(
+  store: UnitOfWork,
   type: ConditionType,
   subjectKind: SubjectKind,
   subject: string,
   now: string,
   resolution: string,
   reason?: string,
-): ConditionRecord | undefined {
+): Promise<ConditionRecord | undefined> {
   const open =
     reason === undefined && (KEYED_BY_REASON.has(type) || KEYED_BY_GENERATION.has(type))
-      ? store.conditions({ status: "open", type, subjectKind, subject })
-      : [store.openCondition(type, subjectKind, subject, reason)];
+      ? await store.conditions.list({ status: "open", type, subjectKind, subject })
+      : [await store.conditions.findOpen(type, subjectKind, subject, reason)];
   let resolved: ConditionRecord | undefined;
-  for (const existing of open) if (existing) resolved = resolveCondition(store, existing, now, resolution);
+  for (const existing of open)
+    if (existing) resolved = await resolveCondition(store, existing, now, resolution);
   return resolved;
 }
 
 /** Resolves one open condition by observation, closing its task. */
-export function resolveCondition(
-  store: Store,
+export async function resolveCondition(
+  store: UnitOfWork,
   open: ConditionRecord,
   now: string,
   resolution: string,
-): ConditionRecord {
-  const resolved = closeCondition(store, open, now, redact(resolution));
-  closeTaskOf(store, resolved, now);
+): Promise<ConditionRecord> {
+  const resolved = await closeCondition(store, open, now, redact(resolution));
+  await closeTaskOf(store, resolved, now);
   return resolved;
 }
 
 /** Records `condition` as resolved with `resolution` (and who resolved it), with its history entry. */
-export function closeCondition(
-  store: Store,
+export async function closeCondition(
+  store: UnitOfWork,
   open: ConditionRecord,
   now: string,
   resolution: string,
   resolver: Resolver = open.resolver,
-): ConditionRecord {
+): Promise<ConditionRecord> {
   const condition: ConditionRecord = {
     ...open,
     status: "resolved",
@@ -202,8 +203,8 @@ export function closeCondition(
     resolver,
     resolution,
   };
-  store.saveCondition(condition);
-  store.appendConditionEvent({
+  await store.conditions.save(condition);
+  await store.conditions.appendEvent({
     conditionId: condition.id,
     at: now,
     event: "resolved",
@@ -214,17 +215,17 @@ export function closeCondition(
 }
 
 /** Resolves every open condition of `types` on one subject. */
-export function resolveAll(
-  store: Store,
+export async function resolveAll(
+  store: UnitOfWork,
   types: readonly ConditionType[],
   subjectKind: SubjectKind,
   subject: string,
   now: string,
   resolution: string,
-): ConditionRecord[] {
+): Promise<ConditionRecord[]> {
   const resolved: ConditionRecord[] = [];
   for (const type of types) {
-    const condition = markResolved(store, type, subjectKind, subject, now, resolution);
+    const condition = await markResolved(store, type, subjectKind, subject, now, resolution);
     if (condition) resolved.push(condition);
   }
   return resolved;
@@ -237,12 +238,12 @@ export function resolveAll(
  * resolution time and a history that ends in `resolved`; `since` never precedes `openedAt`; the
  * history starts with `opened`. Tests run it after every scenario.
  */
-export function conditionViolations(store: Store): string[] {
+export async function conditionViolations(store: StoreReads): Promise<string[]> {
   const violations: string[] = [];
   const open = new Map<string, string>();
-  for (const condition of store.conditions()) {
+  for (const condition of await store.conditions.list()) {
     const label = `${condition.type} ${condition.subjectKind} ${condition.subject} (${condition.id})`;
-    const history = store.conditionHistory(condition.id);
+    const history = await store.conditions.history(condition.id);
     if (history[0]?.event !== "opened") violations.push(`${label}: history does not start with "opened"`);
     if (condition.since < condition.openedAt) violations.push(`${label}: since precedes openedAt`);
     if (condition.status === "open") {

@@ -69,8 +69,11 @@ export interface DecideInput {
   dependencies: DependencyState[];
   /** Runs of interrupted one-shots a person has answered (the decision goes with the next attempt). */
   answeredRuns?: ReadonlySet<string>;
-  /** Asked only when a first attempt is otherwise ready (it reads the rollout's counts). */
-  rolloutGate: () => RolloutGate;
+  /**
+   * The rollout's gate, for a first attempt. Reading it costs the rollout's counts, so the reconciler
+   * reads it only when a decision without it says `needsRolloutGate`, and decides again.
+   */
+  rolloutGate?: RolloutGate;
   random: () => number;
   timing: Timing;
 }
@@ -103,6 +106,8 @@ export interface Decision {
   resolution: string;
   /** The branch taken, for logs and the reconcile metric. */
   outcome: string;
+  /** A first attempt is otherwise ready: decide again with `rolloutGate` (nothing else of this decision holds). */
+  needsRolloutGate?: boolean;
 }
 
 /** How an observation compares with the desired generation. */
@@ -497,7 +502,8 @@ export function decide(input: DecideInput): Decision {
     return finish(stuck ? "stuck" : "backoff", { requeueAt: due });
   }
   if (!intent.lastAttemptId) {
-    const gate = input.rolloutGate();
+    const gate = input.rolloutGate;
+    if (!gate) return { ...finish("rollout-gate"), needsRolloutGate: true };
     if (!gate.go) return hold(gate.hold, gate.message, gate.requeueAt);
   }
   setStatus("dispatched");

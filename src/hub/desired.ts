@@ -8,7 +8,7 @@
 import { canonicalJson } from "../model/canonical.js";
 import { effectiveBudget, type FleetSettings } from "../model/fleet.js";
 import type { Assignment, Node } from "../model/generated.js";
-import type { Store } from "./store/store.js";
+import type { StoreReads, Transactional } from "./store/store.js";
 
 /** The parts of a rendered DesiredState the hub needs (load.ts's `desired`). */
 export interface DeclaredFleet {
@@ -33,35 +33,35 @@ const DECLARED_REVISION = "declared_revision";
  * only once its declarations (or a later revision's) are recorded: an attempt must never go out
  * with a Node document the fleet repository no longer declares (a host key no longer pinned).
  */
-export function declaredRevision(store: Store): string | undefined {
-  return store.meta(DECLARED_REVISION);
+export function declaredRevision(store: StoreReads): Promise<string | undefined> {
+  return store.meta.get(DECLARED_REVISION);
 }
 
 /** Records the nodes, assignment policies and fleet settings `revision` declares. */
 export function recordDeclaredFleet(
-  store: Store,
+  store: Transactional,
   revision: string,
   declared: DeclaredFleet,
   now: string,
-): DeclarationChanges {
-  return store.transaction(() => {
-    store.setMeta(DECLARED_REVISION, revision);
+): Promise<DeclarationChanges> {
+  return store.transaction(async (tx) => {
+    await tx.meta.set(DECLARED_REVISION, revision);
     const changes: DeclarationChanges = { nodes: [], assignments: [] };
     for (const [name, { value }] of declared.nodes) {
-      const existing = store.node(name);
+      const existing = await tx.nodes.get(name);
       if (existing && !existing.removedAt && canonicalJson(existing.spec) === canonicalJson(value)) continue;
-      store.upsertNode({ name, transport: value.spec.transport, spec: value, revision });
+      await tx.nodes.upsert({ name, transport: value.spec.transport, spec: value, revision });
       changes.nodes.push(name);
     }
-    for (const node of store.nodes())
+    for (const node of await tx.nodes.list())
       if (!node.removedAt && !declared.nodes.has(node.name)) changes.nodes.push(node.name);
-    store.markNodesRemoved([...declared.nodes.keys()], now);
+    await tx.nodes.markRemoved([...declared.nodes.keys()], now);
     for (const [name, { value }] of declared.assignments) {
       const rollout = { stage: declared.fleet.mode, ...value.spec.rollout };
       const budget = effectiveBudget(value.spec.budget, declared.fleet.budget);
-      if (store.savePolicy(name, revision, rollout, budget)) changes.assignments.push(name);
+      if (await tx.desired.savePolicy(name, revision, rollout, budget)) changes.assignments.push(name);
     }
-    store.saveFleetSettings(revision, declared.fleet);
+    await tx.desired.saveFleetSettings(revision, declared.fleet);
     return changes;
   });
 }

@@ -45,7 +45,7 @@ export type FleetChange =
 /** The fleet as the views show it, and what changes in it. */
 export interface FleetFeed {
   /** Every live instance's view, now (sorted by instance key). */
-  instances(): readonly InstanceView[];
+  instances(): Promise<readonly InstanceView[]>;
   /** Calls `listener` with every change from now on; returns a function that stops it. */
   subscribe(listener: (change: FleetChange) => void): () => void;
   /**
@@ -87,6 +87,7 @@ export class HubFleetFeed implements FleetFeed {
   /** The snapshot, by instance key; undefined while nobody looks. */
   private views: Map<string, InstanceView> | undefined;
   private sorted: InstanceView[] | undefined;
+  private loading: Promise<void> | undefined;
   /** Instances to look at again, with when the feed learned they changed. */
   private readonly dirty = new Map<string, number>();
   private readonly dirtyConditions = new Set<string>();
@@ -120,15 +121,14 @@ export class HubFleetFeed implements FleetFeed {
     );
   }
 
-  instances(): readonly InstanceView[] {
+  async instances(): Promise<readonly InstanceView[]> {
     this.lastRead = this.now();
     if (!this.views) {
-      this.views = new Map(instanceViews(this.store).map((v) => [v.instance, v]));
-      this.sorted = undefined;
-      this.dirty.clear();
+      this.loading ??= this.load();
+      await this.loading;
     }
-    if (this.dirty.size > 0) this.flush();
-    this.sorted ??= [...this.views.values()].sort((a, b) =>
+    if (this.dirty.size > 0) await this.flush();
+    this.sorted ??= [...(this.views?.values() ?? [])].sort((a, b) =>
       a.instance < b.instance ? -1 : a.instance > b.instance ? 1 : 0,
     );
     return this.sorted;
@@ -147,7 +147,14 @@ export class HubFleetFeed implements FleetFeed {
     if (scope.task) this.pending.push({ kind: "task", id: scope.task, at });
     if (scope.node) {
       this.pending.push({ kind: "node", node: scope.node, at });
-      for (const key of this.store.activeInstanceKeysOfNode(scope.node)) this.markDirty(key);
+      const node = scope.node;
+      void this.store.desired
+        .activeKeysOfNode(node)
+        .then((keys) => {
+          for (const key of keys) this.markDirty(key);
+          this.kick();
+        })
+        .catch(() => this.lookAgain());
     } else if (!scope.task) {
       // Anything may have changed: the next read rebuilds the snapshot.
       this.views = undefined;
@@ -181,16 +188,30 @@ export class HubFleetFeed implements FleetFeed {
     if (this.timer) return;
     this.timer = setTimeout(() => {
       this.timer = undefined;
-      this.flush();
+      this.flush().catch(() => this.lookAgain());
     }, this.coalesceMs);
     this.timer.unref?.();
   }
 
-  private flush(): void {
+  /** Reads the snapshot; what changes while it is read is marked dirty, and looked at after it. */
+  private async load(): Promise<void> {
+    try {
+      this.dirty.clear();
+      this.views = new Map((await instanceViews(this.store)).map((v) => [v.instance, v]));
+      this.sorted = undefined;
+    } finally {
+      this.loading = undefined;
+    }
+  }
+
+  private async flush(): Promise<void> {
+    if (this.loading) await this.loading.catch(() => undefined);
     const at = this.now();
     const changes = this.pending.splice(0);
-    for (const id of this.dirtyConditions) {
-      const condition = this.store.condition(id);
+    const conditionIds = [...this.dirtyConditions];
+    this.dirtyConditions.clear();
+    for (const id of conditionIds) {
+      const condition = await this.store.conditions.get(id);
       if (!condition) continue;
       if (condition.subjectKind === "instance") this.markDirty(condition.subject);
       const shown: Extract<FleetChange, { kind: "condition" }>["condition"] = {
@@ -205,9 +226,10 @@ export class HubFleetFeed implements FleetFeed {
       if (condition.assignment) shown.assignment = condition.assignment;
       changes.push({ kind: "condition", condition: shown, at });
     }
-    this.dirtyConditions.clear();
-    for (const [key, learnedAt] of this.dirty) {
-      const view = instanceViewByKey(this.store, key);
+    const dirty = [...this.dirty];
+    this.dirty.clear();
+    for (const [key, learnedAt] of dirty) {
+      const view = await instanceViewByKey(this.store, key);
       const live = view && !view.retired ? view : undefined;
       if (this.views) {
         if (shownAs(this.views.get(key)) === shownAs(live)) continue;
@@ -226,9 +248,9 @@ export class HubFleetFeed implements FleetFeed {
       if (live) change.view = live;
       changes.push(change);
     }
-    this.dirty.clear();
-    for (const sha of this.dirtyRevisions) changes.push({ kind: "revision", sha, at });
+    const revisions = [...this.dirtyRevisions];
     this.dirtyRevisions.clear();
+    for (const sha of revisions) changes.push({ kind: "revision", sha, at });
     for (const change of changes) for (const listener of this.listeners) listener(change);
   }
 }

@@ -89,7 +89,7 @@ export async function startHubHttp(options: HubHttpOptions): Promise<HubHttp> {
     const route = `${request.method} ${url.pathname}`;
     if (web && (await web.handle(request, response, url))) return;
     if (route === "GET /healthz") {
-      const revision = hub.store.latestRevision();
+      const revision = await hub.store.desired.latestRevision();
       return sendJson(response, 200, {
         status: "ok",
         transports: hub.transportNames,
@@ -114,7 +114,7 @@ export async function startHubHttp(options: HubHttpOptions): Promise<HubHttp> {
         revision?: string;
         sync?: boolean;
       };
-      hub.nudge({
+      await hub.nudge({
         ...(typeof scope.node === "string" ? { node: scope.node } : {}),
         ...(typeof scope.revision === "string" ? { revision: scope.revision } : {}),
       });
@@ -146,8 +146,9 @@ export async function startHubHttp(options: HubHttpOptions): Promise<HubHttp> {
     const revision = /^GET \/revisions\/([0-9a-f]{4,64})$/.exec(route);
     if (revision) {
       const sha = revision[1]!;
-      const full = sha.length === 40 || sha.length === 64 ? sha : hub.store.revisionByPrefix(sha)?.sha;
-      const progress = full ? revisionProgress(hub.store, full) : undefined;
+      const full =
+        sha.length === 40 || sha.length === 64 ? sha : (await hub.store.desired.revisionByPrefix(sha))?.sha;
+      const progress = full ? await revisionProgress(hub.store, full) : undefined;
       if (!progress)
         return sendJson(response, 404, { error: `no revision ${sha} has been synced by this hub` });
       return sendJson(response, 200, progress);
@@ -155,7 +156,7 @@ export async function startHubHttp(options: HubHttpOptions): Promise<HubHttp> {
     const story = /^GET \/(instances|nodes|conditions|attempts)\/([^/]+)$/.exec(route);
     if (story) {
       const [, kind, name] = story as unknown as [string, keyof typeof STORIES, string];
-      const found = STORIES[kind](hub.store, decodeURIComponent(name));
+      const found = await STORIES[kind](hub.store, decodeURIComponent(name));
       if (!found)
         return sendJson(response, 404, { error: `no ${kind.slice(0, -1)} ${decodeURIComponent(name)}` });
       return sendJson(response, 200, found);

@@ -36,7 +36,7 @@ import type { NodeRecord, RevisionRecord } from "./records.js";
 import { Relay } from "./relay.js";
 import type { StatusHealth, StatusSink } from "./status.js";
 import { StatusFeed } from "./status-feed.js";
-import type { Store } from "./store/store.js";
+import type { Store, StoreReads, Transactional } from "./store/store.js";
 import type { Transport, TransportEvents, TransportHealth } from "./transport.js";
 
 export { HubStoppedError } from "./inbox.js";
@@ -148,9 +148,9 @@ export class Hub {
       newId: this.newId,
       reaches: (node) => this.reaches(node),
       askForReport: (node) => this.relay.askForReport(node),
-      silenceChanged: (node) => this.reviewRolloutsOf(node),
-      beforeCheck: () => {
-        if (this.inbox.busy) this.inbox.flush();
+      silenceChanged: (node, tx) => this.reviewRolloutsOf(node, tx),
+      beforeCheck: async () => {
+        if (this.inbox.busy) await this.inbox.flush();
       },
     });
     this.statuses = new StatusFeed({
@@ -164,17 +164,16 @@ export class Hub {
     if (options.bus)
       this.bus = new BusFeed({ store: this.store, bus: options.bus, clock: this.clock, log: this.log });
     this.ingest = new Ingest({
-      store: this.store,
       clock: this.clock,
       log: this.log,
       newId: this.newId,
       metrics: this.metrics,
       liveness: this.liveness,
       startedAt: () => this.startedAt,
-      nodeAnswered: (node) => this.relay.nodeAnswered(node),
+      nodeAnswered: (node, tx) => this.relay.nodeAnswered(node, tx),
       enqueue: (keys) => this.queue.addAll(keys),
-      lookAgainAt: (node) => this.lookAgainAt(node),
-      lookAgainAtRevision: (sha) => this.lookAgainAtRevision(sha),
+      lookAgainAt: (node, tx) => this.lookAgainAt(node, tx),
+      lookAgainAtRevision: (sha, tx) => this.lookAgainAtRevision(sha, tx),
     });
     this.intake = new RevisionIntake({
       store: this.store,
@@ -185,7 +184,6 @@ export class Hub {
       enqueue,
     });
     this.context = {
-      store: this.store,
       clock: this.clock,
       newId: this.newId,
       timing: this.timing,
@@ -210,9 +208,10 @@ export class Hub {
     if (this.started) return;
     this.started = true;
     this.startedAt = this.nowIso();
-    this.takeInRevisions();
-    const recovered = this.store.recoveryKeys();
-    const outbox = this.store.outbox();
+    await this.liveness.load();
+    await this.takeInRevisions();
+    const recovered = await this.store.intents.recoveryKeys();
+    const outbox = await this.store.attempts.outbox();
     this.log.info(
       { instances: recovered.length, outbox: outbox.length, transports: this.transportNames },
       "hub starting: recovering %d instances and %d outbox rows",
@@ -221,14 +220,15 @@ export class Hub {
     );
     for (const [name, transport] of this.transports) await transport.start(this.eventsFor(name));
     this.bus?.start();
-    this.relay.recover(outbox.map((row) => row.attemptId));
+    await this.relay.recover(outbox.map((row) => row.attemptId));
     // Registration: every node this hub reaches reports once at start, so observe-only compares,
     // ambiguous attempts settle and silent nodes are noticed without waiting for a change.
-    for (const node of this.store.nodes()) {
-      this.checkReach(node);
+    const nodes = await this.store.nodes.list();
+    for (const node of nodes) await this.checkReach(node);
+    for (const node of nodes) {
       if (!this.reaches(node) || node.removedAt) continue;
-      this.relay.rememberUnreachable(node.name);
-      this.liveness.watch(node.name);
+      await this.relay.rememberUnreachable(node.name);
+      await this.liveness.watch(node.name);
       this.relay.askForReport(node.name);
     }
     this.queue.addAll(recovered);
@@ -244,10 +244,12 @@ export class Hub {
     this.stopping = true;
     this.queue.clear();
     this.cancelResync?.();
-    this.statuses.stop();
+    await this.statuses.stop();
     this.liveness.stop();
     for (const transport of this.transports.values()) await transport.stop();
-    this.inbox.close();
+    await this.inbox.close();
+    // A batch of reconciles still running ends (its unit of work commits or rolls back) first.
+    while (this.processing) await new Promise((resolve) => setImmediate(resolve));
     this.stopped = true;
     await this.bus?.stop();
     this.wakeIdle();
@@ -264,8 +266,8 @@ export class Hub {
     if (!this.stopping) this.queue.addAll(keys);
   }
 
-  /** Takes in what the syncer recorded since the last call (intake.ts); returns the revisions taken in. */
-  takeInRevisions(): RevisionRecord[] {
+  /** Takes in what the syncer recorded since the last call (intake.ts); resolves with the revisions taken in. */
+  takeInRevisions(): Promise<RevisionRecord[]> {
     return this.intake.takeIn();
   }
 
@@ -273,29 +275,33 @@ export class Hub {
    * Re-reads operator changes after a CLI wrote them: new revisions; a node drained or undrained
    * (`node`); a rollout paused or resumed (`revision`: its rollouts are looked at again).
    */
-  nudge(scope: { node?: string; revision?: string } = {}): void {
-    this.takeInRevisions();
+  async nudge(scope: { node?: string; revision?: string } = {}): Promise<void> {
+    await this.takeInRevisions();
     // The CLI may have closed a condition (a human procedure done): the bus shows what is open now.
     this.bus?.resync();
-    if (scope.node) this.lookAgainAt(scope.node);
-    if (scope.revision) this.lookAgainAtRevision(scope.revision);
+    if (scope.node) await this.lookAgainAt(scope.node);
+    if (scope.revision) await this.lookAgainAtRevision(scope.revision);
   }
 
   /**
    * Reconciles a node's instances now, sends its retries that wait on the transport, and looks
    * again at the rollouts it has members in (a drained node's members no longer hold them up).
+   * Inside unit of work `tx` when one is given.
    */
-  private lookAgainAt(name: string): void {
-    this.enqueue(this.store.activeInstanceKeysOfNode(name));
-    const node = this.store.node(name);
-    if (node && !node.draining) this.relay.nodeAnswered(name);
-    this.reviewRolloutsOf(name);
+  private async lookAgainAt(name: string, tx: Transactional & StoreReads = this.store): Promise<void> {
+    this.enqueue(await tx.desired.activeKeysOfNode(name));
+    const node = await tx.nodes.get(name);
+    if (node && !node.draining) await this.relay.nodeAnswered(name, tx);
+    await this.reviewRolloutsOf(name, tx);
   }
 
   /** Looks again at every rollout of `revision` (an operator paused or resumed it). */
-  private lookAgainAtRevision(sha: string): void {
-    const assignments = new Set(this.store.generationsOfRevision(sha).map((g) => g.assignment));
-    this.reviewRollouts([...assignments].map((assignment) => ({ assignment, revision: sha })));
+  private async lookAgainAtRevision(sha: string, tx: Transactional & StoreReads = this.store): Promise<void> {
+    const assignments = new Set((await tx.desired.generationsOf(sha)).map((g) => g.assignment));
+    await this.reviewRollouts(
+      [...assignments].map((assignment) => ({ assignment, revision: sha })),
+      tx,
+    );
   }
 
   /**
@@ -303,47 +309,47 @@ export class Hub {
    * its transport stopped or started being run here): look again at each rollout it has unconverged
    * members in, so slots and failures it held are counted anew. Costs what the node has in flight.
    */
-  private reviewRolloutsOf(name: string): void {
-    this.reviewRollouts(this.store.rolloutsOfNode(name));
+  private async reviewRolloutsOf(name: string, tx: Transactional & StoreReads = this.store): Promise<void> {
+    await this.reviewRollouts(await tx.rollouts.ofNode(name), tx);
   }
 
-  private reviewRollouts(rollouts: readonly { assignment: string; revision: string }[]): void {
+  private async reviewRollouts(
+    rollouts: readonly { assignment: string; revision: string }[],
+    within: Transactional = this.store,
+  ): Promise<void> {
     if (rollouts.length === 0 || this.stopping) return;
     const follow: string[] = [];
-    this.store.transaction(() => {
-      for (const rollout of rollouts) follow.push(...reviewRollout(this.context, rollout).follow);
+    await within.transaction(async (tx) => {
+      for (const rollout of rollouts) follow.push(...(await reviewRollout(this.context, tx, rollout)).follow);
     });
     this.statuses.changed([...new Set(rollouts.map((r) => r.revision))]);
     this.enqueue(follow);
   }
 
   /** Declarations that changed without a new generation (nodes, policies): reconcile what they touch. */
-  declarationsChanged(changes: DeclarationChanges): void {
+  async declarationsChanged(changes: DeclarationChanges): Promise<void> {
+    if (changes.nodes.length > 0 || changes.assignments.length > 0) await this.liveness.settingsChanged();
     for (const assignment of changes.assignments)
-      this.enqueue(this.store.activeInstanceKeysOfAssignment(assignment));
+      this.enqueue(await this.store.desired.activeKeysOfAssignment(assignment));
     for (const name of changes.nodes) {
-      this.enqueue(this.store.activeInstanceKeysOfNode(name));
-      const node = this.store.node(name);
-      if (node) this.checkReach(node);
+      this.enqueue(await this.store.desired.activeKeysOfNode(name));
+      const node = await this.store.nodes.get(name);
+      if (node) await this.checkReach(node);
       if (!this.started || !node || !this.reaches(node) || node.removedAt) continue;
-      this.liveness.watch(name);
+      await this.liveness.watch(name);
       if (!node.lastReportAt) this.relay.askForReport(name);
     }
   }
 
   /** Whether this hub reaches `node` (reach.ts); the rollouts that wait for it look again when that changed. */
-  private checkReach(node: NodeRecord): void {
-    const changed = checkReach(
-      {
-        store: this.store,
-        newId: this.newId,
-        reaches: (n) => this.reaches(n),
-        transportNames: this.transportNames,
-      },
-      node,
-      this.nowIso(),
-    );
-    if (changed) this.reviewRolloutsOf(node.name);
+  private async checkReach(node: NodeRecord): Promise<void> {
+    const context = {
+      newId: this.newId,
+      reaches: (n: NodeRecord) => this.reaches(n),
+      transportNames: this.transportNames,
+    };
+    const changed = await this.store.transaction((tx) => checkReach(context, tx, node, this.nowIso()));
+    if (changed) await this.reviewRolloutsOf(node.name);
   }
 
   /** Resolves when nothing is queued, being reconciled, relayed or handled (timers may be pending). */
@@ -387,35 +393,49 @@ export class Hub {
     this.scheduled = true;
     setImmediate(() => {
       this.scheduled = false;
-      this.process();
+      void this.process();
     });
   }
 
-  /** Reconciles one batch of ready keys in one transaction, then acts on the outcomes. */
-  private process(): void {
+  /** Reconciles one batch of ready keys in one unit of work (a savepoint each), then acts on the outcomes. */
+  private async process(): Promise<void> {
     if (this.stopping || this.processing) return;
     this.processing = true;
     try {
       const keys = this.queue.take(this.batchSize);
       if (keys.length === 0) return;
       const outcomes: ReconcileOutcome[] = [];
-      this.store.transaction(() => {
-        for (const key of keys) {
-          const started = performance.now();
-          try {
-            outcomes.push(this.store.transaction(() => reconcileInstance(this.context, key)));
-            this.metrics.reconcileSeconds.observe(
-              { outcome: outcomes.at(-1)!.outcome.split(":")[0]! },
-              (performance.now() - started) / 1000,
-            );
-          } catch (error) {
-            // A failed reconcile rolls back alone and is retried later; it never stops the others.
-            this.metrics.reconcileSeconds.observe({ outcome: "error" }, (performance.now() - started) / 1000);
-            this.log.error({ instance: key, err: error }, "reconcile failed; retrying in 5s");
-            this.queue.addAt(key, this.clock.now().getTime() + 5 * SECOND);
+      try {
+        await this.store.transaction(async (tx) => {
+          for (const key of keys) {
+            const started = performance.now();
+            try {
+              const outcome = await tx.transaction((step) => reconcileInstance(this.context, step, key));
+              outcomes.push(outcome);
+              this.metrics.reconcileSeconds.observe(
+                { outcome: outcome.outcome.split(":")[0]! },
+                (performance.now() - started) / 1000,
+              );
+            } catch (error) {
+              // A failed reconcile rolls back alone and is retried later; it never stops the others.
+              this.metrics.reconcileSeconds.observe(
+                { outcome: "error" },
+                (performance.now() - started) / 1000,
+              );
+              this.log.error({ instance: key, err: error }, "reconcile failed; retrying in 5s");
+              this.queue.addAt(key, this.clock.now().getTime() + 5 * SECOND);
+            }
           }
-        }
-      });
+        });
+      } catch (error) {
+        // Nothing of the batch is committed: every key of it is looked at again.
+        this.log.error(
+          { err: error, instances: keys.length },
+          "a batch of reconciles failed; retrying in 5s",
+        );
+        for (const key of keys) this.queue.addAt(key, this.clock.now().getTime() + 5 * SECOND);
+        return;
+      }
       const reportsWanted = new Set<string>();
       const dispatched: string[] = [];
       for (const outcome of outcomes) {
@@ -426,8 +446,10 @@ export class Hub {
         if (outcome.follow.length > 0) this.queue.addAll(outcome.follow);
         for (const listener of this.listeners) listener(outcome);
       }
-      this.relay.relay(dispatched);
+      await this.relay.relay(dispatched);
       for (const node of reportsWanted) this.relay.askForReport(node);
+    } catch (error) {
+      this.log.error({ err: error }, "acting on a batch of reconciles failed");
     } finally {
       this.processing = false;
       if (this.queue.size > 0) this.schedule();
@@ -449,20 +471,20 @@ export class Hub {
       });
     return {
       report: (report: Report) =>
-        this.inbox.deliver("report", transport, () => this.ingest.report(report, transport)),
+        this.inbox.deliver("report", transport, (tx) => this.ingest.report(tx, report, transport)),
       result: (result: AttemptResult) =>
-        this.inbox.deliver("result", transport, () => this.ingest.result(result)),
+        this.inbox.deliver("result", transport, (tx) => this.ingest.result(tx, result)),
       heartbeat: (node: string, at: Date) =>
         bestEffort(
           "heartbeat",
-          this.inbox.deliver("heartbeat", transport, () => this.ingest.heartbeat(node, at)),
+          this.inbox.deliver("heartbeat", transport, (tx) => this.ingest.heartbeat(tx, node, at)),
         ),
       lost: (attemptId: string, node: string, reason: string) =>
-        this.inbox.deliver("lost", transport, () => this.ingest.lost(attemptId, node, reason)),
+        this.inbox.deliver("lost", transport, (tx) => this.ingest.lost(tx, attemptId, node, reason)),
       health: (event: TransportHealth) =>
         bestEffort(
           "health",
-          this.inbox.deliver("health", transport, () => this.ingest.health(transport, event)),
+          this.inbox.deliver("health", transport, (tx) => this.ingest.health(tx, transport, event)),
         ),
     };
   }
@@ -473,25 +495,28 @@ export class Hub {
    * event that does not fit the task (already resolved, claimed by another) is logged and dropped.
    */
   recordTaskEvent(event: TaskEvent): Promise<void> {
-    return this.inbox.deliver("task", "bus", () => this.ingest.taskEvent(event));
+    return this.inbox.deliver("task", "bus", (tx) => this.ingest.taskEvent(tx, event));
   }
 
   /** Hands the current statuses of every changed revision to the status sink now. */
-  publishStatuses(): void {
-    this.statuses.publish();
+  publishStatuses(): Promise<void> {
+    return this.statuses.publish();
   }
 
   /** A status destination started or stopped failing: `StatusWriteFailing` on it. */
-  statusHealth(health: StatusHealth): void {
-    this.statuses.health(health);
+  statusHealth(health: StatusHealth): Promise<void> {
+    return this.statuses.health(health);
   }
 
   private scheduleResync(): void {
     if (this.resyncIntervalMs <= 0 || this.stopping) return;
     this.cancelResync = this.clock.schedule(this.resyncIntervalMs, () => {
-      this.takeInRevisions();
-      this.enqueue(this.store.recoveryKeys());
-      this.scheduleResync();
+      void (async () => {
+        await this.takeInRevisions();
+        this.enqueue(await this.store.intents.recoveryKeys());
+      })()
+        .catch((error: unknown) => this.log.error({ err: error }, "the safety resync failed"))
+        .finally(() => this.scheduleResync());
     });
   }
 }

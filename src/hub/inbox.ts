@@ -7,7 +7,7 @@
  */
 import type { Logger } from "pino";
 import { StewardError } from "../model/errors.js";
-import type { Store } from "./store/store.js";
+import type { Store, UnitOfWork } from "./store/store.js";
 
 /** An event handed to a stopped hub: not recorded, so a transport must not acknowledge it. */
 export class HubStoppedError extends StewardError {
@@ -23,11 +23,11 @@ export class HubStoppedError extends StewardError {
   }
 }
 
-/** A transport event waiting for the inbox's next transaction, with its handler's promise. */
+/** A transport event waiting for the inbox's next unit of work, with its handler's promise. */
 interface InboxEvent {
   event: string;
   transport: string;
-  run: () => void;
+  run: (tx: UnitOfWork) => Promise<void>;
   recorded: () => void;
   failed: (error: unknown) => void;
 }
@@ -43,44 +43,57 @@ export interface InboxOptions {
 export class Inbox {
   private readonly waiting: InboxEvent[] = [];
   private scheduled = false;
+  /** The flush now running: batches are recorded one after another, in the order they came. */
+  private flushing: Promise<void> | undefined;
   private closed = false;
 
   constructor(private readonly options: InboxOptions) {}
 
-  /** Whether events wait for their transaction. */
+  /** Whether events wait for their unit of work, or one is being recorded. */
   get busy(): boolean {
-    return this.waiting.length > 0 || this.scheduled;
+    return this.waiting.length > 0 || this.scheduled || this.flushing !== undefined;
   }
 
   /**
    * Records `run` with the next batch; resolves once committed. Rejects with HubStoppedError once
    * the inbox is closed.
    */
-  deliver(event: string, transport: string, run: () => void): Promise<void> {
+  deliver(event: string, transport: string, run: (tx: UnitOfWork) => Promise<void>): Promise<void> {
     if (this.closed) return Promise.reject(new HubStoppedError(event));
     return new Promise<void>((recorded, failed) => {
       this.waiting.push({ event, transport, run, recorded, failed });
       if (this.scheduled) return;
       this.scheduled = true;
-      setImmediate(() => this.flush());
+      setImmediate(() => void this.flush());
     });
   }
 
-  /** Records what waits now, in one transaction. */
-  flush(): void {
-    const { store, log } = this.options;
+  /** Records what waits now, in one unit of work, after the batch before it. */
+  async flush(): Promise<void> {
     this.scheduled = false;
+    while (this.flushing) await this.flushing;
     const batch = this.waiting.splice(0);
     if (batch.length === 0) {
       this.options.flushed();
       return;
     }
+    this.flushing = this.record(batch);
+    try {
+      await this.flushing;
+    } finally {
+      this.flushing = undefined;
+      this.options.flushed();
+    }
+  }
+
+  private async record(batch: readonly InboxEvent[]): Promise<void> {
+    const { store, log } = this.options;
     const failures = new Map<InboxEvent, unknown>();
     try {
-      store.transaction(() => {
+      await store.transaction(async (tx) => {
         for (const entry of batch) {
           try {
-            store.transaction(entry.run);
+            await tx.transaction(entry.run);
           } catch (error) {
             failures.set(entry, error);
             log.error(
@@ -96,8 +109,6 @@ export class Inbox {
       log.error({ err: error, events: batch.length }, "recording %d transport events failed", batch.length);
       for (const entry of batch) entry.failed(error);
       return;
-    } finally {
-      this.options.flushed();
     }
     for (const entry of batch) {
       if (failures.has(entry)) entry.failed(failures.get(entry));
@@ -106,8 +117,8 @@ export class Inbox {
   }
 
   /** Records what is left and refuses anything later. */
-  close(): void {
-    this.flush();
+  async close(): Promise<void> {
+    await this.flush();
     this.closed = true;
   }
 }

@@ -17,7 +17,7 @@ import type { HubMetrics } from "./metrics.js";
 import { reachedAgain } from "./reach.js";
 import type { IntentStatus } from "./records.js";
 import { redact } from "./redact.js";
-import type { Store } from "./store/store.js";
+import type { UnitOfWork } from "./store/store.js";
 import { claimTask, releaseTask, resolveTask, TaskError } from "./tasks.js";
 import type { TransportHealth } from "./transport.js";
 
@@ -25,7 +25,6 @@ import type { TransportHealth } from "./transport.js";
 const REPORT_WAITERS: readonly IntentStatus[] = ["ambiguous", "verifying"];
 
 export interface IngestOptions {
-  store: Store;
   clock: Clock;
   log: Logger;
   newId: () => string;
@@ -33,14 +32,14 @@ export interface IngestOptions {
   liveness: Liveness;
   /** When this hub started: conditions last observed before it were observed by an earlier run. */
   startedAt: () => string;
-  /** A node was heard: retries that waited for it to be reachable go now. */
-  nodeAnswered: (node: string) => void;
+  /** A node was heard (recorded in `tx`): retries that waited for it to be reachable go now. */
+  nodeAnswered: (node: string, tx: UnitOfWork) => Promise<void>;
   /** Queues instance keys for a reconcile now. */
   enqueue: (keys: Iterable<string>) => void;
-  /** Reconciles a node's instances and its rollouts again (an operator or task agent acted). */
-  lookAgainAt: (node: string) => void;
-  /** Looks again at the rollouts of a revision (a paused rollout was answered). */
-  lookAgainAtRevision: (sha: string) => void;
+  /** Reconciles a node's instances and its rollouts again (an operator or task agent acted, in `tx`). */
+  lookAgainAt: (node: string, tx: UnitOfWork) => Promise<void>;
+  /** Looks again at the rollouts of a revision (a paused rollout was answered, in `tx`). */
+  lookAgainAtRevision: (sha: string, tx: UnitOfWork) => Promise<void>;
 }
 
 /** The handlers of transport events and task agents' answers (see the module comment). */
@@ -55,55 +54,55 @@ export class Ingest {
   }
 
   /** A full report (over `transport`): the node's latest observation. It never changes a desired target. */
-  report(report: Report, transport?: string): void {
-    const { store, liveness, log } = this.options;
+  async report(tx: UnitOfWork, report: Report, transport?: string): Promise<void> {
+    const { liveness, log } = this.options;
     const received = this.now();
-    const affected = store.transaction(() => {
-      const changed = store.saveReport(report, received);
+    const affected = await (async () => {
+      const changed = await tx.observations.saveReport(report, received);
       if (!changed) return undefined;
-      liveness.heardFrom(report.node, this.options.clock.now(), report.takenAt);
+      await liveness.heardFrom(tx, report.node, this.options.clock.now(), report.takenAt);
       // What a report can change: observations that differ from the last ones, and intents that wait
       // for a fresh report whatever it says (ambiguous attempts, applies waiting for confirmation,
       // observe-only comparisons). Everything else on the node would decide the same as before.
       const keys = new Set(changed);
-      for (const key of store.intentKeysOfNode(report.node, REPORT_WAITERS)) keys.add(key);
+      for (const key of await tx.intents.keysOfNode(report.node, REPORT_WAITERS)) keys.add(key);
       if (!this.seenNodes.has(report.node)) {
         // The first report since this hub started (registration): look at all of the node's instances.
         this.seenNodes.add(report.node);
-        for (const key of store.activeInstanceKeysOfNode(report.node)) keys.add(key);
+        for (const key of await tx.desired.activeKeysOfNode(report.node)) keys.add(key);
         if (transport)
-          reachedAgain(
-            store,
+          await reachedAgain(
+            tx,
             { name: report.node, transport, takenAt: report.takenAt, startedAt: this.options.startedAt() },
             this.now(),
           );
       }
       return keys;
-    });
+    })();
     this.options.metrics.reportsTotal.inc();
     if (!affected) {
       log.debug({ node: report.node, takenAt: report.takenAt }, "report older than the stored one ignored");
       return;
     }
-    this.options.nodeAnswered(report.node);
+    await this.options.nodeAnswered(report.node, tx);
     this.options.enqueue(affected);
   }
 
   /** An attempt's outcome as the agent saw it; the next reconcile decides what it means. */
-  result(result: AttemptResult): void {
-    const { store } = this.options;
+  async result(tx: UnitOfWork, result: AttemptResult): Promise<void> {
+    const store = tx;
     const log = this.options.log.child({
       attemptId: result.attemptId,
       instance: `${result.assignment}@${result.node}`,
     });
-    const attempt = store.attempt(result.attemptId);
+    const attempt = await store.attempts.get(result.attemptId);
     if (!attempt) {
       log.warn("result for an attempt this hub does not know; ignored");
       return;
     }
     const updated = nextAttempt(attempt, { kind: "result", result });
     if (attempt.status === "superseded") {
-      if (updated) store.saveAttempt(updated);
+      if (updated) await store.attempts.save(updated);
       log.info(
         { outcome: result.outcome, supersededBy: attempt.supersededBy },
         "result for an attempt superseded by generation %s: kept as evidence",
@@ -115,7 +114,7 @@ export class Ingest {
       log.debug({ status: attempt.status }, "result for an attempt already settled; ignored");
       return;
     }
-    store.saveAttempt(updated);
+    await store.attempts.save(updated);
     log.info(
       {
         outcome: result.outcome,
@@ -130,13 +129,13 @@ export class Ingest {
   }
 
   /** The result of an attempt is lost (session dropped, agent died): ambiguous, never replayed blindly. */
-  lost(attemptId: string, node: string, reason: string): void {
-    const { store } = this.options;
-    const attempt = store.attempt(attemptId);
+  async lost(tx: UnitOfWork, attemptId: string, node: string, reason: string): Promise<void> {
+    const store = tx;
+    const attempt = await store.attempts.get(attemptId);
     const lost = attempt && nextAttempt(attempt, { kind: "lost", at: this.now(), reason });
     if (!attempt || !lost) return;
-    store.saveAttempt(lost);
-    store.deleteOutbox(attemptId);
+    await store.attempts.save(lost);
+    await store.attempts.deleteOutbox(attemptId);
     this.options.log.warn(
       { attemptId, instance: attempt.instanceKey, node },
       "attempt result lost: %s",
@@ -145,18 +144,20 @@ export class Ingest {
     this.options.enqueue([attempt.instanceKey]);
   }
 
-  heartbeat(node: string, at: Date): void {
-    this.options.liveness.heardFrom(node, at);
-    this.options.nodeAnswered(node);
+  /** A node said it is alive. */
+  async heartbeat(tx: UnitOfWork, node: string, at: Date): Promise<void> {
+    await this.options.liveness.heardFrom(tx, node, at);
+    await this.options.nodeAnswered(node, tx);
   }
 
-  health(transport: string, event: TransportHealth): void {
-    const { store } = this.options;
+  /** A transport's word about itself or a node: `TransportDegraded` opens or resolves. */
+  async health(tx: UnitOfWork, transport: string, event: TransportHealth): Promise<void> {
+    const store = tx;
     const subjectKind = event.node ? "node" : "transport";
     const subject = event.node ?? transport;
     const now = this.now();
     if (event.status === "degraded") {
-      const { change } = markOpen(
+      const { change } = await markOpen(
         store,
         {
           type: "TransportDegraded",
@@ -174,7 +175,7 @@ export class Ingest {
       if (change === "opened")
         this.options.log.warn({ transport, node: event.node, reason: event.reason }, event.message);
     } else
-      markResolved(
+      await markResolved(
         store,
         "TransportDegraded",
         subjectKind,
@@ -190,15 +191,16 @@ export class Ingest {
    * claim|resolve` does: the claimant, the resolver and the action taken. An event that does not
    * fit the task (already resolved, claimed by another) is logged and dropped.
    */
-  taskEvent(event: TaskEvent): void {
-    const { store } = this.options;
+  async taskEvent(tx: UnitOfWork, event: TaskEvent): Promise<void> {
+    const store = tx;
     const now = this.now();
     const log = this.options.log.child({ taskId: event.taskId, by: event.by, kind: event.kind });
     try {
-      if (event.kind === "claimed") claimTask(store, event.taskId, event.by, now);
-      else if (event.kind === "declined") releaseTask(store, event.taskId, event.by, event.note ?? "", now);
+      if (event.kind === "claimed") await claimTask(store, event.taskId, event.by, now);
+      else if (event.kind === "declined")
+        await releaseTask(store, event.taskId, event.by, event.note ?? "", now);
       else {
-        const { condition } = resolveTask(
+        const { condition } = await resolveTask(
           store,
           event.taskId,
           event.by,
@@ -207,9 +209,9 @@ export class Ingest {
           event.outcome,
         );
         // An action on a blocked or stuck instance earns it one more attempt now; a resumed rollout moves.
-        if (condition.node) this.options.lookAgainAt(condition.node);
+        if (condition.node) await this.options.lookAgainAt(condition.node, tx);
         if (condition.type === "RolloutPaused" && condition.revision)
-          this.options.lookAgainAtRevision(condition.revision);
+          await this.options.lookAgainAtRevision(condition.revision, tx);
       }
       log.info(
         { action: event.action, note: event.note },

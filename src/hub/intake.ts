@@ -8,7 +8,7 @@ import type { Logger } from "pino";
 import { markOpen, markResolved } from "./conditions.js";
 import { declaredRevision } from "./desired.js";
 import type { RevisionRecord } from "./records.js";
-import type { Store } from "./store/store.js";
+import type { Store, UnitOfWork } from "./store/store.js";
 
 const REVISION_CURSOR = "revision_seq";
 
@@ -33,6 +33,9 @@ export interface IntakeOptions {
 
 /** Takes in what the syncer recorded (see the module comment). */
 export class RevisionIntake {
+  /** The intake now running: one at a time, so a revision is taken in once. */
+  private running: Promise<unknown> = Promise.resolve();
+
   constructor(private readonly options: IntakeOptions) {}
 
   /**
@@ -41,13 +44,22 @@ export class RevisionIntake {
    * (desired.ts): its generations must go out with the Node documents it declares — a revision
    * synced by another process is not dispatched with the host keys of the revision before.
    */
-  takeIn(): RevisionRecord[] {
+  takeIn(): Promise<RevisionRecord[]> {
+    const next = this.running.then(
+      () => this.takeInNow(),
+      () => this.takeInNow(),
+    );
+    this.running = next;
+    return next;
+  }
+
+  private async takeInNow(): Promise<RevisionRecord[]> {
     const { store, log } = this.options;
-    this.takeInSyncEvents();
-    const cursor = Number(store.meta(REVISION_CURSOR) ?? "0");
-    const declared = declaredRevision(store);
-    const declaredSeq = (declared ? store.revision(declared)?.seq : undefined) ?? 0;
-    const after = store.revisionsAfter(cursor);
+    await this.takeInSyncEvents();
+    const cursor = Number((await store.meta.get(REVISION_CURSOR)) ?? "0");
+    const declared = await declaredRevision(store);
+    const declaredSeq = (declared ? (await store.desired.revision(declared))?.seq : undefined) ?? 0;
+    const after = await store.desired.revisionsAfter(cursor);
     const waiting = after.findIndex((r) => r.outcome === "applied" && r.seq > declaredSeq);
     const revisions = waiting < 0 ? after : after.slice(0, waiting);
     if (waiting >= 0)
@@ -59,29 +71,29 @@ export class RevisionIntake {
     if (revisions.length === 0) return [];
     const now = this.options.now();
     const changed = new Set<string>();
-    store.transaction(() => {
+    await store.transaction(async (tx) => {
       for (const revision of revisions) {
-        if (revision.outcome === "invalid") this.openInvalidRevision(revision, now);
+        if (revision.outcome === "invalid") await this.openInvalidRevision(tx, revision, now);
         else if (revision.outcome === "applied") {
           // A refused rewrite is the syncer's to resolve (takeInSyncEvents), not a valid commit's.
-          for (const condition of store.conditions({ status: "open", type: "InvalidRevision" }))
+          for (const condition of await tx.conditions.list({ status: "open", type: "InvalidRevision" }))
             if (condition.reason !== "HistoryRewritten")
-              markResolved(
-                store,
+              await markResolved(
+                tx,
                 "InvalidRevision",
                 condition.subjectKind,
                 condition.subject,
                 now,
                 `revision ${revision.sha.slice(0, 12)} on ${revision.branch} is valid and applied`,
               );
-          for (const key of store.instanceKeysChangedBy(revision.sha)) changed.add(key);
+          for (const key of await tx.desired.keysChangedBy(revision.sha)) changed.add(key);
         }
       }
-      store.setMeta(REVISION_CURSOR, String(revisions.at(-1)!.seq));
+      await tx.meta.set(REVISION_CURSOR, String(revisions.at(-1)!.seq));
     });
     // The revision that was newest until now is carried forward: its pending statuses end.
     const carried = revisions.some((r) => r.outcome === "applied")
-      ? store.previousAppliedRevision(revisions[0]!.seq)
+      ? await store.desired.previousAppliedRevision(revisions[0]!.seq)
       : undefined;
     this.options.statusesChanged([...revisions.map((r) => r.sha), ...(carried ? [carried.sha] : [])]);
     log.info(
@@ -100,17 +112,17 @@ export class RevisionIntake {
    * on the refused head (the last good revision is still served), a failing fetch is
    * `TransportDegraded` on the repository. Each resolves once the syncer resolved its event.
    */
-  private takeInSyncEvents(): void {
+  private async takeInSyncEvents(): Promise<void> {
     const { store } = this.options;
     const now = this.options.now();
     const open = new Set<string>();
-    store.transaction(() => {
-      for (const event of store.openSyncEvents()) {
+    await store.transaction(async (tx) => {
+      for (const event of await tx.desired.openSyncEvents()) {
         const refused = event.kind === "force-push";
         const subject = refused ? (event.head ?? event.branch) : `git:${event.branch}`;
         open.add(`${refused ? "InvalidRevision" : "TransportDegraded"}|${subject}`);
-        markOpen(
-          store,
+        await markOpen(
+          tx,
           {
             type: refused ? "InvalidRevision" : "TransportDegraded",
             subjectKind: refused ? "revision" : "transport",
@@ -125,11 +137,19 @@ export class RevisionIntake {
           this.options.newId,
         );
       }
-      for (const condition of store.conditions({ status: "open" })) {
+      const raised = [
+        ...(await tx.conditions.list({ status: "open", type: "InvalidRevision", subjectKind: "revision" })),
+        ...(await tx.conditions.list({
+          status: "open",
+          type: "TransportDegraded",
+          subjectKind: "transport",
+        })),
+      ];
+      for (const condition of raised) {
         if (condition.reason !== "HistoryRewritten" && condition.reason !== "FetchFailed") continue;
         if (open.has(`${condition.type}|${condition.subject}`)) continue;
-        markResolved(
-          store,
+        await markResolved(
+          tx,
           condition.type,
           condition.subjectKind,
           condition.subject,
@@ -141,14 +161,14 @@ export class RevisionIntake {
     });
   }
 
-  private openInvalidRevision(revision: RevisionRecord, now: string): void {
+  private async openInvalidRevision(tx: UnitOfWork, revision: RevisionRecord, now: string): Promise<void> {
     const diagnostics = revision.diagnostics ?? [];
     const where = diagnostics
       .slice(0, 3)
       .map((d) => `${d.file}:${d.line}:${d.column}: ${d.message}`)
       .join("; ");
-    markOpen(
-      this.options.store,
+    await markOpen(
+      tx,
       {
         type: "InvalidRevision",
         subjectKind: "revision",

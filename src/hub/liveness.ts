@@ -6,11 +6,11 @@
  * most once a second per node, so a chatty node costs no write per message.
  */
 import type { Logger } from "pino";
-import { fleetSettings } from "../model/fleet.js";
+import { type FleetSettings, fleetSettings } from "../model/fleet.js";
 import type { Clock } from "./clock.js";
 import { markOpen, markResolved } from "./conditions.js";
 import type { NodeRecord } from "./records.js";
-import type { Store } from "./store/store.js";
+import type { Store, UnitOfWork } from "./store/store.js";
 
 const SECOND = 1000;
 
@@ -22,10 +22,10 @@ export interface LivenessOptions {
   /** Whether the hub runs the node's transport (only those are watched). */
   reaches: (node: NodeRecord) => boolean;
   askForReport: (node: string) => void;
-  /** A node became silent, or was heard again: rollouts stop (or start again) waiting for it. */
-  silenceChanged?: (node: string) => void;
+  /** A node became silent, or was heard again (in unit of work `tx`): rollouts stop (or start again) waiting for it. */
+  silenceChanged?: (node: string, tx: UnitOfWork) => Promise<void>;
   /** Takes in events that already arrived, before a node is called silent. */
-  beforeCheck: () => void;
+  beforeCheck: () => Promise<void>;
 }
 
 export class Liveness {
@@ -37,21 +37,31 @@ export class Liveness {
   private readonly askedAt = new Map<string, number>();
   /** Nodes with an open NodeSilent condition. */
   private readonly silent = new Set<string>();
+  private settings: FleetSettings = fleetSettings(undefined);
   private stopped = false;
 
-  constructor(private readonly options: LivenessOptions) {
-    for (const condition of options.store.conditions({ status: "open", type: "NodeSilent" }))
+  constructor(private readonly options: LivenessOptions) {}
+
+  /** Reads which nodes are silent now and the fleet's heartbeat settings (at start). */
+  async load(): Promise<void> {
+    const { store } = this.options;
+    for (const condition of await store.conditions.list({ status: "open", type: "NodeSilent" }))
       this.silent.add(condition.subject);
+    await this.settingsChanged();
   }
 
-  /** A node was heard (a heartbeat, or a report taken at `reportTakenAt`). */
-  heardFrom(name: string, at: Date, reportTakenAt?: string): void {
-    const { store } = this.options;
+  /** The fleet settings may have changed (a revision's declarations were recorded). */
+  async settingsChanged(): Promise<void> {
+    this.settings = (await this.options.store.desired.fleetSettings()) ?? fleetSettings(undefined);
+  }
+
+  /** A node was heard (a heartbeat, or a report taken at `reportTakenAt`), recorded in unit of work `tx`. */
+  async heardFrom(tx: UnitOfWork, name: string, at: Date, reportTakenAt?: string): Promise<void> {
     const ms = at.getTime();
     if (ms > (this.heard.get(name) ?? 0)) this.heard.set(name, ms);
     if (reportTakenAt !== undefined || ms - (this.written.get(name) ?? 0) >= SECOND) {
       const iso = at.toISOString();
-      store.touchNode(
+      await tx.nodes.touch(
         name,
         reportTakenAt ? { heartbeatAt: iso, reportAt: reportTakenAt } : { heartbeatAt: iso },
       );
@@ -59,8 +69,8 @@ export class Liveness {
     }
     if (this.silent.delete(name)) {
       const now = this.options.clock.now().toISOString();
-      const resolved = markResolved(
-        store,
+      const resolved = await markResolved(
+        tx,
         "NodeSilent",
         "node",
         name,
@@ -69,23 +79,40 @@ export class Liveness {
       );
       if (resolved) {
         this.options.log.info({ node: name }, "node %s is heard again", name);
-        this.options.silenceChanged?.(name);
+        await this.options.silenceChanged?.(name, tx);
       }
     }
-    this.watch(name);
+    await this.watch(name);
   }
 
   /** Arms the silence check of a node (if not armed): due when its window ends, or after `delay`. */
-  watch(name: string, delay?: number): void {
+  async watch(name: string, delay?: number): Promise<void> {
     if (this.stopped || this.timers.has(name)) return;
-    const node = this.options.store.node(name);
-    if (!node || node.removedAt || !this.options.reaches(node)) return;
+    // Held while the node is read, so a second call does not arm a second timer.
+    this.timers.set(name, () => undefined);
+    let node: NodeRecord | undefined;
+    try {
+      node = await this.options.store.nodes.get(name);
+    } finally {
+      if (!node || node.removedAt || !this.options.reaches(node) || this.stopped) this.timers.delete(name);
+    }
+    if (!this.timers.has(name)) return;
     const now = this.options.clock.now().getTime();
     const last = this.heard.get(name) ?? now;
     const due = delay ?? Math.max(0, last + this.windowMs() - now);
     this.timers.set(
       name,
-      this.options.clock.schedule(due, () => this.check(name)),
+      this.options.clock.schedule(due, () => {
+        this.check(name).catch((error: unknown) => {
+          this.options.log.error(
+            { node: name, err: error },
+            "checking whether node %s is heard failed",
+            name,
+          );
+          this.timers.delete(name);
+          void this.watch(name, this.windowMs()).catch(() => undefined);
+        });
+      }),
     );
   }
 
@@ -95,60 +122,58 @@ export class Liveness {
     this.timers.clear();
   }
 
-  private settings() {
-    return this.options.store.fleetSettings() ?? fleetSettings(undefined);
-  }
-
   private windowMs(): number {
-    const { heartbeat } = this.settings();
+    const { heartbeat } = this.settings;
     return heartbeat.intervalMs * heartbeat.missed;
   }
 
-  private check(name: string): void {
+  private async check(name: string): Promise<void> {
     this.timers.delete(name);
-    this.options.beforeCheck();
+    await this.options.beforeCheck();
     const { store, clock } = this.options;
-    const node = store.node(name);
-    if (!node || node.removedAt || !this.options.reaches(node)) return;
+    const node = await store.nodes.get(name);
+    if (!node || node.removedAt || !this.options.reaches(node) || this.stopped) return;
     const now = clock.now();
     const window = this.windowMs();
     const last = this.heard.get(name);
     if (last !== undefined && now.getTime() - last < window) {
-      this.watch(name);
+      await this.watch(name);
       return;
     }
     const asked = this.askedAt.get(name);
     if (asked === undefined || (last !== undefined && asked <= last)) {
       this.askedAt.set(name, now.getTime());
       this.options.askForReport(name);
-      this.watch(name, this.settings().heartbeat.intervalMs);
+      await this.watch(name, this.settings.heartbeat.intervalMs);
       return;
     }
     const lastIso = last === undefined ? undefined : new Date(last).toISOString();
-    const { change } = markOpen(
-      store,
-      {
-        type: "NodeSilent",
-        subjectKind: "node",
-        subject: name,
-        reason: last === undefined ? "NeverHeard" : "HeartbeatMissed",
-        message:
-          last === undefined
-            ? `node ${name} has not been heard from since the hub started`
-            : `node ${name} silent since ${lastIso} (window ${Math.round(window / SECOND)}s), and did not answer a request for a report`,
-        evidence: { lastHeardAt: lastIso, lastReportAt: node.lastReportAt, transport: node.transport },
-        resolver: "operator",
-        node: name,
-      },
-      now.toISOString(),
-      this.options.newId,
-    );
-    this.silent.add(name);
-    if (change === "opened") {
-      this.options.log.warn({ node: name }, "node %s is silent", name);
-      this.options.silenceChanged?.(name);
-    }
+    await store.transaction(async (tx) => {
+      const { change } = await markOpen(
+        tx,
+        {
+          type: "NodeSilent",
+          subjectKind: "node",
+          subject: name,
+          reason: last === undefined ? "NeverHeard" : "HeartbeatMissed",
+          message:
+            last === undefined
+              ? `node ${name} has not been heard from since the hub started`
+              : `node ${name} silent since ${lastIso} (window ${Math.round(window / SECOND)}s), and did not answer a request for a report`,
+          evidence: { lastHeardAt: lastIso, lastReportAt: node.lastReportAt, transport: node.transport },
+          resolver: "operator",
+          node: name,
+        },
+        now.toISOString(),
+        this.options.newId,
+      );
+      this.silent.add(name);
+      if (change === "opened") {
+        this.options.log.warn({ node: name }, "node %s is silent", name);
+        await this.options.silenceChanged?.(name, tx);
+      }
+    });
     // Look again later: the condition's lastObserved stays fresh while the node is silent.
-    this.watch(name, window);
+    await this.watch(name, window);
   }
 }

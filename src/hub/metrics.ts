@@ -4,7 +4,7 @@
  * store when scraped, so they are right after a restart; reconcile latency is measured in process.
  */
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
-import type { Store } from "./store/store.js";
+import type { StoreReads } from "./store/store.js";
 
 export class HubMetrics {
   readonly registry = new Registry();
@@ -12,16 +12,17 @@ export class HubMetrics {
   readonly reportsTotal: Counter;
   readonly dispatchesTotal: Counter<"transport" | "result">;
 
-  constructor(store: Store) {
+  constructor(store: StoreReads) {
     const registry = this.registry;
     new Gauge({
       name: "steward_intents",
       help: "Intents by state",
       labelNames: ["state"],
       registers: [registry],
-      collect() {
+      async collect() {
+        const counts = await store.intents.countsByStatus();
         this.reset();
-        for (const [state, n] of Object.entries(store.intentCountsByStatus())) this.set({ state }, n);
+        for (const [state, n] of Object.entries(counts)) this.set({ state }, n);
       },
     });
     new Gauge({
@@ -29,9 +30,10 @@ export class HubMetrics {
       help: "Attempts by outcome (queued, dispatched, succeeded, failed, ambiguous, lost, cancelled)",
       labelNames: ["outcome"],
       registers: [registry],
-      collect() {
+      async collect() {
+        const counts = await store.attempts.countsByStatus();
         this.reset();
-        for (const [outcome, n] of Object.entries(store.attemptCountsByStatus())) this.set({ outcome }, n);
+        for (const [outcome, n] of Object.entries(counts)) this.set({ outcome }, n);
       },
     });
     new Gauge({
@@ -39,9 +41,10 @@ export class HubMetrics {
       help: "Open conditions by type",
       labelNames: ["type"],
       registers: [registry],
-      collect() {
+      async collect() {
+        const counts = await store.conditions.openCountsByType();
         this.reset();
-        for (const [type, n] of Object.entries(store.openConditionCountsByType())) this.set({ type }, n);
+        for (const [type, n] of Object.entries(counts)) this.set({ type }, n);
       },
     });
     this.reconcileSeconds = new Histogram({

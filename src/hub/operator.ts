@@ -8,15 +8,15 @@ import type { NodeRecord } from "./records.js";
 import type { Store } from "./store/store.js";
 
 /** Marks `name` draining (or not). Throws UsageError for a node the hub does not know. */
-export function setNodeDraining(
+export async function setNodeDraining(
   store: Store,
   name: string,
   draining: boolean,
   detail: { by: string; reason?: string; at: Date },
-): NodeRecord {
-  const known = store.node(name);
+): Promise<NodeRecord> {
+  const known = await store.nodes.get(name);
   if (!known) {
-    const names = store.nodes().map((n) => n.name);
+    const names = (await store.nodes.list()).map((n) => n.name);
     throw new UsageError(
       `node "${name}" is not known to the hub${names.length > 0 ? ` (known: ${names.join(", ")})` : ""}: check the name, or sync the fleet repo first`,
       { node: name },
@@ -24,6 +24,6 @@ export function setNodeDraining(
   }
   const entry: { by: string; reason?: string; at: string } = { by: detail.by, at: detail.at.toISOString() };
   if (detail.reason !== undefined) entry.reason = detail.reason;
-  store.setDraining(name, draining, entry);
-  return store.node(name)!;
+  await store.transaction((tx) => tx.nodes.setDraining(name, draining, entry));
+  return (await store.nodes.get(name))!;
 }

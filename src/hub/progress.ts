@@ -14,7 +14,7 @@ import type {
   InstanceProgress as StatusInstance,
   RevisionRecord as StatusRevision,
 } from "./status.js";
-import type { Store } from "./store/store.js";
+import type { StoreReads } from "./store/store.js";
 
 export type ProgressState = "pending" | "success" | "failure" | "error" | "superseded";
 
@@ -136,12 +136,12 @@ function pauseNote(condition: ConditionRecord): PauseNote {
 }
 
 /** Progress of one assignment's rollout at `revision`. */
-function assignmentProgress(
-  store: Store,
+async function assignmentProgress(
+  store: StoreReads,
   revision: string,
   assignment: string,
   members: { instanceKey: string; generation: number; node: string }[],
-): AssignmentProgress {
+): Promise<AssignmentProgress> {
   const instances: InstanceProgress[] = [];
   let converged = 0;
   let unreachable = 0;
@@ -149,7 +149,7 @@ function assignmentProgress(
   let latest: { revision: string; seq: number } | undefined;
   const failures: ConditionRecord[] = [];
   for (const member of members) {
-    const intent = store.intent(member.instanceKey, member.generation);
+    const intent = await store.intents.get(member.instanceKey, member.generation);
     const entry: InstanceProgress = {
       instance: member.instanceKey,
       node: member.node,
@@ -158,26 +158,28 @@ function assignmentProgress(
     };
     if (intent?.holdReason) entry.holdReason = intent.holdReason;
     if (intent?.lastAttemptId) entry.attemptId = intent.lastAttemptId;
-    const current = store.desired(member.instanceKey);
+    const current = await store.desired.instance(member.instanceKey);
     if (current && current.generation > member.generation) {
       entry.supersededBy = { generation: current.generation, revision: current.revision };
       superseded++;
-      const seq = store.revision(current.revision)?.seq ?? 0;
+      const seq = (await store.desired.revision(current.revision))?.seq ?? 0;
       if (!latest || seq > latest.seq) latest = { revision: current.revision, seq };
     } else if (intent?.status === "converged") converged++;
     else if (intent?.holdReason === "transport-disabled") unreachable++;
     else
-      for (const condition of store.openConditionsOf("instance", member.instanceKey))
+      for (const condition of await store.conditions.openOf("instance", member.instanceKey))
         if (FAILING.includes(condition.type) && condition.generation === member.generation)
           failures.push(condition);
     instances.push(entry);
   }
-  const paused = store.openCondition("RolloutPaused", "rollout", `${assignment}@${revision}`);
+  const paused = await store.conditions.findOpen("RolloutPaused", "rollout", `${assignment}@${revision}`);
   // An operator's pause is a decision, not a failure: the rollout is pending, and says who paused it.
   if (paused && paused.reason !== "PausedByOperator") failures.unshift(paused);
-  const skipped = store
-    .rolloutSkipped(assignment, revision, 1_000)
-    .map((m) => ({ instance: m.instanceKey, node: m.node, skip: m.skip }));
+  const skipped = (await store.rollouts.skipped(assignment, revision, 1_000)).map((m) => ({
+    instance: m.instanceKey,
+    node: m.node,
+    skip: m.skip,
+  }));
   const live = members.length - superseded;
   const generations = [
     ...new Set(members.filter((_, i) => !instances[i]!.supersededBy).map((m) => m.generation)),
@@ -215,8 +217,11 @@ function assignmentProgress(
 }
 
 /** Progress of `sha`, or undefined when the hub has no such revision. */
-export function revisionProgress(store: Store, sha: string): RevisionProgress | undefined {
-  const revision = store.revision(sha);
+export async function revisionProgress(
+  store: StoreReads,
+  sha: string,
+): Promise<RevisionProgress | undefined> {
+  const revision = await store.desired.revision(sha);
   if (!revision) return undefined;
   if (revision.outcome === "invalid") {
     const errors = (revision.diagnostics ?? []).map((d) => `${d.file}:${d.line}:${d.column}: ${d.message}`);
@@ -241,14 +246,14 @@ export function revisionProgress(store: Store, sha: string): RevisionProgress | 
     return progress;
   }
   const byAssignment = new Map<string, { instanceKey: string; generation: number; node: string }[]>();
-  for (const member of store.generationsOfRevision(sha)) {
+  for (const member of await store.desired.generationsOf(sha)) {
     const list = byAssignment.get(member.assignment) ?? [];
     list.push(member);
     byAssignment.set(member.assignment, list);
   }
-  const assignments = [...byAssignment].map(([name, members]) =>
-    assignmentProgress(store, sha, name, members),
-  );
+  const assignments: AssignmentProgress[] = [];
+  for (const [name, members] of byAssignment)
+    assignments.push(await assignmentProgress(store, sha, name, members));
   const live = assignments.filter((a) => a.state !== "superseded");
   const total = live.reduce((n, a) => n + a.total, 0);
   const converged = live.reduce((n, a) => n + a.converged, 0);
@@ -267,7 +272,7 @@ export function revisionProgress(store: Store, sha: string): RevisionProgress | 
     progress.supersededBy = assignments[0]!.supersededBy!;
     progress.description = `superseded by ${progress.supersededBy.slice(0, 12)}`;
   }
-  const carrier = store.nextAppliedRevision(revision.seq);
+  const carrier = await store.desired.nextAppliedRevision(revision.seq);
   if (carrier) progress.carriedForwardBy = carrier.sha;
   return progress;
 }
@@ -289,8 +294,8 @@ export interface StatusInputs {
  * latest of them; one that converged first keeps its success. A revision that is no longer the
  * newest applied one is carried forward by the next: its contexts that are still pending end.
  */
-export function statusInputs(store: Store, sha: string): StatusInputs | undefined {
-  const record = store.revision(sha);
+export async function statusInputs(store: StoreReads, sha: string): Promise<StatusInputs | undefined> {
+  const record = await store.desired.revision(sha);
   if (!record) return undefined;
   const revision: StatusRevision = {
     sha,
@@ -300,20 +305,20 @@ export function statusInputs(store: Store, sha: string): StatusInputs | undefine
     diagnostics: record.diagnostics ?? [],
   };
   if (record.outcome !== "applied") return { revision, instances: [], failures: [], paused: [] };
-  const carrier = store.nextAppliedRevision(record.seq);
+  const carrier = await store.desired.nextAppliedRevision(record.seq);
   if (carrier) revision.carriedForwardBy = carrier.sha;
   const instances: StatusInstance[] = [];
   const failures: StatusFailure[] = [];
   const skips = new Map<string, SkipReason | undefined>();
-  const skipOf = (node: string) => {
-    if (!skips.has(node)) skips.set(node, store.nodeSkip(node));
+  const skipOf = async (node: string) => {
+    if (!skips.has(node)) skips.set(node, await store.nodes.skip(node));
     return skips.get(node);
   };
   let successor: { sha: string; seq: number } | undefined;
   let allSuperseded = true;
   let allConverged = true;
-  for (const member of store.generationsOfRevision(sha)) {
-    const intent = store.intent(member.instanceKey, member.generation);
+  for (const member of await store.desired.generationsOf(sha)) {
+    const intent = await store.intents.get(member.instanceKey, member.generation);
     const converged = intent?.outcome === "converged" || intent?.status === "converged";
     allConverged &&= converged;
     const instance: StatusInstance = {
@@ -322,18 +327,18 @@ export function statusInputs(store: Store, sha: string): StatusInputs | undefine
       generation: member.generation,
       converged,
     };
-    const skip = converged ? undefined : skipOf(member.node);
+    const skip = converged ? undefined : await skipOf(member.node);
     if (skip) instance.skipped = skipWords(skip);
     instances.push(instance);
-    const current = store.desired(member.instanceKey);
+    const current = await store.desired.instance(member.instanceKey);
     if (current && current.generation > member.generation) {
-      const seq = store.revision(current.revision)?.seq ?? 0;
+      const seq = (await store.desired.revision(current.revision))?.seq ?? 0;
       if (!successor || seq > successor.seq) successor = { sha: current.revision, seq };
       continue;
     }
     allSuperseded = false;
     if (converged) continue;
-    for (const condition of store.openConditionsOf("instance", member.instanceKey)) {
+    for (const condition of await store.conditions.openOf("instance", member.instanceKey)) {
       if (!FAILING.includes(condition.type) || condition.generation !== member.generation) continue;
       if (condition.type === "ProbeFailing" || condition.type === "Ambiguous") continue;
       const failure: StatusFailure = {
@@ -344,7 +349,7 @@ export function statusInputs(store: Store, sha: string): StatusInputs | undefine
       };
       if (condition.attemptId) {
         failure.attemptId = condition.attemptId;
-        const line = attemptErrorLine(store.attempt(condition.attemptId));
+        const line = attemptErrorLine(await store.attempts.get(condition.attemptId));
         if (line) failure.errorLine = line;
       }
       failures.push(failure);
@@ -354,7 +359,7 @@ export function statusInputs(store: Store, sha: string): StatusInputs | undefine
     revision.supersededBy = successor.sha;
   const paused: RolloutPause[] = [];
   for (const assignment of new Set(instances.map((i) => i.assignment))) {
-    const decision = store.rolloutDecision(assignment, sha);
+    const decision = await store.rollouts.decision(assignment, sha);
     if (decision?.decision === "pause") paused.push({ assignment, by: decision.by, reason: decision.reason });
   }
   return { revision, instances, failures, paused };

@@ -6,11 +6,10 @@
  */
 import { markOpen, markResolved } from "./conditions.js";
 import type { NodeRecord } from "./records.js";
-import type { Store } from "./store/store.js";
+import type { UnitOfWork } from "./store/store.js";
 
 /** What the reach checks are given. */
 export interface ReachContext {
-  store: Store;
   newId: () => string;
   /** Whether this hub runs the node's transport. */
   reaches: (node: NodeRecord) => boolean;
@@ -28,37 +27,43 @@ export interface ReachContext {
  * this run's `TransportNotEnabled`. Returns whether a condition opened or resolved (the rollouts
  * that wait for the node are then looked at again).
  */
-export function checkReach(ctx: ReachContext, node: NodeRecord, now: string): boolean {
-  const { store } = ctx;
+export async function checkReach(
+  ctx: ReachContext,
+  tx: UnitOfWork,
+  node: NodeRecord,
+  now: string,
+): Promise<boolean> {
+  const store = tx;
   const reached = !node.removedAt && ctx.reaches(node);
   let changed = false;
-  const resolve = (reason: string, resolution: string) => {
-    if (markResolved(store, "TransportDegraded", "node", node.name, now, resolution, reason)) changed = true;
+  const resolve = async (reason: string, resolution: string) => {
+    if (await markResolved(store, "TransportDegraded", "node", node.name, now, resolution, reason))
+      changed = true;
   };
-  for (const condition of store.conditions({
+  for (const condition of await store.conditions.list({
     status: "open",
     type: "TransportDegraded",
     subjectKind: "node",
     subject: node.name,
   })) {
     const via = typeof condition.evidence.transport === "string" ? condition.evidence.transport : undefined;
-    if (node.removedAt) resolve(condition.reason, `node ${node.name} is no longer declared`);
+    if (node.removedAt) await resolve(condition.reason, `node ${node.name} is no longer declared`);
     else if (condition.reason === "TransportNotEnabled") {
-      if (reached) resolve(condition.reason, `this hub runs transport ${node.transport}`);
+      if (reached) await resolve(condition.reason, `this hub runs transport ${node.transport}`);
     } else if (!reached)
-      resolve(
+      await resolve(
         condition.reason,
         `this hub does not run transport ${node.transport}: ${via ?? "that transport"} does not reach node ${node.name} now (TransportNotEnabled says why nothing does)`,
       );
     else if (via !== undefined && via !== node.transport)
-      resolve(
+      await resolve(
         condition.reason,
         `node ${node.name} now uses transport ${node.transport}: ${via} no longer reaches it`,
       );
   }
   if (!reached && !node.removedAt) {
-    const instances = store.activeInstanceKeysOfNode(node.name);
-    const { change } = markOpen(
+    const instances = await store.desired.activeKeysOfNode(node.name);
+    const { change } = await markOpen(
       store,
       {
         type: "TransportDegraded",
@@ -85,13 +90,13 @@ export function checkReach(ctx: ReachContext, node: NodeRecord, now: string): bo
  * taken, no longer hold: the transport that would say they ended kept them in memory and is gone.
  * Within one run the transport itself says when a problem ends.
  */
-export function reachedAgain(
-  store: Store,
+export async function reachedAgain(
+  store: UnitOfWork,
   node: { name: string; transport: string; takenAt: string; startedAt: string },
   now: string,
-): void {
+): Promise<void> {
   const { name, transport, takenAt } = node;
-  for (const condition of store.conditions({
+  for (const condition of await store.conditions.list({
     status: "open",
     type: "TransportDegraded",
     subjectKind: "node",
@@ -102,7 +107,7 @@ export function reachedAgain(
       condition.lastObserved < node.startedAt &&
       condition.since < takenAt
     )
-      markResolved(
+      await markResolved(
         store,
         "TransportDegraded",
         "node",

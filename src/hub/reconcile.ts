@@ -1,6 +1,6 @@
 /**
- * One reconcile of one instance, as an ordered list of steps (synchronous; the hub runs it inside a
- * transaction): load desired → supersede older generations → load the intent, its last attempt and
+ * One reconcile of one instance, as an ordered list of steps, inside the unit of work the hub gives
+ * it (one savepoint per instance): load desired → supersede older generations → load the intent, its last attempt and
  * the latest observation → decide (decide.ts, pure) → write the intent, the attempt with its outbox
  * row, and the instance's conditions → release what this change unblocks (dependents waiting on
  * dependsOn, held members of its rollout) → record the rollout's pause.
@@ -32,10 +32,10 @@ import type {
   Resolver,
 } from "./records.js";
 import { type CanaryState, maxInFlight, rolloutGate } from "./rollout.js";
-import type { Store } from "./store/store.js";
+import type { StoreReads, UnitOfWork } from "./store/store.js";
 
+/** What a reconcile is given besides its unit of work. */
 export interface ReconcileContext {
-  store: Store;
   clock: Clock;
   newId: () => string;
   timing: Timing;
@@ -139,21 +139,21 @@ export function bundleOf(
  * (from the task of the `OneShotInterrupted` condition that named it): what the next attempt
  * carries. Read only when the node reports such a run (rarely): a reconcile costs no query else.
  */
-export function answeredOneShots(
-  store: Store,
+export async function answeredOneShots(
+  store: StoreReads,
   desired: DesiredInstance,
   observed: Observation | undefined,
-): OneShotDecision[] {
+): Promise<OneShotDecision[]> {
   const reported = interruptedOneShots(desired, observed).filter((oneShot) => oneShot.run !== undefined);
   if (reported.length === 0) return [];
   const wanted = new Set(reported.map((oneShot) => `${oneShot.resource}\0${oneShot.run}`));
   const decisions: OneShotDecision[] = [];
-  for (const condition of store.conditions({
+  for (const condition of await store.conditions.list({
     type: "OneShotInterrupted",
     subjectKind: "instance",
     subject: desired.key,
   })) {
-    const task = store.taskOfCondition(condition.id);
+    const task = await store.tasks.ofCondition(condition.id);
     // Only ran and rerun answer a one-shot's question (tasks.ts checks the outcome against the type).
     if (task?.status !== "resolved" || (task.outcome !== "ran" && task.outcome !== "rerun")) continue;
     const outcome = task.outcome;
@@ -182,8 +182,12 @@ function sameIntent(a: IntentRecord, b: IntentRecord): boolean {
   return true;
 }
 
-export function reconcileInstance(ctx: ReconcileContext, key: string): ReconcileOutcome {
-  const { store } = ctx;
+export async function reconcileInstance(
+  ctx: ReconcileContext,
+  tx: UnitOfWork,
+  key: string,
+): Promise<ReconcileOutcome> {
+  const store = tx;
   const nowDate = ctx.clock.now();
   const now = nowDate.getTime();
   const nowIso = nowDate.toISOString();
@@ -198,13 +202,13 @@ export function reconcileInstance(ctx: ReconcileContext, key: string): Reconcile
   };
 
   // Load desired.
-  const desired = store.desired(key);
+  const desired = await store.desired.instance(key);
   if (!desired) return result;
   result.revisions.push(desired.revision);
 
   // Supersede older generations at once: their retries, backoff and waits never delay this one.
   let supersededNote: string | undefined;
-  for (const older of store.olderLiveIntents(key, desired.generation)) {
+  for (const older of await store.intents.olderLive(key, desired.generation)) {
     const before = older.status;
     const superseded: IntentRecord = {
       ...older,
@@ -215,56 +219,61 @@ export function reconcileInstance(ctx: ReconcileContext, key: string): Reconcile
     delete superseded.nextAttemptAt;
     delete superseded.deadlineAt;
     delete superseded.holdReason;
-    store.saveIntent(superseded);
+    await store.intents.save(superseded);
     // Only the last attempt can still be in flight: a new one is made only when none is.
-    const last = older.lastAttemptId ? store.attempt(older.lastAttemptId) : undefined;
-    if (last) supersedeAttempt(ctx, last, desired.generation, nowIso);
+    const last = older.lastAttemptId ? await store.attempts.get(older.lastAttemptId) : undefined;
+    if (last) await supersedeAttempt(ctx, tx, last, desired.generation, nowIso);
     supersededNote = `generation ${desired.generation} supersedes generation ${older.generation}`;
     result.revisions.push(older.revision);
     // What it held (a slot, a failure, a member held back by a pause) the old rollout no longer has.
-    if (bucket(before) !== "converged") releaseRollout(ctx, older, nowIso, result, { enteredFailure: false });
+    if (bucket(before) !== "converged")
+      await releaseRollout(ctx, tx, older, nowIso, result, { enteredFailure: false });
   }
 
   // Load the intent, its last attempt and what the node last reported.
-  const existing = store.intent(key, desired.generation);
+  const existing = await store.intents.get(key, desired.generation);
   const intent = existing ?? freshIntent(desired, nowIso);
-  const attempt = intent.lastAttemptId ? store.attempt(intent.lastAttemptId) : undefined;
-  const node = store.node(desired.node);
-  const report = store.reportMeta(desired.node);
+  const attempt = intent.lastAttemptId ? await store.attempts.get(intent.lastAttemptId) : undefined;
+  const node = await store.nodes.get(desired.node);
+  const report = await store.observations.reportOf(desired.node);
   const input: DecideInput = {
     now,
     desired,
     intent,
-    dependencies: desired.spec.dependsOn.map((assignment) => {
-      const dependency = store.desired(`${assignment}@${desired.node}`);
-      const placed = dependency !== undefined && !dependency.retiredAt;
-      return {
-        assignment,
-        placed,
-        converged: placed && compare(dependency, store.observation(dependency.key)).converged,
-      };
-    }),
+    dependencies: [],
     transportEnabled: node !== undefined && ctx.transportEnabled(node),
-    rolloutGate: () => gateFor(ctx, desired, now),
     random: ctx.random,
     timing: ctx.timing,
   };
+  for (const assignment of desired.spec.dependsOn) {
+    const dependency = await store.desired.instance(`${assignment}@${desired.node}`);
+    const placed = dependency !== undefined && !dependency.retiredAt;
+    input.dependencies.push({
+      assignment,
+      placed,
+      converged: placed && compare(dependency, await store.observations.get(dependency.key)).converged,
+    });
+  }
   if (attempt) input.attempt = attempt;
-  const observed = store.observation(key);
+  const observed = await store.observations.get(key);
   if (observed) input.observed = observed;
-  const answered = answeredOneShots(store, desired, observed);
+  const answered = await answeredOneShots(store, desired, observed);
   if (answered.length > 0) input.answeredRuns = new Set(answered.map((decision) => decision.run));
   if (report) input.reportTakenAt = Date.parse(report.takenAt);
   if (node) input.node = node;
 
-  const decision = decide(input);
+  let decision = decide(input);
+  if (decision.needsRolloutGate) {
+    input.rolloutGate = await gateFor(tx, desired, now);
+    decision = decide(input);
+  }
   result.outcome = decision.outcome;
   if (decision.requeueAt !== undefined) result.requeueAt = decision.requeueAt;
   if (decision.requestReport) result.requestReport = desired.node;
 
   // Write what was decided.
   if (decision.attempt) {
-    store.saveAttempt(decision.attempt);
+    await store.attempts.save(decision.attempt);
     logAttemptChange(ctx.log, decision.attempt, attempt);
   }
   const next = decision.intent;
@@ -278,7 +287,7 @@ export function reconcileInstance(ctx: ReconcileContext, key: string): Reconcile
       node: desired.node,
       at: nowIso,
     });
-    store.insertAttempt(created, JSON.stringify(bundleOf(desired, id, nowIso, answered)));
+    await store.attempts.insert(created, JSON.stringify(bundleOf(desired, id, nowIso, answered)));
     next.lastAttemptId = id;
     delete next.deadlineAt;
     result.dispatched.push(id);
@@ -294,36 +303,37 @@ export function reconcileInstance(ctx: ReconcileContext, key: string): Reconcile
       desired.generation,
     );
   }
-  if (!existing || !sameIntent(existing, next)) store.saveIntent({ ...next, updatedAt: nowIso });
+  if (!existing || !sameIntent(existing, next)) await store.intents.save({ ...next, updatedAt: nowIso });
 
-  recordConditions(ctx, desired, decision, supersededNote, nowIso, result);
+  await recordConditions(ctx, tx, desired, decision, supersededNote, nowIso, result);
 
   // Release what this change unblocks.
   const was = existing?.status;
   if (next.status === "converged" && was !== "converged")
-    result.follow.push(...store.intentKeysOfNode(desired.node, ["waiting"]));
+    result.follow.push(...(await store.intents.keysOfNode(desired.node, ["waiting"])));
   if (bucket(was) !== bucket(next.status))
-    releaseRollout(ctx, desired, nowIso, result, {
+    await releaseRollout(ctx, tx, desired, nowIso, result, {
       enteredFailure: bucket(next.status) === "failed",
       ...(bucket(next.status) === "progress" ? { started: key } : {}),
     });
   return result;
 }
 
-function recordConditions(
+async function recordConditions(
   ctx: ReconcileContext,
+  tx: UnitOfWork,
   desired: DesiredInstance,
   decision: Decision,
   supersededNote: string | undefined,
   now: string,
   result: ReconcileOutcome,
-): void {
+): Promise<void> {
   const held = new Set<ConditionType>();
   for (const condition of decision.conditions) {
     held.add(condition.type);
-    const { condition: record, change } = markOpen(
-      ctx.store,
-      conditionInput(ctx.store, desired, condition),
+    const { condition: record, change } = await markOpen(
+      tx,
+      await conditionInput(tx, desired, condition),
       now,
       ctx.newId,
     );
@@ -337,7 +347,7 @@ function recordConditions(
       );
     }
   }
-  const open = ctx.store.openConditionsOf("instance", desired.key);
+  const open = await tx.conditions.openOf("instance", desired.key);
   for (const condition of open) {
     if (held.has(condition.type) || !INSTANCE_CONDITIONS.includes(condition.type)) continue;
     // A question about a one-shot whose outcome is lost closes when a person answers it (tasks.ts):
@@ -347,7 +357,7 @@ function recordConditions(
       condition.generation !== undefined && condition.generation < desired.generation && supersededNote
         ? supersededNote
         : decision.resolution;
-    const resolved = markResolved(ctx.store, condition.type, "instance", desired.key, now, resolution);
+    const resolved = await markResolved(tx, condition.type, "instance", desired.key, now, resolution);
     if (resolved) {
       result.resolved.push(resolved);
       ctx.log.info(
@@ -364,11 +374,17 @@ function recordConditions(
  * Ends an older generation's attempt: one never handed over is cancelled (its outbox row goes), one
  * in flight or ambiguous is superseded — its lease no longer matters and a late result is evidence.
  */
-function supersedeAttempt(ctx: ReconcileContext, attempt: AttemptRecord, by: number, now: string): void {
+async function supersedeAttempt(
+  ctx: ReconcileContext,
+  tx: UnitOfWork,
+  attempt: AttemptRecord,
+  by: number,
+  now: string,
+): Promise<void> {
   const ended = nextAttempt(attempt, { kind: "superseded", at: now, by });
   if (!ended) return;
-  ctx.store.saveAttempt(ended);
-  if (attempt.status === "queued") ctx.store.deleteOutbox(attempt.id);
+  await tx.attempts.save(ended);
+  if (attempt.status === "queued") await tx.attempts.deleteOutbox(attempt.id);
   ctx.log.info(
     {
       attemptId: attempt.id,
@@ -383,12 +399,12 @@ function supersedeAttempt(ctx: ReconcileContext, attempt: AttemptRecord, by: num
 }
 
 /** The condition as recorded: on the instance, at the generation (and so the revision) it is about. */
-function conditionInput(store: Store, desired: DesiredInstance, condition: InstanceCondition) {
+async function conditionInput(store: StoreReads, desired: DesiredInstance, condition: InstanceCondition) {
   const generation = condition.generation ?? desired.generation;
   const revision =
     generation === desired.generation
       ? desired.revision
-      : (store.desiredAt(desired.key, generation)?.revision ?? desired.revision);
+      : ((await store.desired.at(desired.key, generation))?.revision ?? desired.revision);
   return {
     ...condition,
     subjectKind: "instance" as const,
@@ -402,22 +418,23 @@ function conditionInput(store: Store, desired: DesiredInstance, condition: Insta
 }
 
 /** The rollout gate for a first attempt of `desired`. Counts only what the policy needs (indexed). */
-function gateFor(ctx: ReconcileContext, desired: DesiredInstance, now: number) {
-  const { store } = ctx;
+async function gateFor(store: StoreReads, desired: DesiredInstance, now: number) {
   const policy = desired.rollout;
   const { assignment, revision } = desired;
-  const decision = store.rolloutDecision(assignment, revision);
+  const decision = await store.rollouts.decision(assignment, revision);
   const canaries: CanaryState[] = [];
   const canary = policy.canary;
   if (canary) {
-    const names = canary.nodes
-      ? canary.nodes.filter((node) => store.desired(`${assignment}@${node}`)?.revision === revision)
-      : store.rolloutNodes(assignment, revision, Math.max(0, canary.count ?? 1));
+    const names: string[] = [];
+    if (canary.nodes) {
+      for (const node of canary.nodes)
+        if ((await store.desired.instance(`${assignment}@${node}`))?.revision === revision) names.push(node);
+    } else names.push(...(await store.rollouts.nodes(assignment, revision, Math.max(0, canary.count ?? 1))));
     for (const node of names) {
       const key = `${assignment}@${node}`;
-      const member = store.desired(key);
-      const intent = member ? store.intent(key, member.generation) : undefined;
-      const converged = member !== undefined && compare(member, store.observation(key)).converged;
+      const member = await store.desired.instance(key);
+      const intent = member ? await store.intents.get(key, member.generation) : undefined;
+      const converged = member !== undefined && compare(member, await store.observations.get(key)).converged;
       const state: CanaryState = { node, converged };
       if (converged && intent?.convergedAt) state.convergedAt = Date.parse(intent.convergedAt);
       canaries.push(state);
@@ -427,10 +444,10 @@ function gateFor(ctx: ReconcileContext, desired: DesiredInstance, now: number) {
   return rolloutGate({
     node: desired.node,
     policy,
-    size: limited ? store.rolloutSize(assignment, revision) : 0,
+    size: limited ? await store.rollouts.size(assignment, revision) : 0,
     counts: {
-      failed: store.countFailed(assignment, revision),
-      inProgress: limited ? store.countInFlight(assignment, revision) : 0,
+      failed: await store.rollouts.countFailed(assignment, revision),
+      inProgress: limited ? await store.rollouts.countInFlight(assignment, revision) : 0,
     },
     canaries,
     ...(decision?.decision === "pause" ? { pausedBy: { by: decision.by, reason: decision.reason } } : {}),
@@ -456,32 +473,35 @@ function failureList(failures: readonly IntentRecord[]): string {
  * moving again (a member starts, or none is held back any more). Cheap when there is nothing to do:
  * no failure, no pause open, nobody held.
  */
-function releaseRollout(
+async function releaseRollout(
   ctx: ReconcileContext,
+  tx: UnitOfWork,
   rollout: { assignment: string; revision: string },
   now: string,
   result: Pick<ReconcileOutcome, "follow" | "opened" | "resolved">,
   change: { enteredFailure: boolean; started?: string },
-): void {
-  const { store } = ctx;
+): Promise<void> {
+  const store = tx;
   const { assignment, revision } = rollout;
   const subject = `${assignment}@${revision}`;
-  const pause = store.openCondition("RolloutPaused", "rollout", subject);
-  const anyHeld = store.anyHeld(assignment, revision);
+  const pause = await store.conditions.findOpen("RolloutPaused", "rollout", subject);
+  const anyHeld = await store.rollouts.anyHeld(assignment, revision);
   if (!change.enteredFailure && !pause && !anyHeld) return;
-  const decision = store.rolloutDecision(assignment, revision);
+  const decision = await store.rollouts.decision(assignment, revision);
   // The operator's pause holds the rollout (the gate says so); only their resume lifts it.
   if (decision?.decision === "pause") return;
-  const member = store.rolloutNodes(assignment, revision, 1)[0];
-  const policy = member ? store.desired(`${assignment}@${member}`)?.rollout : undefined;
-  const failed = store.countFailed(assignment, revision);
+  const member = (await store.rollouts.nodes(assignment, revision, 1))[0];
+  const policy = member ? (await store.desired.instance(`${assignment}@${member}`))?.rollout : undefined;
+  const failed = await store.rollouts.countFailed(assignment, revision);
   const tolerated = policy?.maxFailures ?? 0;
   if (policy && failed > tolerated) {
     // A pause only means something while members are still waiting to start.
-    const waiting = store.rolloutSize(assignment, revision) - store.countStarted(assignment, revision);
+    const waiting =
+      (await store.rollouts.size(assignment, revision)) -
+      (await store.rollouts.countStarted(assignment, revision));
     if (waiting > 0) {
-      const failures = store.rolloutFailures(assignment, revision, 10);
-      const { condition, change: opened } = markOpen(
+      const failures = await store.rollouts.failures(assignment, revision, 10);
+      const { condition, change: opened } = await markOpen(
         store,
         {
           type: "RolloutPaused",
@@ -509,12 +529,12 @@ function releaseRollout(
         result.opened.push(condition);
         ctx.log.warn({ assignment, revision, condition: "RolloutPaused" }, condition.message);
         // Members held for a slot or a canary are held by the pause now: each says so once.
-        result.follow.push(...store.heldIntents(assignment, revision, 100_000));
+        result.follow.push(...(await store.rollouts.held(assignment, revision, 100_000)));
       }
       return;
     }
   }
-  const heldByPause = store.anyHeld(assignment, revision, ["paused", "paused-by-operator"]);
+  const heldByPause = await store.rollouts.anyHeld(assignment, revision, ["paused", "paused-by-operator"]);
   if (pause && (change.started !== undefined || !heldByPause)) {
     const resumed =
       decision?.decision === "resume" && decision.at >= pause.openedAt
@@ -524,7 +544,7 @@ function releaseRollout(
       failed > tolerated
         ? "every instance of the rollout has started: nothing is held back"
         : `${failed} failed instance${failed === 1 ? "" : "s"} counted, within maxFailures ${tolerated}`;
-    const resolved = markResolved(
+    const resolved = await markResolved(
       store,
       "RolloutPaused",
       "rollout",
@@ -538,9 +558,10 @@ function releaseRollout(
   const free =
     policy.maxInFlight === undefined
       ? Number.MAX_SAFE_INTEGER
-      : maxInFlight(policy, store.rolloutSize(assignment, revision)) -
-        store.countInFlight(assignment, revision);
-  if (free > 0) result.follow.push(...store.heldIntents(assignment, revision, Math.min(free, 100_000)));
+      : maxInFlight(policy, await store.rollouts.size(assignment, revision)) -
+        (await store.rollouts.countInFlight(assignment, revision));
+  if (free > 0)
+    result.follow.push(...(await store.rollouts.held(assignment, revision, Math.min(free, 100_000))));
 }
 
 /**
@@ -549,18 +570,19 @@ function releaseRollout(
  * it. Raises or resolves its pause and returns the held members that may start now (and, while an
  * operator's pause is in force, every held member, so each says it is held by that pause).
  */
-export function reviewRollout(
+export async function reviewRollout(
   ctx: ReconcileContext,
+  tx: UnitOfWork,
   rollout: { assignment: string; revision: string },
-): Pick<ReconcileOutcome, "follow" | "opened" | "resolved"> {
+): Promise<Pick<ReconcileOutcome, "follow" | "opened" | "resolved">> {
   const result: Pick<ReconcileOutcome, "follow" | "opened" | "resolved"> = {
     follow: [],
     opened: [],
     resolved: [],
   };
   const now = ctx.clock.now().toISOString();
-  releaseRollout(ctx, rollout, now, result, { enteredFailure: true });
-  if (ctx.store.rolloutDecision(rollout.assignment, rollout.revision)?.decision === "pause")
-    result.follow.push(...ctx.store.heldIntents(rollout.assignment, rollout.revision, 100_000));
+  await releaseRollout(ctx, tx, rollout, now, result, { enteredFailure: true });
+  if ((await tx.rollouts.decision(rollout.assignment, rollout.revision))?.decision === "pause")
+    result.follow.push(...(await tx.rollouts.held(rollout.assignment, rollout.revision, 100_000)));
   return result;
 }

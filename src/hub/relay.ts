@@ -12,7 +12,7 @@ import type { Inbox } from "./inbox.js";
 import type { HubMetrics } from "./metrics.js";
 import type { AttemptRecord, IntentRecord, NodeRecord } from "./records.js";
 import { redact } from "./redact.js";
-import type { Store } from "./store/store.js";
+import type { Store, StoreReads, Transactional } from "./store/store.js";
 import { DispatchError, type Transport } from "./transport.js";
 
 export interface RelayOptions {
@@ -33,7 +33,7 @@ export interface RelayOptions {
 
 /** Hands attempts over and asks for reports (see the module comment). */
 export class Relay {
-  /** Hand-overs in progress. */
+  /** Hand-overs in progress (and relays marking theirs dispatched). */
   relaying = 0;
   /** Report requests and other transport work in progress. */
   handling = 0;
@@ -47,15 +47,15 @@ export class Relay {
    * now, with the same id; one already marked dispatched may have reached its node, so it is not sent
    * again (its lease runs out and a fresh report settles it, as for any ambiguous attempt).
    */
-  recover(attemptIds: readonly string[]): void {
+  async recover(attemptIds: readonly string[]): Promise<void> {
     const { store, log } = this.options;
     const queued: string[] = [];
-    store.transaction(() => {
+    await store.transaction(async (tx) => {
       for (const id of attemptIds) {
-        const attempt = store.attempt(id);
+        const attempt = await tx.attempts.get(id);
         if (attempt?.status === "queued") queued.push(id);
         else {
-          store.deleteOutbox(id);
+          await tx.attempts.deleteOutbox(id);
           if (attempt?.status === "dispatched")
             log.warn(
               { attemptId: id, instance: attempt.instanceKey, generation: attempt.generation },
@@ -64,52 +64,59 @@ export class Relay {
         }
       }
     });
-    this.relay(queued);
+    await this.relay(queued);
   }
 
   /**
    * Hands outbox rows to their nodes' transports. Each attempt is marked dispatched (its lease
-   * starting) in one transaction *before* its hand-over begins: after a crash, an attempt still
+   * starting) in one unit of work *before* its hand-over begins: after a crash, an attempt still
    * queued was certainly never sent and is sent again; one marked dispatched may have reached its
-   * node, so it is never sent again — its lease runs out and a fresh report settles it.
+   * node, so it is never sent again — its lease runs out and a fresh report settles it. Resolves
+   * once the hand-overs have begun (not when they end).
    */
-  relay(attemptIds: readonly string[]): void {
+  async relay(attemptIds: readonly string[]): Promise<void> {
     if (attemptIds.length === 0) return;
     const { store, clock, transports } = this.options;
     const handedAt = clock.now();
     const lease = new Date(handedAt.getTime() + this.options.leaseMs).toISOString();
     const jobs: { attempt: AttemptRecord; node: NodeRecord; transport: Transport; bundle: Bundle }[] = [];
     const orphans: string[] = [];
-    store.transaction(() => {
-      for (const attemptId of attemptIds) {
-        const row = store.outboxRow(attemptId);
-        const attempt = store.attempt(attemptId);
-        if (!row || attempt?.status !== "queued") continue;
-        const node = store.node(row.node);
-        const transport = node ? transports.get(node.transport) : undefined;
-        if (!node || !transport) {
-          orphans.push(attemptId);
-          continue;
+    this.relaying++;
+    try {
+      await store.transaction(async (tx) => {
+        for (const attemptId of attemptIds) {
+          const row = await tx.attempts.outboxRow(attemptId);
+          const attempt = await tx.attempts.get(attemptId);
+          if (!row || attempt?.status !== "queued") continue;
+          const node = await tx.nodes.get(row.node);
+          const transport = node ? transports.get(node.transport) : undefined;
+          if (!node || !transport) {
+            orphans.push(attemptId);
+            continue;
+          }
+          const dispatched = nextAttempt(attempt, {
+            kind: "handed-over",
+            at: handedAt.toISOString(),
+            leaseExpiresAt: lease,
+          }) as AttemptRecord & { leaseExpiresAt: string };
+          await tx.attempts.saveDispatched(dispatched);
+          jobs.push({ attempt: dispatched, node, transport, bundle: JSON.parse(row.bundle) as Bundle });
         }
-        const dispatched = nextAttempt(attempt, {
-          kind: "handed-over",
-          at: handedAt.toISOString(),
-          leaseExpiresAt: lease,
-        }) as AttemptRecord & { leaseExpiresAt: string };
-        store.saveDispatched(dispatched);
-        jobs.push({ attempt: dispatched, node, transport, bundle: JSON.parse(row.bundle) as Bundle });
-      }
-    });
-    // The node left this hub's reach after the attempt was written: it never left the hub.
-    for (const attemptId of orphans)
-      this.settleDispatch(
-        attemptId,
-        new DispatchError("no transport for the node", "transient", "NoTransport"),
-      );
+      });
+      // The node left this hub's reach after the attempt was written: it never left the hub.
+      for (const attemptId of orphans)
+        await this.settleDispatch(
+          attemptId,
+          new DispatchError("no transport for the node", "transient", "NoTransport"),
+        );
+    } finally {
+      this.relaying--;
+    }
     // A node's attempts back to back: on NATS they then reach its agent together, which applies
     // them together and answers with one report.
     jobs.sort((a, b) => (a.node.name < b.node.name ? -1 : a.node.name > b.node.name ? 1 : 0));
     for (const job of jobs) this.handOver(job.attempt, job.node, job.transport, job.bundle);
+    this.options.settled();
   }
 
   private handOver(attempt: AttemptRecord, node: NodeRecord, transport: Transport, bundle: Bundle): void {
@@ -127,8 +134,8 @@ export class Relay {
           metrics.dispatchesTotal.inc({ transport: transport.name, result: "accepted" });
           // Not recorded (a stopping hub): the outbox row stays, and the next start settles it.
           inbox
-            .deliver("dispatched", transport.name, () => {
-              this.options.store.deleteOutbox(attempt.id);
+            .deliver("dispatched", transport.name, async (tx) => {
+              await tx.attempts.deleteOutbox(attempt.id);
               // Look again when the lease ends (the result usually comes first, and is looked at then).
               this.options.requeue(attempt.instanceKey, Date.parse(attempt.leaseExpiresAt!));
             })
@@ -155,9 +162,10 @@ export class Relay {
             redact(failure.message),
           );
           if (failure.failureClass === "transient") this.unreachable.add(node.name);
-          this.settleDispatch(attempt.id, failure);
+          return this.settleDispatch(attempt.id, failure);
         },
       )
+      .catch((error: unknown) => log.error({ err: error }, "recording a failed hand-over failed"))
       .finally(() => {
         this.relaying--;
         this.options.settled();
@@ -165,12 +173,11 @@ export class Relay {
   }
 
   /** A hand-over that did not happen (or may have): the attempt is failed or ambiguous, never left pending. */
-  private settleDispatch(attemptId: string, failure: DispatchError): void {
-    const { store } = this.options;
+  private async settleDispatch(attemptId: string, failure: DispatchError): Promise<void> {
     const now = this.options.clock.now().toISOString();
-    store.transaction(() => {
-      const attempt = store.attempt(attemptId);
-      store.deleteOutbox(attemptId);
+    const attempt = await this.options.store.transaction(async (tx) => {
+      const attempt = await tx.attempts.get(attemptId);
+      await tx.attempts.deleteOutbox(attemptId);
       const failed =
         attempt &&
         nextAttempt(attempt, {
@@ -180,19 +187,21 @@ export class Relay {
           reason: failure.reason,
           message: failure.message,
         });
-      if (failed) store.saveAttempt(failed);
+      if (failed) await tx.attempts.save(failed);
+      return attempt;
     });
-    const attempt = store.attempt(attemptId);
     if (attempt) this.options.requeue(attempt.instanceKey);
   }
 
-  /** Asks node `name` for a fresh full report, if this hub reaches it. */
+  /** Asks node `name` for a fresh full report, if this hub reaches it (counted in `handling` until done). */
   askForReport(name: string): void {
-    const node = this.options.store.node(name);
-    const transport = node ? this.options.transports.get(node.transport) : undefined;
-    if (!node || !transport) return;
     this.track(
-      transport.requestReport(node.spec).catch((error: unknown) => {
+      (async () => {
+        const node = await this.options.store.nodes.get(name);
+        const transport = node ? this.options.transports.get(node.transport) : undefined;
+        if (!node || !transport) return;
+        await transport.requestReport(node.spec);
+      })().catch((error: unknown) => {
         this.options.log.warn({ node: name, err: error }, "could not ask node %s for a report", name);
       }),
     );
@@ -200,26 +209,25 @@ export class Relay {
 
   private track(work: Promise<unknown>): void {
     this.handling++;
-    work.finally(() => {
+    void work.finally(() => {
       this.handling--;
       this.options.settled();
     });
   }
 
   /** At start: a node whose retries wait on the transport is unreachable until it is heard. */
-  rememberUnreachable(name: string): void {
-    if (this.waitingForNode(name).length > 0) this.unreachable.add(name);
+  async rememberUnreachable(name: string): Promise<void> {
+    if ((await this.waitingForNode(this.options.store, name)).length > 0) this.unreachable.add(name);
   }
 
-  /** A node that failed dispatches answers again: its retries waiting on the transport go now. */
-  nodeAnswered(name: string): void {
+  /** A node that failed dispatches answers again (heard in `tx`): its retries waiting on the transport go now. */
+  async nodeAnswered(name: string, tx: Transactional = this.options.store): Promise<void> {
     if (!this.unreachable.delete(name)) return;
-    const { store } = this.options;
     const now = this.options.clock.now().toISOString();
     const keys: string[] = [];
-    store.transaction(() => {
-      for (const intent of this.waitingForNode(name)) {
-        store.saveIntent({ ...intent, nextAttemptAt: now, updatedAt: now });
+    await tx.transaction(async (tx) => {
+      for (const intent of await this.waitingForNode(tx, name)) {
+        await tx.intents.save({ ...intent, nextAttemptAt: now, updatedAt: now });
         keys.push(intent.instanceKey);
       }
     });
@@ -229,13 +237,12 @@ export class Relay {
   }
 
   /** Intents on `name` backing off because their last attempt could not be handed to the node. */
-  private waitingForNode(name: string): IntentRecord[] {
-    const { store } = this.options;
+  private async waitingForNode(store: StoreReads, name: string): Promise<IntentRecord[]> {
     const waiting: IntentRecord[] = [];
-    for (const key of store.intentKeysOfNode(name, ["backoff", "stuck"])) {
-      const desired = store.desired(key);
-      const intent = desired ? store.intent(key, desired.generation) : undefined;
-      const last = intent?.lastAttemptId ? store.attempt(intent.lastAttemptId) : undefined;
+    for (const key of await store.intents.keysOfNode(name, ["backoff", "stuck"])) {
+      const desired = await store.desired.instance(key);
+      const intent = desired ? await store.intents.get(key, desired.generation) : undefined;
+      const last = intent?.lastAttemptId ? await store.attempts.get(intent.lastAttemptId) : undefined;
       if (intent && last?.settledBy === "dispatch") waiting.push(intent);
     }
     return waiting;

@@ -10,7 +10,7 @@
 import { NotFoundError } from "../model/errors.js";
 import { markOpen } from "./conditions.js";
 import type { ConditionRecord, RolloutDecisionRecord } from "./records.js";
-import type { Store } from "./store/store.js";
+import type { StoreReads, Transactional, UnitOfWork } from "./store/store.js";
 
 /** What an operator decides, about which rollouts, by whom and why. */
 export interface RolloutDecisionInput {
@@ -44,10 +44,10 @@ const short = (sha: string) => sha.slice(0, 12);
  * The rollouts of `input.revision` the decision is about. Throws NotFoundError when the revision
  * rolled nothing out or the assignment is not among its rollouts.
  */
-function rolloutsOf(store: Store, input: RolloutDecisionInput): string[] {
-  const revision = store.revision(input.revision);
+async function rolloutsOf(store: StoreReads, input: RolloutDecisionInput): Promise<string[]> {
+  const revision = await store.desired.revision(input.revision);
   const assignments = [
-    ...new Set(store.generationsOfRevision(input.revision).map((g) => g.assignment)),
+    ...new Set((await store.desired.generationsOf(input.revision)).map((g) => g.assignment)),
   ].sort();
   if (!revision || assignments.length === 0)
     throw new NotFoundError(
@@ -64,12 +64,12 @@ function rolloutsOf(store: Store, input: RolloutDecisionInput): string[] {
 }
 
 function decide(
-  store: Store,
+  tx: UnitOfWork,
   input: RolloutDecisionInput,
   assignment: string,
   decision: RolloutDecisionRecord["decision"],
-): RolloutDecisionRecord {
-  return store.recordRolloutDecision({
+): Promise<RolloutDecisionRecord> {
+  return tx.rollouts.recordDecision({
     assignment,
     revision: input.revision,
     decision,
@@ -86,15 +86,18 @@ function decide(
  * and the rollout moving again resolve it.
  */
 export function pauseRollouts(
-  store: Store,
+  store: Transactional,
   input: RolloutDecisionInput,
   newId: () => string,
-): RolloutDecisionOutcome[] {
-  return store.transaction(() =>
-    rolloutsOf(store, input).map((assignment) => {
+): Promise<RolloutDecisionOutcome[]> {
+  return store.transaction(async (tx) => {
+    const outcomes: RolloutDecisionOutcome[] = [];
+    for (const assignment of await rolloutsOf(tx, input)) {
       const { revision } = input;
       const subject = `${assignment}@${revision}`;
-      const waiting = store.rolloutSize(assignment, revision) - store.countStarted(assignment, revision);
+      const waiting =
+        (await tx.rollouts.size(assignment, revision)) -
+        (await tx.rollouts.countStarted(assignment, revision));
       if (waiting <= 0) {
         const outcome: RolloutDecisionOutcome = {
           assignment,
@@ -102,13 +105,14 @@ export function pauseRollouts(
           recorded: false,
           message: `nothing to pause: every instance of the rollout of ${assignment} at ${short(revision)} has started (or a newer revision took it over)`,
         };
-        const open = store.openCondition("RolloutPaused", "rollout", subject);
+        const open = await tx.conditions.findOpen("RolloutPaused", "rollout", subject);
         if (open) outcome.condition = open;
-        return outcome;
+        outcomes.push(outcome);
+        continue;
       }
-      const decision = decide(store, input, assignment, "pause");
-      const { condition } = markOpen(
-        store,
+      const decision = await decide(tx, input, assignment, "pause");
+      const { condition } = await markOpen(
+        tx,
         {
           type: "RolloutPaused",
           subjectKind: "rollout",
@@ -124,16 +128,17 @@ export function pauseRollouts(
         input.at,
         newId,
       );
-      return {
+      outcomes.push({
         assignment,
         revision,
         recorded: true,
         decision,
         condition,
         message: `rollout of ${assignment} at ${short(revision)} paused by ${input.by}: ${waiting} instance${waiting === 1 ? "" : "s"} held`,
-      };
-    }),
-  );
+      });
+    }
+    return outcomes;
+  });
 }
 
 /**
@@ -142,21 +147,27 @@ export function pauseRollouts(
  * decision goes into the `RolloutPaused` history; the condition stays open until the hub sees the
  * rollout move. A rollout that is not paused is left as it is.
  */
-export function resumeRollouts(store: Store, input: RolloutDecisionInput): RolloutDecisionOutcome[] {
-  return store.transaction(() =>
-    rolloutsOf(store, input).map((assignment) => {
+export function resumeRollouts(
+  store: Transactional,
+  input: RolloutDecisionInput,
+): Promise<RolloutDecisionOutcome[]> {
+  return store.transaction(async (tx) => {
+    const outcomes: RolloutDecisionOutcome[] = [];
+    for (const assignment of await rolloutsOf(tx, input)) {
       const { revision } = input;
       const subject = `${assignment}@${revision}`;
-      const open = store.openCondition("RolloutPaused", "rollout", subject);
-      const pausedByOperator = store.rolloutDecision(assignment, revision)?.decision === "pause";
-      if (!open && !pausedByOperator)
-        return {
+      const open = await tx.conditions.findOpen("RolloutPaused", "rollout", subject);
+      const pausedByOperator = (await tx.rollouts.decision(assignment, revision))?.decision === "pause";
+      if (!open && !pausedByOperator) {
+        outcomes.push({
           assignment,
           revision,
           recorded: false,
           message: `nothing to resume: the rollout of ${assignment} at ${short(revision)} is not paused`,
-        };
-      const decision = decide(store, input, assignment, "resume");
+        });
+        continue;
+      }
+      const decision = await decide(tx, input, assignment, "resume");
       const past =
         decision.accepted.length > 0
           ? `it goes on past ${decision.accepted.length} failed instance${decision.accepted.length === 1 ? "" : "s"} (${decision.accepted.join(", ")})`
@@ -164,7 +175,7 @@ export function resumeRollouts(store: Store, input: RolloutDecisionInput): Rollo
       const message = `rollout of ${assignment} at ${short(revision)} resumed by ${input.by}: ${input.reason}; ${past}${input.taskId ? ` (answering task ${input.taskId})` : ""}`;
       const outcome: RolloutDecisionOutcome = { assignment, revision, recorded: true, decision, message };
       if (open) {
-        store.appendConditionEvent({
+        await tx.conditions.appendEvent({
           conditionId: open.id,
           at: input.at,
           event: "updated",
@@ -173,7 +184,8 @@ export function resumeRollouts(store: Store, input: RolloutDecisionInput): Rollo
         });
         outcome.condition = open;
       }
-      return outcome;
-    }),
-  );
+      outcomes.push(outcome);
+    }
+    return outcomes;
+  });
 }

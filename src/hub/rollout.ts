@@ -9,7 +9,14 @@
  */
 import { parseDuration } from "../model/duration.js";
 import type { Rollout } from "../model/generated.js";
-import type { RolloutCounts } from "./store/store.js";
+
+/** What a rollout gate counts of a rollout's intents (one assignment at one revision). */
+export interface RolloutCounts {
+  /** Started and not finished (dispatched, verifying, ambiguous, backoff), on nodes not skipped. */
+  inProgress: number;
+  /** Blocked or stuck, on nodes not skipped, and not accepted by an operator's resume. */
+  failed: number;
+}
 
 export type RolloutGate =
   | { go: true }

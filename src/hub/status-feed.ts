@@ -34,20 +34,22 @@ export class StatusFeed {
     if (this.cancelTimer || this.stopped) return;
     this.cancelTimer = this.options.clock.schedule(this.options.intervalMs, () => {
       this.cancelTimer = undefined;
-      this.publish();
+      this.publish().catch((error: unknown) =>
+        this.options.log.error({ err: error }, "building commit statuses failed"),
+      );
     });
   }
 
   /** Hands the current statuses of every changed revision to the sink now. */
-  publish(): void {
+  async publish(): Promise<void> {
     const { sink, store } = this.options;
     if (!sink || this.dirty.size === 0) return;
     const shas = [...this.dirty];
     this.dirty.clear();
-    const publicUrl = store.fleetSettings()?.status.publicUrl;
+    const publicUrl = (await store.desired.fleetSettings())?.status.publicUrl;
     const statuses: CommitStatus[] = [];
     for (const sha of shas) {
-      const inputs = statusInputs(store, sha);
+      const inputs = await statusInputs(store, sha);
       if (!inputs) continue;
       statuses.push(
         ...revisionStatuses(inputs.revision, {
@@ -62,41 +64,45 @@ export class StatusFeed {
   }
 
   /** Publishes what is pending and stops the timer. */
-  stop(): void {
+  async stop(): Promise<void> {
     this.stopped = true;
     this.cancelTimer?.();
     this.cancelTimer = undefined;
-    this.publish();
+    await this.publish();
   }
 
   /** A status destination started or stopped failing: `StatusWriteFailing` on it. */
-  health(health: StatusHealth): void {
+  async health(health: StatusHealth): Promise<void> {
     const { store, log } = this.options;
     const now = this.options.clock.now().toISOString();
     if (!health.failing) {
-      markResolved(
-        store,
-        "StatusWriteFailing",
-        "status",
-        health.provider,
-        now,
-        `statuses to ${health.provider} are posted again since ${health.recoveredAt.toISOString()}`,
+      await store.transaction((tx) =>
+        markResolved(
+          tx,
+          "StatusWriteFailing",
+          "status",
+          health.provider,
+          now,
+          `statuses to ${health.provider} are posted again since ${health.recoveredAt.toISOString()}`,
+        ),
       );
       return;
     }
-    const { change } = markOpen(
-      store,
-      {
-        type: "StatusWriteFailing",
-        subjectKind: "status",
-        subject: health.provider,
-        reason: health.reason,
-        message: `commit statuses to ${health.provider} fail since ${health.since.toISOString()}: ${health.message}; reconciliation goes on and the latest statuses are posted when it recovers`,
-        evidence: { since: health.since.toISOString() },
-        resolver: "operator",
-      },
-      now,
-      this.options.newId,
+    const { change } = await store.transaction((tx) =>
+      markOpen(
+        tx,
+        {
+          type: "StatusWriteFailing",
+          subjectKind: "status",
+          subject: health.provider,
+          reason: health.reason,
+          message: `commit statuses to ${health.provider} fail since ${health.since.toISOString()}: ${health.message}; reconciliation goes on and the latest statuses are posted when it recovers`,
+          evidence: { since: health.since.toISOString() },
+          resolver: "operator",
+        },
+        now,
+        this.options.newId,
+      ),
     );
     if (change === "opened") log.warn({ provider: health.provider, reason: health.reason }, health.message);
   }

@@ -27,6 +27,18 @@ export interface CommitStatus {
   targetUrl?: string;
 }
 
+/** True when two statuses would show the same thing. */
+export function sameStatus(a: CommitStatus | undefined, b: CommitStatus | undefined): boolean {
+  if (!a || !b) return a === b;
+  return (
+    a.sha === b.sha &&
+    a.context === b.context &&
+    a.state === b.state &&
+    a.description === b.description &&
+    (a.targetUrl ?? null) === (b.targetUrl ?? null)
+  );
+}
+
 /**
  * Writes commit statuses to one place (a forge, or git notes). Implementations throw
  * `StatusWriteError` and never retry on their own: the publisher owns retries, rate limits and

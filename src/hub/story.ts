@@ -22,8 +22,8 @@ import type {
 } from "./records.js";
 import { redact } from "./redact.js";
 import { type DisplayState, intentDisplayState } from "./states.js";
-import type { Store } from "./store/store.js";
-import { type InstanceView, instanceViews } from "./views.js";
+import type { StoreReads } from "./store/store.js";
+import { type InstanceView, instanceViewByKey } from "./views.js";
 
 /** How many resolved conditions and attempts a story shows (the newest). */
 const RECENT = 10;
@@ -226,9 +226,9 @@ function attemptStory(attempt: AttemptRecord): AttemptStory {
   };
 }
 
-function conditionStory(store: Store, condition: ConditionRecord): ConditionStory {
-  const story: ConditionStory = { ...condition, history: store.conditionHistory(condition.id) };
-  const task = store.taskOfCondition(condition.id);
+async function conditionStory(store: StoreReads, condition: ConditionRecord): Promise<ConditionStory> {
+  const story: ConditionStory = { ...condition, history: await store.conditions.history(condition.id) };
+  const task = await store.tasks.ofCondition(condition.id);
   if (task) story.task = task;
   return story;
 }
@@ -248,7 +248,10 @@ function intentStory(intent: IntentRecord): IntentStory {
 }
 
 /** Open conditions, and the newest resolved ones, of these filters' union. */
-function conditionsOf(store: Store, lists: ConditionRecord[][]): InstanceStory["conditions"] {
+async function conditionsOf(
+  store: StoreReads,
+  lists: ConditionRecord[][],
+): Promise<InstanceStory["conditions"]> {
   const seen = new Map<string, ConditionRecord>();
   for (const list of lists) for (const c of list) seen.set(c.id, c);
   const all = [...seen.values()];
@@ -257,10 +260,16 @@ function conditionsOf(store: Store, lists: ConditionRecord[][]): InstanceStory["
     .filter((c) => c.status === "resolved")
     .sort((a, b) => ((a.resolvedAt ?? "") > (b.resolvedAt ?? "") ? -1 : 1))
     .slice(0, RECENT);
-  return {
-    open: open.map((c) => conditionStory(store, c)),
-    recent: recent.map((c) => conditionStory(store, c)),
-  };
+  return { open: await storiesOf(store, open), recent: await storiesOf(store, recent) };
+}
+
+async function storiesOf(
+  store: StoreReads,
+  conditions: readonly ConditionRecord[],
+): Promise<ConditionStory[]> {
+  const stories: ConditionStory[] = [];
+  for (const condition of conditions) stories.push(await conditionStory(store, condition));
+  return stories;
 }
 
 function newestFirst(attempts: AttemptRecord[]): AttemptRecord[] {
@@ -270,10 +279,10 @@ function newestFirst(attempts: AttemptRecord[]): AttemptRecord[] {
 }
 
 /** The story of instance `key` (`assignment@node`), or undefined when the hub has no such instance. */
-export function instanceStory(store: Store, key: string): InstanceStory | undefined {
-  const desired = store.desired(key);
+export async function instanceStory(store: StoreReads, key: string): Promise<InstanceStory | undefined> {
+  const desired = await store.desired.instance(key);
   if (!desired) return undefined;
-  const now = instanceViews(store, { retired: true }).find((i) => i.instance === key);
+  const now = await instanceViewByKey(store, key);
   if (!now) return undefined;
   const spec = desired.spec;
   const story: InstanceStory = {
@@ -293,15 +302,21 @@ export function instanceStory(store: Store, key: string): InstanceStory | undefi
       rollout: desired.rollout,
       budget: { attempts: desired.budget.attempts, withinMs: desired.budget.withinMs },
     },
-    attempts: newestFirst(store.attemptsOf(key)).slice(0, RECENT).map(attemptStory),
-    conditions: conditionsOf(store, [store.conditions({ subjectKind: "instance", subject: key })]),
-    history: [...store.intentsOf(key)].sort((a, b) => b.generation - a.generation).map(intentStory),
+    attempts: newestFirst(await store.attempts.ofInstance(key))
+      .slice(0, RECENT)
+      .map(attemptStory),
+    conditions: await conditionsOf(store, [
+      await store.conditions.list({ subjectKind: "instance", subject: key }),
+    ]),
+    history: [...(await store.intents.ofInstance(key))]
+      .sort((a, b) => b.generation - a.generation)
+      .map(intentStory),
   };
-  const subject = store.revision(desired.revision)?.message.split("\n", 1)[0];
+  const subject = (await store.desired.revision(desired.revision))?.message.split("\n", 1)[0];
   if (subject) story.desired.revisionSubject = subject;
   if (spec.version !== undefined) story.desired.version = spec.version;
   if (desired.retiredAt) story.desired.retiredAt = desired.retiredAt;
-  const observation = store.observation(key);
+  const observation = await store.observations.get(key);
   if (observation) {
     const comparison = compare(desired, observation);
     const report = observation.report;
@@ -347,11 +362,17 @@ export function instanceStory(store: Store, key: string): InstanceStory | undefi
 }
 
 /** The story of node `name`, or undefined when the hub has never known it. */
-export function nodeStory(store: Store, name: string): NodeStory | undefined {
-  const node = store.node(name);
+export async function nodeStory(store: StoreReads, name: string): Promise<NodeStory | undefined> {
+  const node = await store.nodes.get(name);
   if (!node) return undefined;
-  const instances = instanceViews(store).filter((i) => i.node === name);
-  const attempts = newestFirst(instances.flatMap((i) => store.attemptsOf(i.instance))).slice(0, RECENT);
+  const instances: InstanceView[] = [];
+  const all: AttemptRecord[] = [];
+  for (const key of await store.desired.activeKeysOfNode(name)) {
+    const view = await instanceViewByKey(store, key);
+    if (view) instances.push(view);
+    all.push(...(await store.attempts.ofInstance(key)));
+  }
+  const attempts = newestFirst(all).slice(0, RECENT);
   const story: NodeStory = {
     kind: "node",
     name,
@@ -361,9 +382,9 @@ export function nodeStory(store: Store, name: string): NodeStory | undefined {
     labels: { ...(node.spec.metadata?.labels ?? {}) },
     instances,
     attempts: attempts.map(attemptStory),
-    conditions: conditionsOf(store, [
-      store.conditions({ node: name }),
-      store.conditions({ subjectKind: "node", subject: name }),
+    conditions: await conditionsOf(store, [
+      await store.conditions.list({ node: name }),
+      await store.conditions.list({ subjectKind: "node", subject: name }),
     ]),
     ...defined(node, [
       "revision",
@@ -378,8 +399,8 @@ export function nodeStory(store: Store, name: string): NodeStory | undefined {
 }
 
 /** The story of revision `sha` (a full sha the hub synced), or undefined. */
-export function revisionStory(store: Store, sha: string): RevisionStory | undefined {
-  const revision = store.revision(sha);
+export async function revisionStory(store: StoreReads, sha: string): Promise<RevisionStory | undefined> {
+  const revision = await store.desired.revision(sha);
   if (!revision) return undefined;
   const story: RevisionStory = {
     kind: "revision",
@@ -394,57 +415,63 @@ export function revisionStory(store: Store, sha: string): RevisionStory | undefi
     outcome: revision.outcome,
     changedAssignments: [...revision.changedAssignments],
     diagnostics: revision.diagnostics ?? [],
-    instances: store.generationsOfRevision(sha).map((member) => {
-      const intent = store.intent(member.instanceKey, member.generation);
-      const row: RevisionStory["instances"][number] = {
-        instance: member.instanceKey,
-        generation: member.generation,
-        state: intent ? intentDisplayState(intent) : "converging",
-        status: intent?.status ?? "not-started",
-      };
-      if (intent?.lastAttemptId) row.attemptId = intent.lastAttemptId;
-      return row;
-    }),
-    conditions: conditionsOf(store, [store.conditions({ revision: sha })]),
+    instances: [],
+    conditions: await conditionsOf(store, [await store.conditions.list({ revision: sha })]),
   };
+  for (const member of await store.desired.generationsOf(sha)) {
+    const intent = await store.intents.get(member.instanceKey, member.generation);
+    const row: RevisionStory["instances"][number] = {
+      instance: member.instanceKey,
+      generation: member.generation,
+      state: intent ? intentDisplayState(intent) : "converging",
+      status: intent?.status ?? "not-started",
+    };
+    if (intent?.lastAttemptId) row.attemptId = intent.lastAttemptId;
+    story.instances.push(row);
+  }
   if (revision.supersededBy) story.supersededBy = revision.supersededBy;
-  const progress = revisionProgress(store, sha);
+  const progress = await revisionProgress(store, sha);
   if (progress) story.progress = progress;
   return story;
 }
 
 /** The story of condition `id`, or undefined. */
-export function conditionStoryOf(store: Store, id: string): ConditionStoryOf | undefined {
-  const condition = store.condition(id);
+export async function conditionStoryOf(store: StoreReads, id: string): Promise<ConditionStoryOf | undefined> {
+  const condition = await store.conditions.get(id);
   if (!condition) return undefined;
-  const attempts = condition.tried
-    .map((attemptId) => store.attempt(attemptId))
-    .filter((a): a is AttemptRecord => a !== undefined);
+  const attempts: AttemptRecord[] = [];
+  for (const attemptId of condition.tried) {
+    const attempt = await store.attempts.get(attemptId);
+    if (attempt) attempts.push(attempt);
+  }
   return {
     kind: "condition",
-    condition: conditionStory(store, condition),
+    condition: await conditionStory(store, condition),
     attempts: newestFirst(attempts).map(attemptStory),
   };
 }
 
 /** The story of attempt `id`, or undefined. */
-export function attemptStoryOf(store: Store, id: string): AttemptStoryOf | undefined {
-  const attempt = store.attempt(id);
+export async function attemptStoryOf(store: StoreReads, id: string): Promise<AttemptStoryOf | undefined> {
+  const attempt = await store.attempts.get(id);
   if (!attempt) return undefined;
-  const intent = store.intent(attempt.instanceKey, attempt.generation);
-  const citing = store
-    .conditions({ subjectKind: "instance", subject: attempt.instanceKey })
-    .filter((c) => c.attemptId === id || c.tried.includes(id));
+  const intent = await store.intents.get(attempt.instanceKey, attempt.generation);
+  const citing = (
+    await store.conditions.list({ subjectKind: "instance", subject: attempt.instanceKey })
+  ).filter((c) => c.attemptId === id || c.tried.includes(id));
   const story: AttemptStoryOf = {
     kind: "attempt",
     attempt: attemptStory(attempt),
-    conditions: citing.map((c) => conditionStory(store, c)),
+    conditions: await storiesOf(store, citing),
   };
   if (intent) story.intent = intentStory(intent);
   return story;
 }
 
 /** Every attempt the hub keeps, newest first, as `steward get attempts` lists them. */
-export function attemptStories(store: Store): AttemptStory[] {
-  return newestFirst(store.instanceList().flatMap((i) => store.attemptsOf(i.key))).map(attemptStory);
+export async function attemptStories(store: StoreReads): Promise<AttemptStory[]> {
+  const all: AttemptRecord[] = [];
+  for (const instance of await store.desired.instances())
+    all.push(...(await store.attempts.ofInstance(instance.key)));
+  return newestFirst(all).map(attemptStory);
 }

@@ -9,7 +9,7 @@ import { NotFoundError, StewardError } from "../model/errors.js";
 import { closeCondition } from "./conditions.js";
 import type { ConditionRecord, ConditionType, TaskOutcome, TaskRecord } from "./records.js";
 import { resumeRollouts } from "./rollout-decisions.js";
-import type { Store } from "./store/store.js";
+import type { StoreReads, Transactional, UnitOfWork } from "./store/store.js";
 
 /** Condition types that a person or program must look at; the others heal themselves or retry. */
 const JUDGEMENT: ReadonlySet<ConditionType> = new Set<ConditionType>([
@@ -52,13 +52,14 @@ export class TaskError extends StewardError {
   }
 }
 
-export function openTaskFor(
-  store: Store,
+/** Opens the task of a condition that needs judgement (the one it has, if any). */
+export async function openTaskFor(
+  store: UnitOfWork,
   condition: ConditionRecord,
   now: string,
   newId: () => string,
-): TaskRecord {
-  const existing = store.taskOfCondition(condition.id);
+): Promise<TaskRecord> {
+  const existing = await store.tasks.ofCondition(condition.id);
   if (existing) return existing;
   const task: TaskRecord = {
     id: newId(),
@@ -69,15 +70,15 @@ export function openTaskFor(
     status: "open",
     createdAt: now,
   };
-  store.insertTask(task);
+  await store.tasks.insert(task);
   return task;
 }
 
 /** Closes the task of a condition that resolved by observation (a resolved task stays as it is). */
-export function closeTaskOf(store: Store, condition: ConditionRecord, now: string): void {
-  const task = store.taskOfCondition(condition.id);
+export async function closeTaskOf(store: UnitOfWork, condition: ConditionRecord, now: string): Promise<void> {
+  const task = await store.tasks.ofCondition(condition.id);
   if (!task || task.status === "resolved" || task.status === "closed") return;
-  store.saveTask({
+  await store.tasks.save({
     ...task,
     status: "closed",
     resolvedAt: now,
@@ -98,29 +99,35 @@ const RETRY_AFTER: ReadonlySet<ConditionType> = new Set<ConditionType>([
  * the ordinary path once more now instead of waiting for a new generation or the slowest cadence.
  * If it fails the same way, the instance is blocked (or stuck) again, with the new attempt in `tried`.
  */
-function retryAfterAction(store: Store, condition: ConditionRecord, why: string, now: string): void {
+async function retryAfterAction(
+  store: UnitOfWork,
+  condition: ConditionRecord,
+  why: string,
+  now: string,
+): Promise<void> {
   if (
     !RETRY_AFTER.has(condition.type) ||
     condition.subjectKind !== "instance" ||
     condition.generation === undefined
   )
     return;
-  const intent = store.intent(condition.subject, condition.generation);
+  const intent = await store.intents.get(condition.subject, condition.generation);
   if (!intent || (intent.status !== "blocked" && intent.status !== "stuck")) return;
   const retry = { ...intent, status: "pending" as const, nextAttemptAt: now, message: why, updatedAt: now };
   delete retry.failureClass;
-  store.saveIntent(retry);
+  await store.intents.save(retry);
 }
 
 /** What answering an interrupted one-shot's question does, as the resolution says it. */
-function oneShotAnswer(
-  store: Store,
+async function oneShotAnswer(
+  store: StoreReads,
   condition: ConditionRecord,
   agent: string,
   outcome: TaskOutcome,
   action: string,
-): string {
-  const desired = condition.subjectKind === "instance" ? store.desired(condition.subject) : undefined;
+): Promise<string> {
+  const desired =
+    condition.subjectKind === "instance" ? await store.desired.instance(condition.subject) : undefined;
   const current = desired !== undefined && !desired.retiredAt && desired.generation === condition.generation;
   const effect = !current
     ? `generation ${condition.generation} is no longer desired: the answer is recorded and nothing runs`
@@ -136,25 +143,28 @@ export interface TaskView {
   condition: ConditionRecord;
 }
 
-export function listTasks(store: Store, options: { all?: boolean } = {}): TaskView[] {
+/** Open and claimed tasks (every task with `all`), by id, each with its condition. */
+export async function listTasks(store: StoreReads, options: { all?: boolean } = {}): Promise<TaskView[]> {
   const tasks = options.all
-    ? store.tasks()
-    : [...store.tasks({ status: "open" }), ...store.tasks({ status: "claimed" })];
-  return tasks
-    .sort((a, b) => (a.id < b.id ? -1 : 1))
-    .map((task) => ({ task, condition: store.condition(task.conditionId)! }));
+    ? await store.tasks.list()
+    : [...(await store.tasks.list({ status: "open" })), ...(await store.tasks.list({ status: "claimed" }))];
+  const views: TaskView[] = [];
+  for (const task of tasks.sort((a, b) => (a.id < b.id ? -1 : 1)))
+    views.push({ task, condition: (await store.conditions.get(task.conditionId))! });
+  return views;
 }
 
-function findTask(store: Store, id: string): TaskRecord {
-  const task = store.task(id) ?? store.tasks().find((t) => t.id.endsWith(id.toUpperCase()));
+async function findTask(store: StoreReads, id: string): Promise<TaskRecord> {
+  const task =
+    (await store.tasks.get(id)) ?? (await store.tasks.list()).find((t) => t.id.endsWith(id.toUpperCase()));
   if (!task) throw new NotFoundError(`no task "${id}": run \`steward tasks\` to list them`, { id });
   return task;
 }
 
 /** Claims an open task for `agent`; claiming one you already hold is fine. */
-export function claimTask(store: Store, id: string, agent: string, now: string): TaskRecord {
-  return store.transaction(() => {
-    const task = findTask(store, id);
+export function claimTask(store: Transactional, id: string, agent: string, now: string): Promise<TaskRecord> {
+  return store.transaction(async (tx) => {
+    const task = await findTask(tx, id);
     if (task.status === "claimed" && task.claimedBy === agent) return task;
     if (task.status !== "open")
       throw new TaskError(
@@ -162,7 +172,7 @@ export function claimTask(store: Store, id: string, agent: string, now: string):
         { id: task.id, status: task.status },
       );
     const claimed: TaskRecord = { ...task, status: "claimed", claimedBy: agent, claimedAt: now };
-    store.saveTask(claimed);
+    await tx.tasks.save(claimed);
     return claimed;
   });
 }
@@ -171,9 +181,15 @@ export function claimTask(store: Store, id: string, agent: string, now: string):
  * Gives a claimed task back: `agent` declined it (with `note`, why), so it is open for another
  * agent. The decline is recorded in the condition's history.
  */
-export function releaseTask(store: Store, id: string, agent: string, note: string, now: string): TaskRecord {
-  return store.transaction(() => {
-    const task = findTask(store, id);
+export function releaseTask(
+  store: Transactional,
+  id: string,
+  agent: string,
+  note: string,
+  now: string,
+): Promise<TaskRecord> {
+  return store.transaction(async (tx) => {
+    const task = await findTask(tx, id);
     if (task.status === "open") return task;
     if (task.status !== "claimed" || task.claimedBy !== agent)
       throw new TaskError(
@@ -183,9 +199,9 @@ export function releaseTask(store: Store, id: string, agent: string, note: strin
     const released: TaskRecord = { ...task, status: "open" };
     delete released.claimedBy;
     delete released.claimedAt;
-    store.saveTask(released);
-    const condition = store.condition(task.conditionId)!;
-    store.appendConditionEvent({
+    await tx.tasks.save(released);
+    const condition = (await tx.conditions.get(task.conditionId))!;
+    await tx.conditions.appendEvent({
       conditionId: condition.id,
       at: now,
       event: "updated",
@@ -223,18 +239,18 @@ function checkOutcome(task: TaskRecord, outcome: TaskOutcome | undefined): void 
  * it (its action is often what observation saw) still takes the claimant's resolution, so what was
  * done is never lost.
  */
-export function resolveTask(
-  store: Store,
+export async function resolveTask(
+  store: Transactional,
   id: string,
   agent: string,
   action: string,
   now: string,
   outcome?: TaskOutcome,
-): { task: TaskRecord; condition: ConditionRecord } {
+): Promise<{ task: TaskRecord; condition: ConditionRecord }> {
   if (action.trim() === "")
     throw new TaskError('say what you did: `steward tasks resolve ID --action "..."`', { id });
-  return store.transaction(() => {
-    const task = findTask(store, id);
+  return store.transaction(async (tx) => {
+    const task = await findTask(tx, id);
     checkOutcome(task, outcome);
     const closedWhileClaimed = task.status === "closed" && task.claimedBy === agent;
     if (task.status === "resolved" || (task.status === "closed" && !closedWhileClaimed))
@@ -254,11 +270,11 @@ export function resolveTask(
       ...(outcome ? { outcome } : {}),
     };
     delete resolved.closedReason;
-    store.saveTask(resolved);
-    let condition = store.condition(task.conditionId)!;
+    await tx.tasks.save(resolved);
+    let condition = (await tx.conditions.get(task.conditionId))!;
     // A resolved condition's history ends with its resolution; the task record keeps the action.
     if (condition.status === "open")
-      store.appendConditionEvent({
+      await tx.conditions.appendEvent({
         conditionId: condition.id,
         at: now,
         event: "updated",
@@ -266,14 +282,20 @@ export function resolveTask(
         message: `task ${task.id} resolved by ${agent}${outcome ? ` (--outcome ${outcome})` : ""}: ${action}`,
       });
     if (condition.type === "HumanProcedureRequired" && condition.status === "open")
-      condition = closeCondition(store, condition, now, `procedure done by ${agent}: ${action}`, "operator");
-    // Nothing a node does later tells whether the lost run took effect: the answer closes it.
-    if (condition.type === "OneShotInterrupted" && condition.status === "open")
-      condition = closeCondition(
-        store,
+      condition = await closeCondition(
+        tx,
         condition,
         now,
-        oneShotAnswer(store, condition, agent, outcome!, action),
+        `procedure done by ${agent}: ${action}`,
+        "operator",
+      );
+    // Nothing a node does later tells whether the lost run took effect: the answer closes it.
+    if (condition.type === "OneShotInterrupted" && condition.status === "open")
+      condition = await closeCondition(
+        tx,
+        condition,
+        now,
+        await oneShotAnswer(tx, condition, agent, outcome!, action),
         "operator",
       );
     // Answering a paused rollout with --outcome resume is the operator's `steward rollout resume`.
@@ -283,7 +305,7 @@ export function resolveTask(
       condition.assignment &&
       condition.revision
     )
-      resumeRollouts(store, {
+      await resumeRollouts(tx, {
         revision: condition.revision,
         assignment: condition.assignment,
         by: agent,
@@ -291,7 +313,7 @@ export function resolveTask(
         at: now,
         taskId: task.id,
       });
-    retryAfterAction(store, condition, `task ${task.id} resolved by ${agent}: ${action}`, now);
+    await retryAfterAction(tx, condition, `task ${task.id} resolved by ${agent}: ${action}`, now);
     return { task: resolved, condition };
   });
 }

@@ -7,7 +7,7 @@ import { compare } from "./decide.js";
 import { attemptErrorLine } from "./evidence.js";
 import type { ConditionRecord, DesiredInstance, IntentRecord } from "./records.js";
 import { type DisplayState, displayState } from "./states.js";
-import type { Store } from "./store/store.js";
+import type { StoreReads } from "./store/store.js";
 
 export interface NodeView {
   name: string;
@@ -62,9 +62,9 @@ export interface AssignmentView {
   held: number;
 }
 
-function openConditionsBy(store: Store): Map<string, string[]> {
+async function openConditionsBy(store: StoreReads): Promise<Map<string, string[]>> {
   const bySubject = new Map<string, string[]>();
-  for (const condition of store.conditions({ status: "open" })) {
+  for (const condition of await store.conditions.list({ status: "open" })) {
     const key = `${condition.subjectKind}:${condition.subject}`;
     bySubject.set(key, [...(bySubject.get(key) ?? []), condition.type]);
   }
@@ -87,14 +87,14 @@ const FAILED_STATES: ReadonlySet<DisplayState> = new Set(["failing", "stuck", "b
  * The view of one instance from its desired side and the types of the conditions open on it: the
  * one place an instance's current intent and observation become what people are shown.
  */
-export function instanceViewOf(
-  store: Store,
+export async function instanceViewOf(
+  store: StoreReads,
   desired: DesiredInstance,
   openConditions: readonly string[],
-): InstanceView {
+): Promise<InstanceView> {
   const key = desired.key;
-  const intent = store.intent(key, desired.generation);
-  const observation = store.observation(key);
+  const intent = await store.intents.get(key, desired.generation);
+  const observation = await store.observations.get(key);
   const status = intent?.status ?? "not-started";
   const converged = compare(desired, observation).converged;
   const state = displayState({
@@ -123,40 +123,43 @@ export function instanceViewOf(
   if (intent?.lastAttemptId) view.lastAttemptId = intent.lastAttemptId;
   if (intent?.message) view.message = intent.message;
   if (intent?.lastAttemptId && FAILED_STATES.has(state)) {
-    const line = attemptErrorLine(store.attempt(intent.lastAttemptId));
+    const line = attemptErrorLine(await store.attempts.get(intent.lastAttemptId));
     if (line) view.errorLine = line;
   }
   return view;
 }
 
 /** The view of instance `key` (retired ones too), or undefined when the hub has no such instance. */
-export function instanceViewByKey(store: Store, key: string): InstanceView | undefined {
-  const desired = store.desired(key);
+export async function instanceViewByKey(store: StoreReads, key: string): Promise<InstanceView | undefined> {
+  const desired = await store.desired.instance(key);
   if (!desired) return undefined;
   return instanceViewOf(
     store,
     desired,
-    store.openConditionsOf("instance", key).map((c) => c.type),
+    (await store.conditions.openOf("instance", key)).map((c) => c.type),
   );
 }
 
 /** Every instance the hub knows, with its current intent and observation. */
-export function instanceViews(store: Store, options: { retired?: boolean } = {}): InstanceView[] {
-  const conditions = openConditionsBy(store);
+export async function instanceViews(
+  store: StoreReads,
+  options: { retired?: boolean } = {},
+): Promise<InstanceView[]> {
+  const conditions = await openConditionsBy(store);
   const views: InstanceView[] = [];
-  for (const instance of store.instanceList()) {
+  for (const instance of await store.desired.instances()) {
     if (instance.retiredAt && !options.retired) continue;
-    const desired = store.desired(instance.key);
+    const desired = await store.desired.instance(instance.key);
     if (!desired) continue;
-    views.push(instanceViewOf(store, desired, conditions.get(`instance:${instance.key}`) ?? []));
+    views.push(await instanceViewOf(store, desired, conditions.get(`instance:${instance.key}`) ?? []));
   }
   return views;
 }
 
-export function nodeViews(store: Store): NodeView[] {
-  const conditions = openConditionsBy(store);
-  const instances = instanceViews(store);
-  return store.nodes().map((node) => {
+export async function nodeViews(store: StoreReads): Promise<NodeView[]> {
+  const conditions = await openConditionsBy(store);
+  const instances = await instanceViews(store);
+  return (await store.nodes.list()).map((node) => {
     const mine = instances.filter((i) => i.node === node.name);
     const view: NodeView = {
       name: node.name,
@@ -175,12 +178,12 @@ export function nodeViews(store: Store): NodeView[] {
   });
 }
 
-export function assignmentViews(store: Store): AssignmentView[] {
+export async function assignmentViews(store: StoreReads): Promise<AssignmentView[]> {
   const byName = new Map<string, AssignmentView>();
-  for (const instance of instanceViews(store)) {
+  for (const instance of await instanceViews(store)) {
     let view = byName.get(instance.assignment);
     if (!view) {
-      const stage = store.desired(instance.instance)?.rollout.stage ?? "apply";
+      const stage = (await store.desired.instance(instance.instance))?.rollout.stage ?? "apply";
       view = { name: instance.assignment, stage, instances: 0, converged: 0, failing: 0, held: 0 };
       byName.set(instance.assignment, view);
     }
@@ -193,15 +196,18 @@ export function assignmentViews(store: Store): AssignmentView[] {
 }
 
 /** Intents, newest generation first per instance; `all` includes superseded and retired ones. */
-export function intentViews(store: Store, options: { all?: boolean } = {}): IntentRecord[] {
-  const intents = store.intents();
+export async function intentViews(
+  store: StoreReads,
+  options: { all?: boolean } = {},
+): Promise<IntentRecord[]> {
+  const intents = await store.intents.list();
   if (options.all) return intents;
   return intents.filter((i) => i.status !== "superseded" && i.status !== "retired");
 }
 
 /** Open conditions, oldest first. */
-export function openConditions(store: Store): ConditionRecord[] {
-  return store.conditions({ status: "open" });
+export function openConditions(store: StoreReads): Promise<ConditionRecord[]> {
+  return store.conditions.list({ status: "open" });
 }
 
 /** How an instance's generation stands, for `steward history`: outcome, failure class, correlation id. */
@@ -221,10 +227,10 @@ const IN_FLIGHT: ReadonlySet<string> = new Set(["dispatched", "verifying"]);
  * no correlation id and are left out.
  */
 export function generationOutcomes(
-  store: Store,
-): (instanceKey: string, generation: number) => GenerationOutcome | undefined {
-  return (instanceKey, generation) => {
-    const intent = store.intent(instanceKey, generation);
+  store: StoreReads,
+): (instanceKey: string, generation: number) => Promise<GenerationOutcome | undefined> {
+  return async (instanceKey, generation) => {
+    const intent = await store.intents.get(instanceKey, generation);
     if (!intent?.lastAttemptId) return undefined;
     const outcome =
       intent.status === "superseded" || intent.status === "retired"

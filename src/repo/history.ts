@@ -16,7 +16,7 @@ export interface AttemptSummary {
 }
 
 /** The seam for the hub: the latest attempt at an instance's generation, if any. */
-export type AttemptLookup = (instanceKey: string, generation: number) => AttemptSummary | undefined;
+export type AttemptLookup = (instanceKey: string, generation: number) => Promise<AttemptSummary | undefined>;
 
 /** A generation with what the hub knows of its attempts (null until the hub supplies a lookup). */
 export interface HistoryRow extends HistoryEntry {
@@ -24,14 +24,15 @@ export interface HistoryRow extends HistoryEntry {
 }
 
 /** Generations of `assignment` (on `node` only, if given), newest first, with their attempts. */
-export function assignmentHistory(
+export async function assignmentHistory(
   store: GenerationStore,
   query: { assignment: string; node?: string; limit?: number },
   lookup?: AttemptLookup,
-): HistoryRow[] {
-  return store
-    .history(query)
-    .map((entry) => ({ ...entry, attempt: lookup?.(entry.instanceKey, entry.generation) ?? null }));
+): Promise<HistoryRow[]> {
+  const rows: HistoryRow[] = [];
+  for (const entry of await store.history(query))
+    rows.push({ ...entry, attempt: (await lookup?.(entry.instanceKey, entry.generation)) ?? null });
+  return rows;
 }
 
 /** Rows as aligned text columns: instance, generation, revision, time, hash, state, subject. */

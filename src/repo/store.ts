@@ -1,6 +1,6 @@
 /**
- * The GenerationStore port: what the syncer needs from durable storage. The hub's SQLite store
- * implements it (src/hub/store/generations.ts); the syncer never sees SQL. Every write that moves
+ * The GenerationStore port: what the syncer needs from durable storage. The hub's store implements
+ * it (src/hub/store/sql/generations.ts, on SQLite or PostgreSQL); the syncer never sees SQL. Every write that moves
  * desired state is one call, so it happens in one transaction or not at all.
  */
 import type { Diagnostic } from "../model/diagnostics.js";
@@ -136,37 +136,41 @@ export interface HistoryEntry {
  * Durable revisions, generations and sync state. Contract: `recordRevision` is atomic; a generation
  * is always exactly one above the instance's last (never lowered, never reused); nothing is ever
  * deleted (retired instances keep their rows); `version()` changes with every recorded revision.
+ * Every call is asynchronous (the hub's store may be a database server).
  */
 export interface GenerationStore {
   /** The branch's sync state, if it was ever synced. */
-  syncState(branch: string): SyncState | undefined;
+  syncState(branch: string): Promise<SyncState | undefined>;
   /** Every instance ever managed (retired ones included), by instance key. */
-  currentInstances(): Map<string, CurrentInstance>;
+  currentInstances(): Promise<Map<string, CurrentInstance>>;
   /**
    * A number that changes whenever `recordRevision` commits, so a caller can keep
    * `currentInstances()` in memory and know when to read it again.
    */
-  version(): number;
+  version(): Promise<number>;
   /** A recorded revision, if any. */
-  revision(sha: string): RevisionRecord | undefined;
+  revision(sha: string): Promise<RevisionRecord | undefined>;
   /** Revisions of a branch, newest first. */
-  revisions(branch: string, limit?: number): RevisionRecord[];
+  revisions(branch: string, limit?: number): Promise<RevisionRecord[]>;
   /**
    * Records a fetch's outcome in one transaction: the superseded commits, the revision with its
    * outcome, (when applied) the new generations and retirements, and the branch's sync state.
-   * Throws, changing nothing, if a generation would not be exactly one above the instance's last.
+   * Rejects, changing nothing, if a generation would not be exactly one above the instance's last.
    */
-  recordRevision(change: RevisionChange): void;
+  recordRevision(change: RevisionChange): Promise<void>;
   /** Records that the head was seen without syncing it (a refused force-push): sync state only. */
-  recordHead(branch: string, head: string, at: Date, source?: string): void;
+  recordHead(branch: string, head: string, at: Date, source?: string): Promise<void>;
   /** Opens an event of this kind for the branch, or updates the open one. */
-  openEvent(event: Omit<SyncEvent, "id" | "openedAt" | "lastSeenAt" | "resolvedAt">, at: Date): SyncEvent;
-  /** Resolves the open event of this kind for the branch, if any; returns it. */
-  resolveEvent(branch: string, kind: SyncEventKind, at: Date): SyncEvent | undefined;
+  openEvent(
+    event: Omit<SyncEvent, "id" | "openedAt" | "lastSeenAt" | "resolvedAt">,
+    at: Date,
+  ): Promise<SyncEvent>;
+  /** Resolves the open event of this kind for the branch, if any; resolves with it. */
+  resolveEvent(branch: string, kind: SyncEventKind, at: Date): Promise<SyncEvent | undefined>;
   /** Open events (all branches when `branch` is undefined). */
-  openEvents(branch?: string): SyncEvent[];
+  openEvents(branch?: string): Promise<SyncEvent[]>;
   /** Generations of an assignment (optionally on one node), newest first. */
-  history(query: { assignment: string; node?: string; limit?: number }): HistoryEntry[];
+  history(query: { assignment: string; node?: string; limit?: number }): Promise<HistoryEntry[]>;
   /** The generation record itself (the spec the hub sends in a bundle). */
-  generation(instanceKey: string, generation: number): GenerationRecord | undefined;
+  generation(instanceKey: string, generation: number): Promise<GenerationRecord | undefined>;
 }

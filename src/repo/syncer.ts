@@ -191,7 +191,7 @@ export class Syncer {
   private async attempt(options: SyncOptions): Promise<SyncOutcome> {
     const branch = this.branch;
     const head = await this.fetch();
-    const state = this.store.syncState(branch);
+    const state = await this.store.syncState(branch);
     // A refused rewrite is the recorded head; accepting it means syncing that head after all.
     const adopting =
       options.acceptRewrite === true && state?.lastGood !== undefined && head !== state.lastGood;
@@ -204,13 +204,13 @@ export class Syncer {
     const at = this.clock.now();
     try {
       const head = await this.repository.fetch(this.branch);
-      const resolved = this.store.resolveEvent(this.branch, "fetch-failed", at);
+      const resolved = await this.store.resolveEvent(this.branch, "fetch-failed", at);
       if (resolved) this.log.info({ branch: this.branch, source: this.source }, "fetching works again");
       return head;
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
-      const lastGood = this.store.syncState(this.branch)?.lastGood;
-      this.store.openEvent(
+      const lastGood = (await this.store.syncState(this.branch))?.lastGood;
+      await this.store.openEvent(
         { branch: this.branch, kind: "fetch-failed", message, ...lastGoodOf(lastGood) },
         at,
       );
@@ -232,7 +232,7 @@ export class Syncer {
     const at = this.clock.now();
     if (lastGood && !this.repository.isAncestor(lastGood, head)) {
       if (!options.acceptRewrite) {
-        const event = this.store.openEvent(
+        const event = await this.store.openEvent(
           {
             branch,
             kind: "force-push",
@@ -242,20 +242,25 @@ export class Syncer {
           },
           at,
         );
-        this.store.recordHead(branch, head, at, this.source);
+        await this.store.recordHead(branch, head, at, this.source);
         this.log.warn({ branch, head, lastGood }, event.message);
         return { kind: "refused", reason: "force-push", branch, head, lastGood, event };
       }
       this.log.warn({ branch, head, lastGood }, "adopting a rewritten branch");
     }
-    if (this.store.resolveEvent(branch, "force-push", at))
+    if (await this.store.resolveEvent(branch, "force-push", at))
       this.log.info({ branch, head }, "the branch descends from the last good revision again");
 
     const headCommit = this.repository.commit(head);
+    // The walk back stops at a commit the store knows: the recent ones suffice, since it goes back
+    // at most maxSuperseded + 1 commits.
+    const known = previousHead
+      ? new Set((await this.store.revisions(branch, this.maxSuperseded + 100)).map((r) => r.sha))
+      : new Set<string>();
     const commits = previousHead
       ? this.repository.commitsSince(
           head,
-          (oid) => oid === previousHead || oid === lastGood || this.store.revision(oid) !== undefined,
+          (oid) => oid === previousHead || oid === lastGood || known.has(oid),
           this.maxSuperseded + 1,
         )
       : [headCommit];
@@ -280,8 +285,8 @@ export class Syncer {
       loaded.ok && loaded.desired !== undefined && !diagnostics.some((d) => d.severity === "error");
     if (!valid) {
       // An invalid revision changes no instance: the ones in memory stay the store's.
-      const inSync = this.current?.version === this.store.version();
-      this.store.recordRevision({
+      const inSync = this.current?.version === (await this.store.version());
+      await this.store.recordRevision({
         branch,
         source: this.source,
         revision,
@@ -290,7 +295,7 @@ export class Syncer {
         superseded,
         at,
       });
-      if (inSync) this.current!.version = this.store.version();
+      if (inSync) this.current!.version = await this.store.version();
       this.log.warn(
         { branch, head, errors: diagnostics.filter((d) => d.severity === "error").length },
         `revision ${head.slice(0, 12)} is invalid; nothing advances`,
@@ -306,13 +311,13 @@ export class Syncer {
       };
     }
 
-    const current = this.currentInstances();
+    const current = await this.currentInstances();
     const desired = loaded.desired!.instances;
     // The store's instances are those of the last revision compared: only what the loader rendered
     // again since then can differ.
     const keys = this.current?.desired ? changedInstanceKeys(this.current.desired, desired) : undefined;
     const changes = generationChanges(current, desired, keys);
-    this.store.recordRevision({
+    await this.store.recordRevision({
       branch,
       source: this.source,
       revision,
@@ -323,7 +328,7 @@ export class Syncer {
       changedAssignments: changes.changedAssignments,
       at,
     });
-    this.remember(changes.generations, changes.retired, head, at);
+    await this.remember(changes.generations, changes.retired, head, at);
     if (this.current) this.current.desired = desired;
     this.policyOf = { sha: head, policy: loaded.desired!.fleet.signing };
     this.log.info(
@@ -356,14 +361,14 @@ export class Syncer {
   }
 
   /** The store's instances, from memory unless another writer moved the store since. */
-  private currentInstances(): Map<string, CurrentInstance> {
-    const version = this.store.version();
+  private async currentInstances(): Promise<Map<string, CurrentInstance>> {
+    const version = await this.store.version();
     if (!this.current || this.current.version !== version)
-      this.current = { version, instances: this.store.currentInstances() };
+      this.current = { version, instances: await this.store.currentInstances() };
     return this.current.instances;
   }
 
-  private remember(
+  private async remember(
     generations: {
       instanceKey: string;
       assignment: string;
@@ -374,7 +379,7 @@ export class Syncer {
     retired: string[],
     revision: string,
     at: Date,
-  ): void {
+  ): Promise<void> {
     if (!this.current) return;
     for (const g of generations)
       this.current.instances.set(g.instanceKey, {
@@ -392,7 +397,7 @@ export class Syncer {
         instance.retiredBy = revision;
       }
     }
-    this.current.version = this.store.version();
+    this.current.version = await this.store.version();
   }
 
   /** The signing policy of steward.yaml at commit `sha` (only that one file is read). */

@@ -25,10 +25,10 @@ import {
   type StatusSink,
   StatusWriteError,
   type StatusWriter,
+  sameStatus,
 } from "../hub/status.js";
-import type { Db } from "../hub/store/database.js";
+import type { Store } from "../hub/store/store.js";
 import { StewardError } from "../model/errors.js";
-import { StatusRecords, sameStatus } from "./records.js";
 
 /** The clock and timers the publisher runs on; tests pass a manual clock. */
 export interface Timers {
@@ -49,8 +49,8 @@ export const systemTimers: Timers = {
 };
 
 export interface StatusPublisherOptions {
-  /** The hub's database (opened with `openDatabase`, so migration 301 is applied). */
-  db: Db;
+  /** The hub's store: its `statuses` port keeps what is desired and what was posted. */
+  store: Store;
   writers: readonly StatusWriter[];
   onHealth?: (health: StatusHealth) => void;
   /** Called with what should never happen (a database error); the publisher keeps going. */
@@ -113,7 +113,9 @@ class Lane {
 /** Posts commit statuses for the hub; see the module comment. */
 export class StatusPublisher implements StatusSink {
   readonly #lanes: Lane[];
-  readonly #records: StatusRecords;
+  readonly #store: Store;
+  /** Settles once what was owed before a restart is queued again. */
+  readonly #ready: Promise<void>;
   readonly #timers: Timers;
   readonly #debounceMs: number;
   readonly #initialBackoffMs: number;
@@ -127,7 +129,7 @@ export class StatusPublisher implements StatusSink {
     const names = options.writers.map((w) => w.name);
     const twice = names.find((name, i) => names.indexOf(name) !== i);
     if (twice) throw new InvalidStatusError(`status destination ${twice} is configured twice`);
-    this.#records = new StatusRecords(options.db);
+    this.#store = options.store;
     this.#timers = options.timers ?? systemTimers;
     this.#debounceMs = options.debounceMs ?? 2_000;
     this.#initialBackoffMs = options.initialBackoffMs ?? 1_000;
@@ -136,10 +138,21 @@ export class StatusPublisher implements StatusSink {
     this.#onHealth = options.onHealth ?? (() => {});
     this.#onError = options.onError ?? (() => {});
     this.#lanes = options.writers.map((writer) => new Lane(writer));
-    // Whatever was desired but not acknowledged before a restart is still owed.
+    this.#ready = this.#recover(this.#timers.now() + this.#debounceMs);
+  }
+
+  /** Whatever was desired but not acknowledged before a restart is still owed (posted from `due` on). */
+  async #recover(due: number): Promise<void> {
     for (const lane of this.#lanes) {
-      for (const status of this.#records.unposted(lane.writer.name)) lane.pending.set(keyOf(status), status);
-      if (lane.pending.size > 0) this.#schedule(lane, this.#timers.now() + this.#debounceMs);
+      try {
+        for (const status of await this.#store.statuses.unposted(lane.writer.name)) {
+          // A newer status published meanwhile wins.
+          if (!lane.pending.has(keyOf(status))) lane.pending.set(keyOf(status), status);
+        }
+      } catch (error) {
+        this.#onError(error);
+      }
+      if (lane.pending.size > 0) this.#schedule(lane, due);
     }
   }
 
@@ -185,6 +198,7 @@ export class StatusPublisher implements StatusSink {
 
   /** Resolves when no lane is writing (timers may still be armed). */
   async whenIdle(): Promise<void> {
+    await this.#ready;
     for (;;) {
       const running = this.#lanes.map((lane) => lane.running).filter((r) => r !== undefined);
       if (running.length === 0) return;
@@ -253,7 +267,7 @@ export class StatusPublisher implements StatusSink {
     if (batch.length === 0) return;
     let toWrite: CommitStatus[];
     try {
-      toWrite = this.#records.desire(provider, batch, new Date(now));
+      toWrite = await this.#store.transaction((tx) => tx.statuses.desire(provider, batch, new Date(now)));
     } catch (error) {
       for (const status of batch) this.#requeue(lane, status);
       throw error;
@@ -269,7 +283,8 @@ export class StatusPublisher implements StatusSink {
         lane.held.delete(keyOf(status));
       } catch (error) {
         problem = asWriteError(provider, error);
-        this.#records.failed(provider, status, problem.message);
+        const failure = problem.message;
+        await this.#store.transaction((tx) => tx.statuses.failed(provider, status, failure));
         this.#requeue(lane, status);
         if (problem.failureClass === "permanent" && !REFUSES_EVERYTHING.has(problem.reason)) {
           lane.held.set(keyOf(status), { status, until: this.#timers.now() + this.#maxBackoffMs });
@@ -288,7 +303,10 @@ export class StatusPublisher implements StatusSink {
         written.length = 0;
       }
     }
-    this.#records.posted(provider, written, new Date(this.#timers.now()));
+    if (written.length > 0)
+      await this.#store.transaction((tx) =>
+        tx.statuses.posted(provider, written, new Date(this.#timers.now())),
+      );
     this.#settle(lane, problem, written.length > 0);
   }
 

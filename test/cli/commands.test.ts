@@ -88,8 +88,8 @@ describe("cli - every command's exit codes and -o json", () => {
   it("cli - the hub's commands: status, get, describe, history, tasks, drain, undrain, sync", async () => {
     const converging = await hub({ "assignments/app.yaml": failing(10) });
     const s = (...args: string[]) => ["--state", converging.dir, ...args];
-    const attempt = converging.intent("app@n1").lastAttemptId!;
-    const sha = converging.intent("app@n1").revision;
+    const attempt = (await converging.intent("app@n1")).lastAttemptId!;
+    const sha = (await converging.intent("app@n1")).revision;
     await runCases(converging.dir, [
       { name: "status - converging", args: s("status"), code: EXIT.converging },
       {
@@ -153,8 +153,8 @@ describe("cli - every command's exit codes and -o json", () => {
 
     const notRight = await hub({ "assignments/app.yaml": blocked });
     const n = (...args: string[]) => ["--state", notRight.dir, ...args];
-    const [condition] = notRight.store.conditions({ status: "open" });
-    const task = notRight.store.taskOfCondition(condition!.id)!;
+    const [condition] = await notRight.store.conditions.list({ status: "open" });
+    const task = (await notRight.store.tasks.ofCondition(condition!.id))!;
     await runCases(notRight.dir, [
       { name: "status - not right", args: n("status"), code: EXIT.problems },
       { name: "describe condition", args: n("describe", "condition", condition!.id), code: EXIT.ok },
@@ -428,8 +428,8 @@ describe("cli - every command's exit codes and -o json", () => {
         stderr: /^steward: say what to do with the rollout: `steward rollout pause REVISION/,
       },
     ]);
-    const sha = h.intent("app@n1").revision;
-    expect(h.store.rolloutDecision("app", sha)).toMatchObject({
+    const sha = (await h.intent("app@n1")).revision;
+    expect(await h.store.rollouts.decision("app", sha)).toMatchObject({
       decision: "resume",
       by: "alice",
       accepted: ["app@n1"],

@@ -33,27 +33,30 @@ describe("hub - ambiguous attempts", () => {
     faults.partitioned = true;
     await h.commit();
     await h.settle();
-    const [attempt] = h.store.attemptsOf("app@n1");
+    const [attempt] = await h.store.attempts.ofInstance("app@n1");
     expect(attempt).toMatchObject({ status: "ambiguous", reason: "ResultLost" });
-    expect(h.intent("app@n1").status).toBe("ambiguous");
+    expect((await h.intent("app@n1")).status).toBe("ambiguous");
     // The agent did run it; the hub does not know, and does not try again.
     expect(h.read("n1", "srv/restarts")).toBe("restarted\n");
 
     await h.advance(AMBIGUOUS_TIMEOUT);
-    expect(h.store.attemptsOf("app@n1")).toHaveLength(1);
-    const [ambiguous] = h.store.conditions({ type: "Ambiguous", status: "open" });
+    expect(await h.store.attempts.ofInstance("app@n1")).toHaveLength(1);
+    const [ambiguous] = await h.store.conditions.list({ type: "Ambiguous", status: "open" });
     expect(ambiguous).toMatchObject({ subject: "app@n1", attemptId: attempt!.id, tried: [attempt!.id] });
-    expect(h.store.tasks({ status: "open" }).map((t) => t.type)).toContain("Ambiguous");
+    expect((await h.store.tasks.list({ status: "open" })).map((t) => t.type)).toContain("Ambiguous");
 
     // The partition heals; the hub asks again at its next deadline and the report settles it: the
     // node already applied the attempt, so there is nothing to redo.
     faults.partitioned = false;
     await h.advance(AMBIGUOUS_TIMEOUT);
-    expect(h.store.attempt(attempt!.id)).toMatchObject({ status: "succeeded", settledBy: "report" });
-    expect(h.intent("app@n1").status).toBe("converged");
-    expect(h.store.attemptsOf("app@n1")).toHaveLength(1);
+    expect(await h.store.attempts.get(attempt!.id)).toMatchObject({
+      status: "succeeded",
+      settledBy: "report",
+    });
+    expect((await h.intent("app@n1")).status).toBe("converged");
+    expect(await h.store.attempts.ofInstance("app@n1")).toHaveLength(1);
     expect(h.read("n1", "srv/restarts")).toBe("restarted\n");
-    expect(h.store.condition(ambiguous!.id)).toMatchObject({ status: "resolved" });
+    expect(await h.store.conditions.get(ambiguous!.id)).toMatchObject({ status: "resolved" });
   });
 
   it("hub - an attempt lost before it reached the node is settled by a report taken after it, then attempted again", async () => {
@@ -61,19 +64,19 @@ describe("hub - ambiguous attempts", () => {
     faults.dropDispatches = true;
     await h.commit();
     await h.settle();
-    expect(h.store.attemptsOf("app@n1")).toHaveLength(1);
-    expect(h.intent("app@n1").status).toBe("ambiguous");
+    expect(await h.store.attempts.ofInstance("app@n1")).toHaveLength(1);
+    expect((await h.intent("app@n1")).status).toBe("ambiguous");
     // A report taken in the same instant as the dispatch does not prove anything: still waiting.
     await h.report("n1");
-    expect(h.store.attemptsOf("app@n1")).toHaveLength(1);
+    expect(await h.store.attempts.ofInstance("app@n1")).toHaveLength(1);
 
     faults.dropDispatches = false;
     h.clock.advance(1_000);
     await h.report("n1");
-    const [lost, retry] = h.store.attemptsOf("app@n1");
+    const [lost, retry] = await h.store.attempts.ofInstance("app@n1");
     expect(lost).toMatchObject({ status: "lost", settledBy: "report" });
     expect(retry).toMatchObject({ status: "succeeded" });
-    expect(h.intent("app@n1")).toMatchObject({ status: "converged" });
+    expect(await h.intent("app@n1")).toMatchObject({ status: "converged" });
     expect(h.read("n1", "srv/restarts")).toBe("restarted\n");
   });
 });

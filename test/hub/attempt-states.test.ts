@@ -46,7 +46,10 @@ const events: Record<string, AttemptEvent> = {
     message: "dropped",
   },
   succeeded: { kind: "result", result: result("succeeded") },
-  failed: { kind: "result", result: result("failed", { failureClass: "permanent", reason: "ImageNotFound" }) },
+  failed: {
+    kind: "result",
+    result: result("failed", { failureClass: "permanent", reason: "ImageNotFound" }),
+  },
   lost: { kind: "lost", at: T1, reason: "agent died" },
   leaseExpired: { kind: "lease-expired", at: T2, leaseEndedAt: T1, leaseMs: 60_000 },
   reportKnowing: {

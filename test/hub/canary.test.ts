@@ -6,8 +6,12 @@ import { type Harness, startHarness } from "./helpers/harness.js";
 const rollout: Rollout = { canary: { nodes: ["n1"], soak: "30s" }, maxInFlight: 1 };
 const web = (resources: Resource[]) =>
   assignmentYaml("web", { nodes: ["n1", "n2", "n3"], resources, rollout });
-const attempted = (h: Harness, generation: number) =>
-  ["n1", "n2", "n3"].filter((n) => h.store.attemptsOf(`web@${n}`, generation).length > 0);
+const attempted = async (h: Harness, generation: number) => {
+  const started: string[] = [];
+  for (const n of ["n1", "n2", "n3"])
+    if ((await h.store.attempts.ofInstance(`web@${n}`, generation)).length > 0) started.push(n);
+  return started;
+};
 
 describe("hub - canary rollout", () => {
   it("hub - the canary goes first and soaks with probes passing before the rest start", async () => {
@@ -27,21 +31,21 @@ describe("hub - canary rollout", () => {
     const h = await startHarness({ files: { ...nodes("n1", "n2", "n3"), "assignments/web.yaml": probed } });
     await h.commit();
     await h.settle();
-    expect(attempted(h, 1)).toEqual(["n1"]);
-    expect(h.store.observation("web@n1")!.report.probes).toMatchObject([{ name: "conf-present", ok: true }]);
-    expect(h.intent("web@n1").status).toBe("converged");
-    expect(h.intent("web@n2")).toMatchObject({ status: "held", holdReason: "canary" });
-    expect(h.intent("web@n2").message).toMatch(/^canary soaking until/);
+    expect(await attempted(h, 1)).toEqual(["n1"]);
+    expect((await h.store.observations.get("web@n1"))!.report.probes).toMatchObject([
+      { name: "conf-present", ok: true },
+    ]);
+    expect((await h.intent("web@n1")).status).toBe("converged");
+    expect(await h.intent("web@n2")).toMatchObject({ status: "held", holdReason: "canary" });
+    expect((await h.intent("web@n2")).message).toMatch(/^canary soaking until/);
 
     await h.advance(29_000);
-    expect(attempted(h, 1)).toEqual(["n1"]);
+    expect(await attempted(h, 1)).toEqual(["n1"]);
     await h.advance(1_000);
-    expect(attempted(h, 1)).toEqual(["n1", "n2", "n3"]);
-    expect(["n1", "n2", "n3"].map((n) => h.intent(`web@${n}`).status)).toEqual([
-      "converged",
-      "converged",
-      "converged",
-    ]);
+    expect(await attempted(h, 1)).toEqual(["n1", "n2", "n3"]);
+    expect(
+      await Promise.all(["n1", "n2", "n3"].map(async (n) => (await h.intent(`web@${n}`)).status)),
+    ).toEqual(["converged", "converged", "converged"]);
   });
 
   it("hub - a failed canary pauses the rollout with RolloutPaused on the revision; the rest are never dispatched", async () => {
@@ -61,19 +65,19 @@ describe("hub - canary rollout", () => {
     const broken = await h.commit("v2");
     await h.settle();
     await h.advance(3_600_000);
-    expect(attempted(h, 2)).toEqual(["n1"]);
-    expect(h.intent("web@n1")).toMatchObject({ status: "blocked" });
-    expect(h.intent("web@n2")).toMatchObject({ status: "held", holdReason: "paused" });
-    expect(h.intent("web@n3")).toMatchObject({ status: "held", holdReason: "paused" });
+    expect(await attempted(h, 2)).toEqual(["n1"]);
+    expect(await h.intent("web@n1")).toMatchObject({ status: "blocked" });
+    expect(await h.intent("web@n2")).toMatchObject({ status: "held", holdReason: "paused" });
+    expect(await h.intent("web@n3")).toMatchObject({ status: "held", holdReason: "paused" });
     expect(h.read("n2", "srv/conf")).toBe("v1");
-    const [paused] = h.store.conditions({ type: "RolloutPaused", status: "open" });
+    const [paused] = await h.store.conditions.list({ type: "RolloutPaused", status: "open" });
     expect(paused).toMatchObject({
       subjectKind: "rollout",
       subject: `web@${broken.sha}`,
       revision: broken.sha,
       assignment: "web",
       reason: "MaxFailuresExceeded",
-      tried: [h.intent("web@n1").lastAttemptId],
+      tried: [(await h.intent("web@n1")).lastAttemptId],
     });
 
     // The fix is a new revision: a new rollout; the paused one resolves once nothing of it failed.
@@ -81,12 +85,10 @@ describe("hub - canary rollout", () => {
     await h.commit("v3");
     await h.settle();
     await h.advance(30_000);
-    expect(["n1", "n2", "n3"].map((n) => h.intent(`web@${n}`).status)).toEqual([
-      "converged",
-      "converged",
-      "converged",
-    ]);
-    expect(h.store.condition(paused!.id)).toMatchObject({ status: "resolved" });
+    expect(
+      await Promise.all(["n1", "n2", "n3"].map(async (n) => (await h.intent(`web@${n}`)).status)),
+    ).toEqual(["converged", "converged", "converged"]);
+    expect(await h.store.conditions.get(paused!.id)).toMatchObject({ status: "resolved" });
   });
 
   it("hub - at most maxInFlight instances are in progress; a failure within maxFailures frees its slot when it is stuck", async () => {
@@ -106,15 +108,18 @@ describe("hub - canary rollout", () => {
     });
     await h.commit();
     await h.settle();
-    expect(attempted(h, 1)).toEqual(["n1"]);
-    expect(h.intent("web@n1").status).toBe("backoff");
-    expect(h.intent("web@n2")).toMatchObject({ status: "held", holdReason: "batch" });
-    expect(h.intent("web@n2").message).toBe("1 in progress, maxInFlight 1");
+    expect(await attempted(h, 1)).toEqual(["n1"]);
+    expect((await h.intent("web@n1")).status).toBe("backoff");
+    expect(await h.intent("web@n2")).toMatchObject({ status: "held", holdReason: "batch" });
+    expect((await h.intent("web@n2")).message).toBe("1 in progress, maxInFlight 1");
 
     // The second failure spends n1's budget: stuck counts as failed (1, tolerated), and its slot is free.
     await h.advance(10_000);
-    expect(h.intent("web@n1").status).toBe("stuck");
-    expect(["n2", "n3"].map((n) => h.intent(`web@${n}`).status)).toEqual(["converged", "converged"]);
-    expect(h.store.conditions({ type: "RolloutPaused" })).toEqual([]);
+    expect((await h.intent("web@n1")).status).toBe("stuck");
+    expect(await Promise.all(["n2", "n3"].map(async (n) => (await h.intent(`web@${n}`)).status))).toEqual([
+      "converged",
+      "converged",
+    ]);
+    expect(await h.store.conditions.list({ type: "RolloutPaused" })).toEqual([]);
   });
 });

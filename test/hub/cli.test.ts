@@ -40,7 +40,7 @@ describe("hub - cli", () => {
     expect(failing.stdout).toMatch(/^not right: 2 open conditions; 0\/2 instances converged\n/);
     expect(failing.stdout).toMatch(/Blocked\s+instance app@n1\s+\d+s ago\s+CommandNotFound\s+[0-9A-Z]{26}/);
     // History names each generation's outcome, failure class and correlation id.
-    const attemptId = h.intent("app@n1").lastAttemptId!;
+    const attemptId = (await h.intent("app@n1")).lastAttemptId!;
     const history = await steward(h.dir, "history", "app", "--node", "n1");
     expect(history.stdout).toMatch(new RegExp(`app@n1\\s+1\\s.*blocked/permanent ${attemptId}`));
     const json = JSON.parse((await steward(h.dir, "status", "--json")).stdout);
@@ -97,7 +97,7 @@ describe("hub - cli", () => {
       stdout:
         "node n1 is draining: no new dispatches, desired state kept (no hub is running; it takes this in when it starts)\n",
     });
-    expect(h.store.node("n1")).toMatchObject({
+    expect(await h.store.nodes.get("n1")).toMatchObject({
       draining: true,
       drainedBy: "alice",
       drainReason: "kernel update",
@@ -106,7 +106,7 @@ describe("hub - cli", () => {
     await serve(h);
     const back = await steward(h.dir, "undrain", "n1");
     expect(back).toMatchObject({ code: EXIT.ok, stdout: "node n1 is back in service\n" });
-    expect(h.store.node("n1")!.draining).toBe(false);
+    expect((await h.store.nodes.get("n1"))!.draining).toBe(false);
     const unknown = await steward(h.dir, "drain", "n9");
     expect(unknown.code).toBe(EXIT.usage);
     expect(unknown.stderr).toBe(
@@ -131,7 +131,7 @@ describe("hub - cli", () => {
       ),
     );
     await h.settle();
-    expect(h.intent("app@n2")).toMatchObject({ status: "held", holdReason: "paused-by-operator" });
+    expect(await h.intent("app@n2")).toMatchObject({ status: "held", holdReason: "paused-by-operator" });
     const status = await steward(h.dir, "status", "-o", "wide");
     expect(status.code).toBe(EXIT.problems);
     expect(status.stdout).toContain(`rollout of app at ${sha.slice(0, 12)} paused by alice: a slow canary`);
@@ -141,7 +141,7 @@ describe("hub - cli", () => {
     );
 
     await h.advance(30_000);
-    expect(h.intent("app@n2")).toMatchObject({ status: "held", holdReason: "paused-by-operator" });
+    expect(await h.intent("app@n2")).toMatchObject({ status: "held", holdReason: "paused-by-operator" });
     const resumed = await steward(
       h.dir,
       "rollout",
@@ -154,13 +154,11 @@ describe("hub - cli", () => {
     );
     expect(resumed).toMatchObject({ code: EXIT.ok });
     await h.settle();
-    expect(["n1", "n2", "n3"].map((n) => h.intent(`app@${n}`).status)).toEqual([
-      "converged",
-      "converged",
-      "converged",
-    ]);
-    expect(h.store.conditions({ type: "RolloutPaused" })).toMatchObject([{ status: "resolved" }]);
-    expect(h.store.rolloutDecision("app", sha)).toMatchObject({
+    expect(
+      await Promise.all(["n1", "n2", "n3"].map(async (n) => (await h.intent(`app@${n}`)).status)),
+    ).toEqual(["converged", "converged", "converged"]);
+    expect(await h.store.conditions.list({ type: "RolloutPaused" })).toMatchObject([{ status: "resolved" }]);
+    expect(await h.store.rollouts.decision("app", sha)).toMatchObject({
       decision: "resume",
       by: "bob",
       reason: "it is fine",
@@ -190,7 +188,7 @@ describe("hub - cli", () => {
     );
     expect(resolved).toMatchObject({ code: EXIT.ok });
     expect(resolved.stdout).toContain("stays open until observation shows it resolved");
-    expect(h.store.task(task.id)).toMatchObject({
+    expect(await h.store.tasks.get(task.id)).toMatchObject({
       status: "resolved",
       resolvedBy: "alice",
       action: "installed the reload tool",

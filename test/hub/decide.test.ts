@@ -122,7 +122,7 @@ function run(over: Partial<DecideInput> & { now?: number }): Decision {
     node,
     transportEnabled: true,
     dependencies: [],
-    rolloutGate: () => go,
+    rolloutGate: go,
     random: () => 0.5,
     timing,
     ...over,
@@ -188,6 +188,18 @@ describe("hub - decide", () => {
   it("hub - dispatches a first attempt when every gate is open", () => {
     const d = run({ observed: observed({ generation: 2, hash: "sha256:g2" }) });
     expect(d).toMatchObject({ outcome: "dispatch", dispatch: true, intent: { status: "dispatched" } });
+  });
+
+  it("hub - a first attempt otherwise ready asks for the rollout's gate, and a retry never does", () => {
+    const first = run({ rolloutGate: undefined });
+    expect(first).toMatchObject({ needsRolloutGate: true, dispatch: false });
+    const retry = run({
+      rolloutGate: undefined,
+      intent: { ...intent, status: "backoff", lastAttemptId: "A1", accountedAttemptId: "A1", failures: 1 },
+      attempt: attempt({ status: "failed", failureClass: "transient" }),
+    });
+    expect(retry.needsRolloutGate).toBeUndefined();
+    expect(retry.dispatch).toBe(true);
   });
 
   it("hub - an attempt in flight waits for its lease; an expired lease makes it ambiguous and asks for a report", () => {
@@ -392,15 +404,14 @@ describe("hub - decide", () => {
     expect(unplaced).toMatchObject({ outcome: "blocked", intent: { reason: "DependencyNotPlaced" } });
     const canary = run({
       ...diverged,
-      rolloutGate: () => ({ go: false, hold: "canary", message: "soaking", requeueAt: T0 + 5 }),
+      rolloutGate: { go: false, hold: "canary", message: "soaking", requeueAt: T0 + 5 },
     });
     expect(canary).toMatchObject({
       dispatch: false,
       requeueAt: T0 + 5,
       intent: { status: "held", holdReason: "canary" },
     });
-    // A retry is already part of the rollout: the gate is not asked again.
-    let asked = false;
+    // A retry is already part of the rollout: the gate does not hold it.
     const retry = run({
       ...diverged,
       intent: {
@@ -413,13 +424,9 @@ describe("hub - decide", () => {
         nextAttemptAt: iso(T0),
       },
       attempt: attempt({ status: "failed", failureClass: "transient" }),
-      rolloutGate: () => {
-        asked = true;
-        return { go: false, hold: "paused", message: "paused" };
-      },
+      rolloutGate: { go: false, hold: "paused", message: "paused" },
     });
     expect(retry.dispatch).toBe(true);
-    expect(asked).toBe(false);
   });
 
   it("hub - drift after convergence is repaired by the same path; a spent budget then is DriftUnhealed", () => {

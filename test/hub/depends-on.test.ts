@@ -30,17 +30,17 @@ describe("hub - dependsOn", () => {
     await h.settle();
     await h.advance(1_000);
     await h.advance(10_000);
-    expect(h.intent("base@n1")).toMatchObject({ status: "stuck", failures: 3 });
+    expect(await h.intent("base@n1")).toMatchObject({ status: "stuck", failures: 3 });
     // web waited the whole time: no attempt, no failure counted, no condition of its own.
-    expect(h.intent("web@n1")).toMatchObject({ status: "waiting", failures: 0 });
-    expect(h.intent("web@n1").message).toBe("waiting for base on n1 to converge");
-    expect(h.store.attemptsOf("web@n1")).toEqual([]);
-    expect(h.store.openConditionsOf("instance", "web@n1")).toEqual([]);
+    expect(await h.intent("web@n1")).toMatchObject({ status: "waiting", failures: 0 });
+    expect((await h.intent("web@n1")).message).toBe("waiting for base on n1 to converge");
+    expect(await h.store.attempts.ofInstance("web@n1")).toEqual([]);
+    expect(await h.store.conditions.openOf("instance", "web@n1")).toEqual([]);
 
     writeFileSync(join(h.root, "n1", "srv", "ready"), "");
     await h.advance(10_000);
-    expect(h.intent("base@n1").status).toBe("converged");
-    expect(h.intent("web@n1")).toMatchObject({ status: "converged", failures: 0 });
-    expect(h.store.attemptsOf("web@n1")).toHaveLength(1);
+    expect((await h.intent("base@n1")).status).toBe("converged");
+    expect(await h.intent("web@n1")).toMatchObject({ status: "converged", failures: 0 });
+    expect(await h.store.attempts.ofInstance("web@n1")).toHaveLength(1);
   });
 });

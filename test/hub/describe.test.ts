@@ -33,7 +33,7 @@ describe("hub - describe tells an object's whole story", () => {
     });
     const { sha } = await h.commit("db: migrate to 7");
     await h.settle();
-    const intent = h.intent("db@n1");
+    const intent = await h.intent("db@n1");
     const text = await steward(h.dir, "describe", "instance", "db@n1");
     expect(text.code).toBe(EXIT.ok);
     const out = text.stdout;
@@ -120,7 +120,7 @@ describe("hub - describe tells an object's whole story", () => {
     });
     await h.commit();
     await h.settle();
-    const [condition] = h.store.conditions({ status: "open" });
+    const [condition] = await h.store.conditions.list({ status: "open" });
     const text = await steward(h.dir, "describe", "condition", condition!.id.slice(-8));
     expect(text.code).toBe(EXIT.ok);
     expect(text.stdout).toContain(`Blocked (open) ${condition!.id} on instance app@n1`);

@@ -18,33 +18,33 @@ describe("hub - destructive repairs", () => {
     mkdirSync(join(conf, "precious"), { recursive: true });
     await h.commit();
     await h.settle();
-    expect(h.intent("app@n1")).toMatchObject({ status: "blocked", reason: "TypeConflict" });
-    const [condition] = h.store.conditions({ type: "DestructiveRepairNeeded", status: "open" });
+    expect(await h.intent("app@n1")).toMatchObject({ status: "blocked", reason: "TypeConflict" });
+    const [condition] = await h.store.conditions.list({ type: "DestructiveRepairNeeded", status: "open" });
     expect(condition).toMatchObject({ subject: "app@n1", resolver: "operator", reason: "TypeConflict" });
-    expect(h.store.conditions({ type: "Blocked" })).toEqual([]);
+    expect(await h.store.conditions.list({ type: "Blocked" })).toEqual([]);
     expect(statSync(join(conf, "precious")).isDirectory()).toBe(true);
 
     // Nothing more happens on its own.
     await h.advance(3_600_000);
-    expect(h.store.attemptsOf("app@n1")).toHaveLength(1);
+    expect(await h.store.attempts.ofInstance("app@n1")).toHaveLength(1);
 
     // A person moves the directory away and says so: the ordinary path runs once more, and converges.
     renameSync(conf, `${conf}.moved`);
-    const task = h.store.taskOfCondition(condition!.id)!;
-    resolveTask(
+    const task = (await h.store.tasks.ofCondition(condition!.id))!;
+    await resolveTask(
       h.store,
       task.id,
       "alice",
       "moved /srv/conf aside to /srv/conf.moved",
       h.clock.now().toISOString(),
     );
-    h.hub.nudge({ node: "n1" });
+    await h.hub.nudge({ node: "n1" });
     await h.settle();
-    expect(h.store.attemptsOf("app@n1")).toHaveLength(2);
-    expect(h.intent("app@n1").status).toBe("converged");
+    expect(await h.store.attempts.ofInstance("app@n1")).toHaveLength(2);
+    expect((await h.intent("app@n1")).status).toBe("converged");
     expect(h.read("n1", "srv/conf")).toBe("v1");
-    expect(h.store.condition(condition!.id)).toMatchObject({ status: "resolved" });
-    expect(h.store.task(task.id)).toMatchObject({
+    expect(await h.store.conditions.get(condition!.id)).toMatchObject({ status: "resolved" });
+    expect(await h.store.tasks.get(task.id)).toMatchObject({
       status: "resolved",
       action: "moved /srv/conf aside to /srv/conf.moved",
     });

@@ -25,7 +25,7 @@ describe("hub - get lists every kind, kubectl style", () => {
     const h = await startHarness({ files: fleet });
     const { sha } = await h.commit("app v1");
     await h.settle();
-    const attemptId = h.intent("app@n1").lastAttemptId!;
+    const attemptId = (await h.intent("app@n1")).lastAttemptId!;
 
     const attempts = await steward(h.dir, "get", "attempts");
     expect(attempts.code).toBe(EXIT.ok);
@@ -66,7 +66,7 @@ describe("hub - get lists every kind, kubectl style", () => {
     ).toMatchObject({ sha });
 
     // wide never cuts a message.
-    const message = h.intent("app@n1").message!;
+    const message = (await h.intent("app@n1")).message!;
     expect(message.length).toBeGreaterThan(70);
     expect((await steward(h.dir, "get", "intents")).stdout).not.toContain(message);
     expect((await steward(h.dir, "get", "intents", "-o", "wide")).stdout).toContain(message);

@@ -47,7 +47,7 @@ describe("hub - http", () => {
     expect((await fetch(`${http.url}/revisions/0000000`)).status).toBe(404);
 
     // The stories steward describe tells, as the same JSON.
-    const attemptId = h.intent("app@n1").lastAttemptId!;
+    const attemptId = (await h.intent("app@n1")).lastAttemptId!;
     expect(await (await fetch(`${http.url}/instances/app@n1`)).json()).toMatchObject({
       kind: "instance",
       name: "app@n1",
@@ -67,7 +67,7 @@ describe("hub - http", () => {
     await h.commit();
     await h.settle();
     http = await startHubHttp({ hub: h.hub });
-    setNodeDraining(h.store, "n2", true, { by: "cli", at: h.clock.now() });
+    await setNodeDraining(h.store, "n2", true, { by: "cli", at: h.clock.now() });
     const response = await fetch(`${http.url}/nudge`, {
       method: "POST",
       body: JSON.stringify({ node: "n2" }),
@@ -76,8 +76,8 @@ describe("hub - http", () => {
     h.write({ "assignments/app.yaml": app("v2") });
     await h.commit();
     await h.settle();
-    expect(h.intent("app@n1").status).toBe("converged");
-    expect(h.intent("app@n2")).toMatchObject({ status: "held", holdReason: "draining" });
+    expect((await h.intent("app@n1")).status).toBe("converged");
+    expect(await h.intent("app@n2")).toMatchObject({ status: "held", holdReason: "draining" });
   });
 
   it("hub - mounts the webhook handler at POST /webhook, and answers 404 without one", async () => {

@@ -17,7 +17,7 @@ describe("hub - revisions validate once accepted", () => {
       const h = await startHarness({ files: VALID_FLEET });
       const good = await h.commit("web v1");
       await h.settle();
-      expect(h.intent("web@web-1")).toMatchObject({ generation: 1, status: "converged" });
+      expect(await h.intent("web@web-1")).toMatchObject({ generation: 1, status: "converged" });
 
       writeBroken(h.repo, broken, tempDir("steward-outside-"));
       const bad = await h.commit("web v2, and a hole");
@@ -30,11 +30,14 @@ describe("hub - revisions validate once accepted", () => {
       ]);
       for (const part of message) expect(diagnostics[0]!.message).toContain(part);
       expect(diagnostics[0]!.fix).toContain(fix);
-      const [condition] = h.store.conditions({ type: "InvalidRevision", status: "open" });
+      const [condition] = await h.store.conditions.list({ type: "InvalidRevision", status: "open" });
       expect(condition).toMatchObject({ subject: bad.sha, reason: "ValidationFailed" });
       expect(condition!.message).toContain(`${file}:${line}:${column}: `);
       // Nothing applied: web stays at the generation and page of the last good revision.
-      expect(h.store.desired("web@web-1")).toMatchObject({ generation: 1, revision: good.sha });
+      expect(await h.store.desired.instance("web@web-1")).toMatchObject({
+        generation: 1,
+        revision: good.sha,
+      });
       expect(h.read("web-1", "srv/web/index.html")).toBe("v1");
     },
   );
@@ -46,13 +49,13 @@ describe("hub - what validate accepts, the agent accepts", () => {
     writeRepository(h.repo, LINKED_FLEET.files, LINKED_FLEET.links);
     const synced = await h.commit("linked fleet");
     expect(synced.outcome).toMatchObject({ kind: "applied" });
-    expect(h.store.conditions({ status: "open" })).toEqual([]);
+    expect(await h.store.conditions.list({ status: "open" })).toEqual([]);
     // steward.yaml is the linked Fleet document: observe mode, nothing dispatched.
     await h.settle();
-    expect(h.store.attemptsOf("page@web-2")).toEqual([]);
+    expect(await h.store.attempts.ofInstance("page@web-2")).toEqual([]);
     const generations = synced.outcome.kind === "applied" ? synced.outcome.generations : [];
     expect(generations.map((g) => g.instanceKey)).toEqual(["page@web-2", "web@web-1"]);
-    expect(h.store.desired("page@web-2")!.spec.resources[0]).toMatchObject({
+    expect((await h.store.desired.instance("page@web-2"))!.spec.resources[0]).toMatchObject({
       path: "/srv/page.html",
       content: "<p>linked</p>\n",
     });
@@ -68,8 +71,8 @@ describe("hub - what validate accepts, the agent accepts", () => {
     });
     await h.commit("a path with a space");
     await h.settle();
-    expect(h.store.conditions({ status: "open" })).toEqual([]);
-    expect(h.intent("spaced@web-1")).toMatchObject({ generation: 1, status: "converged" });
+    expect(await h.store.conditions.list({ status: "open" })).toEqual([]);
+    expect(await h.intent("spaced@web-1")).toMatchObject({ generation: 1, status: "converged" });
     expect(h.read("web-1", "srv/my file+x.conf")).toBe("spaced");
   });
 });

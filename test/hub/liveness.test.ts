@@ -18,16 +18,16 @@ describe("hub - liveness", () => {
     await h.commit();
     await h.settle();
     await h.advance(120_000);
-    expect(h.store.conditions({ type: "NodeSilent" })).toEqual([]);
+    expect(await h.store.conditions.list({ type: "NodeSilent" })).toEqual([]);
 
     await h.local.stopNode("n1");
     await h.advance(29_000);
-    expect(h.store.conditions({ type: "NodeSilent" })).toEqual([]);
+    expect(await h.store.conditions.list({ type: "NodeSilent" })).toEqual([]);
     // Past the window the hub asks the node for a report once, and waits one more interval.
     await h.advance(2_000);
-    expect(h.store.conditions({ type: "NodeSilent" })).toEqual([]);
+    expect(await h.store.conditions.list({ type: "NodeSilent" })).toEqual([]);
     await h.advance(10_000);
-    const [silent] = h.store.conditions({ type: "NodeSilent", status: "open" });
+    const [silent] = await h.store.conditions.list({ type: "NodeSilent", status: "open" });
     expect(silent).toMatchObject({
       subjectKind: "node",
       subject: "n1",
@@ -37,12 +37,12 @@ describe("hub - liveness", () => {
     expect(silent!.message).toMatch(
       /^node n1 silent since .* \(window 30s\), and did not answer a request for a report$/,
     );
-    expect(h.store.taskOfCondition(silent!.id)).toMatchObject({ status: "open" });
+    expect(await h.store.tasks.ofCondition(silent!.id)).toMatchObject({ status: "open" });
 
-    await h.local.startNode(h.store.node("n1")!.spec);
+    await h.local.startNode((await h.store.nodes.get("n1"))!.spec);
     await h.settle();
-    expect(h.store.condition(silent!.id)).toMatchObject({ status: "resolved" });
-    expect(h.store.taskOfCondition(silent!.id)).toMatchObject({ status: "closed" });
+    expect(await h.store.conditions.get(silent!.id)).toMatchObject({ status: "resolved" });
+    expect(await h.store.tasks.ofCondition(silent!.id)).toMatchObject({ status: "closed" });
   });
 
   it("hub - each transport problem is its own TransportDegraded condition, and a recovery resolves only what it recovers", async () => {
@@ -66,16 +66,20 @@ describe("hub - liveness", () => {
       reason: "AgentDisconnected",
       message: "agent of n1 disconnected",
     });
-    const open = () =>
-      h.store
-        .conditions({ type: "TransportDegraded", status: "open" })
-        .map((c) => [c.subjectKind, c.subject, c.reason]);
-    expect(open()).toEqual([
+    const open = async () =>
+      (await h.store.conditions.list({ type: "TransportDegraded", status: "open" })).map((c) => [
+        c.subjectKind,
+        c.subject,
+        c.reason,
+      ]);
+    expect(await open()).toEqual([
       ["transport", "local", "ServerDisconnected"],
       ["node", "n1", "MaxDeliveriesExceeded"],
       ["node", "n1", "AgentDisconnected"],
     ]);
-    expect(h.store.conditions({ type: "TransportDegraded" })[0]!.message).toBe("local: lost the NATS server");
+    expect((await h.store.conditions.list({ type: "TransportDegraded" }))[0]!.message).toBe(
+      "local: lost the NATS server",
+    );
 
     // The agent connects again: its attempts still exhausted their deliveries.
     await events.health({
@@ -84,18 +88,18 @@ describe("hub - liveness", () => {
       reason: "AgentDisconnected",
       message: "connected",
     });
-    expect(open()).toEqual([
+    expect(await open()).toEqual([
       ["transport", "local", "ServerDisconnected"],
       ["node", "n1", "MaxDeliveriesExceeded"],
     ]);
     // A recovery of a problem that is not open resolves nothing.
     await events.health({ status: "recovered", reason: "SlowConsumer", message: "quiet for a minute" });
-    expect(open()).toHaveLength(2);
+    expect(await open()).toHaveLength(2);
     // The node is declared again (reachable): only TransportNotEnabled would be solved by that.
     h.write({ "nodes/n1.yaml": nodeYaml("n1", {}, { zone: "b" }) });
     await h.commit();
     await h.settle();
-    expect(open()).toHaveLength(2);
+    expect(await open()).toHaveLength(2);
 
     await events.health({ status: "recovered", reason: "ServerDisconnected", message: "connected again" });
     await events.health({
@@ -104,10 +108,11 @@ describe("hub - liveness", () => {
       reason: "MaxDeliveriesExceeded",
       message: "done",
     });
-    expect(open()).toEqual([]);
-    const resolutions = h.store
-      .conditions({ type: "TransportDegraded" })
-      .map((c) => [c.reason, c.resolution]);
+    expect(await open()).toEqual([]);
+    const resolutions = (await h.store.conditions.list({ type: "TransportDegraded" })).map((c) => [
+      c.reason,
+      c.resolution,
+    ]);
     expect(resolutions).toEqual([
       ["ServerDisconnected", "local: connected again"],
       ["MaxDeliveriesExceeded", "local: done"],
@@ -128,8 +133,10 @@ describe("hub - liveness", () => {
     await h.commit();
     await h.settle();
     for (let i = 0; i < 20; i++) await h.advance(10_000);
-    expect(h.store.conditions({ type: "NodeSilent" })).toEqual([]);
-    expect(Date.parse(h.store.node("n1")!.lastReportAt!)).toBeGreaterThan(h.clock.now().getTime() - 60_000);
+    expect(await h.store.conditions.list({ type: "NodeSilent" })).toEqual([]);
+    expect(Date.parse((await h.store.nodes.get("n1"))!.lastReportAt!)).toBeGreaterThan(
+      h.clock.now().getTime() - 60_000,
+    );
   });
 
   it("hub - a node on a transport this hub does not run is TransportDegraded and its instances are never dispatched", async () => {
@@ -145,10 +152,10 @@ describe("hub - liveness", () => {
     });
     await h.commit();
     await h.settle();
-    expect(h.intent("app@n1").status).toBe("converged");
-    expect(h.intent("app@e1")).toMatchObject({ status: "held", holdReason: "transport-disabled" });
-    expect(h.store.attemptsOf("app@e1")).toEqual([]);
-    const [degraded] = h.store.conditions({ type: "TransportDegraded", status: "open" });
+    expect((await h.intent("app@n1")).status).toBe("converged");
+    expect(await h.intent("app@e1")).toMatchObject({ status: "held", holdReason: "transport-disabled" });
+    expect(await h.store.attempts.ofInstance("app@e1")).toEqual([]);
+    const [degraded] = await h.store.conditions.list({ type: "TransportDegraded", status: "open" });
     expect(degraded).toMatchObject({ subjectKind: "node", subject: "e1", reason: "TransportNotEnabled" });
     expect(degraded!.message).toBe(
       "node e1 uses transport ssh, which this hub does not run (it runs local): its 1 instances are not dispatched",
@@ -157,7 +164,7 @@ describe("hub - liveness", () => {
     h.write({ "nodes/e1.yaml": nodeYaml("e1") });
     await h.commit();
     await h.settle();
-    expect(h.store.condition(degraded!.id)!.status).toBe("resolved");
-    expect(h.intent("app@e1").status).toBe("converged");
+    expect((await h.store.conditions.get(degraded!.id))!.status).toBe("resolved");
+    expect((await h.intent("app@e1")).status).toBe("converged");
   });
 });

@@ -26,7 +26,7 @@ describe("hub - logs", () => {
     await h.commit();
     await h.settle();
     await h.advance(300_000);
-    const attempts = h.store.attemptsOf("app@n1").map((a) => a.id);
+    const attempts = (await h.store.attempts.ofInstance("app@n1")).map((a) => a.id);
     expect(attempts).toHaveLength(2);
     for (const id of attempts) {
       const about = lines.filter((l) => l.attemptId === id).map((l) => l.msg as string);
@@ -42,9 +42,13 @@ describe("hub - logs", () => {
     const unnamed = lines.filter((l) => /\battempt\b/i.test(String(l.msg)) && !l.attemptId);
     expect(unnamed).toEqual([]);
     // Conditions and logs name the failure but never the secrets around it.
-    const stuck = h.store.conditions({ type: "Stuck" });
+    const stuck = await h.store.conditions.list({ type: "Stuck" });
     expect(stuck).toHaveLength(1);
-    const everything = JSON.stringify([lines, h.store.conditions(), h.store.attemptsOf("app@n1")]);
+    const everything = JSON.stringify([
+      lines,
+      await h.store.conditions.list(),
+      await h.store.attempts.ofInstance("app@n1"),
+    ]);
     expect(everything).toContain("password=[redacted]");
     expect(everything).not.toContain("hunter2");
     expect(everything).not.toContain("s3cr3t-t0ken");

@@ -14,7 +14,7 @@ let dir: string;
 afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
 describe("hub - migrations", () => {
-  it("hub - attempts an earlier hub left dispatched behind a newer generation end superseded, their outbox rows gone", () => {
+  it("hub - attempts an earlier hub left dispatched behind a newer generation end superseded, their outbox rows gone", async () => {
     dir = mkdtempSync(join(tmpdir(), "steward-migrate-"));
     const path = join(dir, "hub.db");
     const old = openDatabase(
@@ -58,13 +58,19 @@ describe("hub - migrations", () => {
 
     const store = new SqliteStore(path);
     try {
-      expect(store.attempt("OLD-DISPATCHED")).toMatchObject({ status: "superseded", supersededBy: 2 });
-      expect(store.attempt("OLD-AMBIGUOUS")).toMatchObject({ status: "superseded", supersededBy: 2 });
-      expect(store.attempt("OLD-FAILED")!.status).toBe("failed");
-      expect(store.attempt("CURRENT")!.status).toBe("dispatched");
-      expect(store.outbox()).toEqual([]);
+      expect(await store.attempts.get("OLD-DISPATCHED")).toMatchObject({
+        status: "superseded",
+        supersededBy: 2,
+      });
+      expect(await store.attempts.get("OLD-AMBIGUOUS")).toMatchObject({
+        status: "superseded",
+        supersededBy: 2,
+      });
+      expect((await store.attempts.get("OLD-FAILED"))!.status).toBe("failed");
+      expect((await store.attempts.get("CURRENT"))!.status).toBe("dispatched");
+      expect(await store.attempts.outbox()).toEqual([]);
     } finally {
-      store.close();
+      await store.close();
     }
   });
 });

@@ -23,12 +23,12 @@ describe("hub - observe-only", () => {
     await h.commit();
     await h.settle();
     await h.advance(60_000);
-    expect(h.store.attemptsOf("app@n1")).toEqual([]);
-    expect(h.store.outbox()).toEqual([]);
-    expect(h.intent("app@n1")).toMatchObject({ status: "held", holdReason: "observe" });
+    expect(await h.store.attempts.ofInstance("app@n1")).toEqual([]);
+    expect(await h.store.attempts.outbox()).toEqual([]);
+    expect(await h.intent("app@n1")).toMatchObject({ status: "held", holdReason: "observe" });
     // The node's report is stored and compared: the mismatch is visible, nothing is done about it.
-    expect(h.store.reportMeta("n1")).toBeDefined();
-    expect(h.intent("app@n1").message).toBe("observe-only: not applied on n1 yet");
+    expect(await h.store.observations.reportOf("n1")).toBeDefined();
+    expect((await h.intent("app@n1")).message).toBe("observe-only: not applied on n1 yet");
     expect(h.read("n1", "srv/conf")).toBeUndefined();
   });
 
@@ -36,23 +36,23 @@ describe("hub - observe-only", () => {
     const h = await startHarness({ files: { ...nodes("n1"), "assignments/app.yaml": app("observe") } });
     await h.commit();
     await h.settle();
-    expect(h.store.attemptsOf("app@n1")).toEqual([]);
+    expect(await h.store.attempts.ofInstance("app@n1")).toEqual([]);
 
     // A policy change is not a new generation, yet it takes effect.
     h.write({ "assignments/app.yaml": app("apply") });
     await h.commit("apply app");
     await h.settle();
-    expect(h.intent("app@n1")).toMatchObject({ generation: 1, status: "converged" });
+    expect(await h.intent("app@n1")).toMatchObject({ generation: 1, status: "converged" });
     expect(h.read("n1", "srv/conf")).toBe("managed");
 
     h.write({ "assignments/app.yaml": app("observe") });
     await h.commit("observe app");
     writeFileSync(join(h.root, "n1", "srv", "conf"), "edited by hand");
     await h.report("n1");
-    const intent = h.intent("app@n1");
+    const intent = await h.intent("app@n1");
     expect(intent).toMatchObject({ status: "held", holdReason: "observe" });
     expect(intent.message).toMatch(/^observe-only: file conf drifted/);
-    expect(h.store.attemptsOf("app@n1")).toHaveLength(1);
+    expect(await h.store.attempts.ofInstance("app@n1")).toHaveLength(1);
     expect(h.read("n1", "srv/conf")).toBe("edited by hand");
   });
 });

@@ -15,7 +15,7 @@ describe("hub - offline node", () => {
     });
     await h.commit("1");
     await h.settle();
-    expect(h.intent("app@n1")).toMatchObject({ generation: 1, status: "converged" });
+    expect(await h.intent("app@n1")).toMatchObject({ generation: 1, status: "converged" });
 
     // The node goes down; two changes land; dispatches cannot be handed over and back off.
     await h.local.stopNode("n1");
@@ -24,27 +24,30 @@ describe("hub - offline node", () => {
       await h.commit(version);
       await h.settle();
     }
-    expect(h.intent("app@n1")).toMatchObject({ generation: 3, status: "backoff", reason: "NodeStopped" });
+    expect(await h.intent("app@n1")).toMatchObject({
+      generation: 3,
+      status: "backoff",
+      reason: "NodeStopped",
+    });
 
     // The hub goes down too, and a fourth change is written while nothing runs.
     await h.stopHub();
     h.write({ "assignments/app.yaml": app("4") });
     await h.commit("4");
-    expect(h.store.desired("app@n1")).toMatchObject({ generation: 4 });
+    expect(await h.store.desired.instance("app@n1")).toMatchObject({ generation: 4 });
 
     // A new hub starts while the node is still down: generation 4 is the intent now.
     await h.startHub((local) => local.stopNode("n1"));
-    expect(h.intent("app@n1")).toMatchObject({ generation: 4, status: "backoff" });
-    expect(h.store.intent("app@n1", 3)).toMatchObject({ status: "superseded", supersededBy: 4 });
+    expect(await h.intent("app@n1")).toMatchObject({ generation: 4, status: "backoff" });
+    expect(await h.store.intents.get("app@n1", 3)).toMatchObject({ status: "superseded", supersededBy: 4 });
 
     // The node comes back: its registration report resumes reconciliation at once (no waiting out
     // the backoff), and only generation 4 reaches it.
-    await h.local.startNode(h.store.node("n1")!.spec);
+    await h.local.startNode((await h.store.nodes.get("n1"))!.spec);
     await h.settle();
-    expect(h.intent("app@n1")).toMatchObject({ generation: 4, status: "converged", version: "4" });
+    expect(await h.intent("app@n1")).toMatchObject({ generation: 4, status: "converged", version: "4" });
     expect(h.read("n1", "srv/conf")).toBe("version 4");
-    const delivered = h.store
-      .attemptsOf("app@n1")
+    const delivered = (await h.store.attempts.ofInstance("app@n1"))
       .filter((a) => a.settledBy !== "dispatch")
       .map((a) => a.generation);
     expect(delivered).toEqual([1, 4]);
@@ -52,7 +55,7 @@ describe("hub - offline node", () => {
     const seen = readdirSync(join(h.dir, "state", "agents", "n1", "attempts")).map((f) =>
       f.replace(/\.json$/, ""),
     );
-    const byId = new Map(h.store.attemptsOf("app@n1").map((a) => [a.id, a.generation]));
+    const byId = new Map((await h.store.attempts.ofInstance("app@n1")).map((a) => [a.id, a.generation]));
     expect(seen.map((id) => byId.get(id)).sort()).toEqual([1, 4]);
   });
 });

@@ -43,11 +43,11 @@ function allow(h: Harness): void {
 }
 
 async function openTask(h: Harness, generation: number) {
-  const condition = h.store
-    .conditions({ status: "open", type: "OneShotInterrupted" })
-    .find((c) => c.generation === generation);
+  const condition = (await h.store.conditions.list({ status: "open", type: "OneShotInterrupted" })).find(
+    (c) => c.generation === generation,
+  );
   expect(condition, `an open OneShotInterrupted at generation ${generation}`).toBeDefined();
-  return { condition: condition!, task: h.store.taskOfCondition(condition!.id)! };
+  return { condition: condition!, task: (await h.store.tasks.ofCondition(condition!.id))! };
 }
 
 describe("hub - interrupted one-shots", () => {
@@ -56,7 +56,7 @@ describe("hub - interrupted one-shots", () => {
     await h.commit();
     await h.settle();
     expect(count(h)).toBe(1);
-    const intent = h.intent("db@n1");
+    const intent = await h.intent("db@n1");
     expect(intent).toMatchObject({ status: "blocked", reason: "OneShotInterrupted" });
     const { condition, task } = await openTask(h, 1);
     expect(condition).toMatchObject({ subject: "db@n1", resolver: "operator", generation: 1 });
@@ -98,14 +98,18 @@ describe("hub - interrupted one-shots", () => {
     expect(answered.code).toBe(EXIT.ok);
     expect(answered.stdout).toMatch(/resolved by alice \(--outcome ran\): checked the schema version/);
     expect(answered.stdout).toMatch(/condition OneShotInterrupted closed/);
-    h.hub.nudge({ node: "n1" });
+    await h.hub.nudge({ node: "n1" });
     // The CLI stamps the answer with the wall clock; the harness's clock is a fake one behind it.
     await h.advance(1_000);
     expect(count(h)).toBe(1);
-    expect(h.intent("db@n1").status).toBe("converged");
-    const resolved = h.store.condition(condition.id)!;
+    expect((await h.intent("db@n1")).status).toBe("converged");
+    const resolved = (await h.store.conditions.get(condition.id))!;
     expect(resolved.status).toBe("resolved");
-    expect(h.store.task(task.id)).toMatchObject({ status: "resolved", outcome: "ran", resolvedBy: "alice" });
+    expect(await h.store.tasks.get(task.id)).toMatchObject({
+      status: "resolved",
+      outcome: "ran",
+      resolvedBy: "alice",
+    });
     expect((await steward(h.dir, "status")).code).toBe(EXIT.ok);
   });
 
@@ -126,16 +130,16 @@ describe("hub - interrupted one-shots", () => {
       "restored the backup",
     );
     expect(answered.code).toBe(EXIT.ok);
-    h.hub.nudge({ node: "n1" });
+    await h.hub.nudge({ node: "n1" });
     // The CLI stamps the answer with the wall clock; the harness's clock is a fake one behind it.
     await h.advance(1_000);
     expect(count(h)).toBe(2);
-    expect(h.intent("db@n1").status).toBe("converged");
+    expect((await h.intent("db@n1")).status).toBe("converged");
     // Answered once, done once: more attempts of the generation find it ran.
     await h.report("n1");
     await h.advance(60_000);
     expect(count(h)).toBe(2);
-    expect(h.store.conditions({ status: "open" })).toEqual([]);
+    expect(await h.store.conditions.list({ status: "open" })).toEqual([]);
   });
 
   it("hub - a newer generation is not held back; the older generation's question stays open until answered", async () => {
@@ -147,12 +151,12 @@ describe("hub - interrupted one-shots", () => {
     h.write({ "assignments/db.yaml": migration("v2") });
     await h.commit();
     await h.settle();
-    expect(h.intent("db@n1")).toMatchObject({ generation: 2, status: "converged" });
+    expect(await h.intent("db@n1")).toMatchObject({ generation: 2, status: "converged" });
     expect(count(h)).toBe(2);
     expect(h.read("n1", "/srv/version")).toBe("v2");
     // The question about generation 1 is still open, and the fleet is not right.
-    expect(h.store.condition(first.condition.id)!.status).toBe("open");
-    expect(h.store.task(first.task.id)!.status).toBe("open");
+    expect((await h.store.conditions.get(first.condition.id))!.status).toBe("open");
+    expect((await h.store.tasks.get(first.task.id))!.status).toBe("open");
     expect((await steward(h.dir, "status")).code).toBe(EXIT.problems);
     // Answering it records the answer and runs nothing: generation 1 is no longer desired.
     const answered = await steward(
@@ -167,11 +171,11 @@ describe("hub - interrupted one-shots", () => {
     );
     expect(answered.code).toBe(EXIT.ok);
     expect(answered.stdout).toMatch(/condition OneShotInterrupted closed/);
-    h.hub.nudge({ node: "n1" });
+    await h.hub.nudge({ node: "n1" });
     // The CLI stamps the answer with the wall clock; the harness's clock is a fake one behind it.
     await h.advance(1_000);
     expect(count(h)).toBe(2);
-    expect(h.store.condition(first.condition.id)).toMatchObject({
+    expect(await h.store.conditions.get(first.condition.id)).toMatchObject({
       status: "resolved",
       resolution: expect.stringContaining("no longer desired"),
     });
@@ -185,9 +189,10 @@ describe("hub - interrupted one-shots", () => {
     h.write({ "assignments/db.yaml": migration("v2") });
     await h.commit();
     await h.settle();
-    const open = h.store.conditions({ status: "open", type: "OneShotInterrupted" });
+    const open = await h.store.conditions.list({ status: "open", type: "OneShotInterrupted" });
     expect(open.map((c) => c.generation).sort()).toEqual([1, 2]);
-    expect(new Set(open.map((c) => h.store.taskOfCondition(c.id)!.id)).size).toBe(2);
+    const tasks = await Promise.all(open.map(async (c) => (await h.store.tasks.ofCondition(c.id))!.id));
+    expect(new Set(tasks).size).toBe(2);
     expect(count(h)).toBe(2);
     expect(existsSync(join(h.root, "n1", "srv", "ok"))).toBe(false);
     // Not gating: what follows it was applied all the same.

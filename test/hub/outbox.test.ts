@@ -18,10 +18,9 @@ describe("hub - outbox", () => {
     await h.stopHub();
     await h.commit();
     // What a hub does in one transaction before it relays: decide, write the attempt and its outbox row.
-    const outcome = h.store.transaction(() =>
+    const outcome = await h.store.transaction((tx) =>
       reconcileInstance(
         {
-          store: h.store,
           clock: h.clock,
           newId: idFactory(h.clock),
           timing: DEFAULT_TIMING,
@@ -29,17 +28,18 @@ describe("hub - outbox", () => {
           transportEnabled: () => true,
           log: pino({ level: "silent" }),
         },
+        tx,
         "app@n1",
       ),
     );
     const [id] = outcome.dispatched;
-    expect(h.store.outbox().map((row) => row.attemptId)).toEqual([id]);
-    expect(h.store.attempt(id!)).toMatchObject({ status: "queued" });
+    expect((await h.store.attempts.outbox()).map((row) => row.attemptId)).toEqual([id]);
+    expect(await h.store.attempts.get(id!)).toMatchObject({ status: "queued" });
 
     await h.startHub();
-    expect(h.store.outbox()).toEqual([]);
-    expect(h.store.attemptsOf("app@n1")).toMatchObject([{ id, status: "succeeded" }]);
-    expect(h.intent("app@n1").status).toBe("converged");
+    expect(await h.store.attempts.outbox()).toEqual([]);
+    expect(await h.store.attempts.ofInstance("app@n1")).toMatchObject([{ id, status: "succeeded" }]);
+    expect((await h.intent("app@n1")).status).toBe("converged");
     expect(attemptsSeenByAgent(h.dir)).toEqual([`${id}.json`]);
   });
 
@@ -56,22 +56,25 @@ describe("hub - outbox", () => {
       },
     });
     await h.commit();
-    while (h.store.attemptsOf("app@n1")[0]?.status !== "dispatched")
+    while ((await h.store.attempts.ofInstance("app@n1"))[0]?.status !== "dispatched")
       await new Promise((r) => setTimeout(r, 10));
-    const [stalled] = h.store.attemptsOf("app@n1");
+    const [stalled] = await h.store.attempts.ofInstance("app@n1");
 
     await h.stopHub();
     await h.startHub();
-    expect(h.store.outbox()).toEqual([]);
-    expect(h.store.attemptsOf("app@n1")).toHaveLength(1);
-    expect(h.intent("app@n1").status).toBe("dispatched");
+    expect(await h.store.attempts.outbox()).toEqual([]);
+    expect(await h.store.attempts.ofInstance("app@n1")).toHaveLength(1);
+    expect((await h.intent("app@n1")).status).toBe("dispatched");
 
     await h.advance(DEFAULT_TIMING.leaseMs);
-    expect(h.store.attempt(stalled!.id)).toMatchObject({ status: "ambiguous", reason: "LeaseExpired" });
+    expect(await h.store.attempts.get(stalled!.id)).toMatchObject({
+      status: "ambiguous",
+      reason: "LeaseExpired",
+    });
     // A report taken after the lease ended settles it: not applied, so a new attempt goes.
     h.clock.advance(1_000);
     await h.report("n1");
-    const [settled, fresh] = h.store.attemptsOf("app@n1");
+    const [settled, fresh] = await h.store.attempts.ofInstance("app@n1");
     expect(settled).toMatchObject({
       id: stalled!.id,
       reason: "LeaseExpired",
@@ -79,7 +82,7 @@ describe("hub - outbox", () => {
       settledBy: "report",
     });
     expect(fresh).toMatchObject({ status: "succeeded" });
-    expect(h.intent("app@n1").status).toBe("converged");
+    expect((await h.intent("app@n1")).status).toBe("converged");
     expect(attemptsSeenByAgent(h.dir)).toEqual([`${fresh!.id}.json`]);
   });
 });

@@ -20,10 +20,14 @@ describe("hub - permanent failures", () => {
     });
     await h.commit("add app");
     await h.settle();
-    const [attempt] = h.store.attemptsOf("app@n1");
+    const [attempt] = await h.store.attempts.ofInstance("app@n1");
     expect(attempt).toMatchObject({ status: "failed", failureClass: "permanent", reason: "CommandNotFound" });
-    expect(h.intent("app@n1")).toMatchObject({ status: "blocked", failureClass: "permanent", failures: 0 });
-    const [blocked] = h.store.conditions({ type: "Blocked", status: "open" });
+    expect(await h.intent("app@n1")).toMatchObject({
+      status: "blocked",
+      failureClass: "permanent",
+      failures: 0,
+    });
+    const [blocked] = await h.store.conditions.list({ type: "Blocked", status: "open" });
     expect(blocked).toMatchObject({
       subject: "app@n1",
       reason: "CommandNotFound",
@@ -35,8 +39,8 @@ describe("hub - permanent failures", () => {
     // An hour later, and after reports from the node: still one attempt.
     await h.advance(HOUR);
     await h.report("n1");
-    expect(h.store.attemptsOf("app@n1")).toHaveLength(1);
-    expect(h.intent("app@n1").status).toBe("blocked");
+    expect(await h.store.attempts.ofInstance("app@n1")).toHaveLength(1);
+    expect((await h.intent("app@n1")).status).toBe("blocked");
 
     // The fix is a new generation: it is attempted at once and converges; Blocked resolves.
     h.write({
@@ -47,13 +51,13 @@ describe("hub - permanent failures", () => {
     });
     await h.commit("fix the migration command");
     await h.settle();
-    expect(h.intent("app@n1")).toMatchObject({ generation: 2, status: "converged" });
-    expect(h.store.intent("app@n1", 1)).toMatchObject({
+    expect(await h.intent("app@n1")).toMatchObject({ generation: 2, status: "converged" });
+    expect(await h.store.intents.get("app@n1", 1)).toMatchObject({
       status: "superseded",
       outcome: "blocked",
       supersededBy: 2,
     });
-    const resolved = h.store.condition(blocked!.id)!;
+    const resolved = (await h.store.conditions.get(blocked!.id))!;
     expect(resolved.status).toBe("resolved");
     expect(resolved.resolution).toBe("generation 2 supersedes generation 1");
   });

@@ -18,13 +18,13 @@ describe("hub - revision progress", () => {
     });
     const first = await h.commit("v1");
     await h.settle();
-    expect(revisionProgress(h.store, first.sha)).toMatchObject({
+    expect(await revisionProgress(h.store, first.sha)).toMatchObject({
       state: "pending",
       description: "1/3 instances converged",
       assignments: [{ assignment: "web", state: "pending", description: "1/3 nodes at generation 1" }],
     });
     await h.advance(60_000);
-    expect(revisionProgress(h.store, first.sha)).toMatchObject({
+    expect(await revisionProgress(h.store, first.sha)).toMatchObject({
       state: "success",
       description: "3/3 instances converged",
     });
@@ -32,7 +32,7 @@ describe("hub - revision progress", () => {
     h.write({ "assignments/web.yaml": web("v2") });
     const second = await h.commit("v2");
     await h.settle();
-    expect(revisionProgress(h.store, first.sha)).toMatchObject({
+    expect(await revisionProgress(h.store, first.sha)).toMatchObject({
       state: "superseded",
       supersededBy: second.sha,
       assignments: [{ state: "superseded", supersededBy: second.sha }],
@@ -50,8 +50,8 @@ describe("hub - revision progress", () => {
     });
     const broken = await h.commit("broken");
     await h.settle();
-    const attemptId = h.intent("web@n1").lastAttemptId;
-    const progress = revisionProgress(h.store, broken.sha)!;
+    const attemptId = (await h.intent("web@n1")).lastAttemptId;
+    const progress = (await revisionProgress(h.store, broken.sha))!;
     expect(progress.state).toBe("failure");
     expect(progress.assignments[0]).toMatchObject({
       state: "failure",
@@ -66,10 +66,10 @@ describe("hub - revision progress", () => {
         "apiVersion: steward.dev/v1\nkind: Assignment\nmetadata:\n  name: web\nspec:\n  nodes: [n1]\n  resources: []\n",
     });
     const invalid = await h.commit("invalid");
-    const error = revisionProgress(h.store, invalid.sha)!;
+    const error = (await revisionProgress(h.store, invalid.sha))!;
     expect(error.state).toBe("error");
     expect(error.errors![0]).toMatch(/^assignments\/web\.yaml:7:\d+: /);
-    expect(h.store.conditions({ type: "InvalidRevision", status: "open" })).toMatchObject([
+    expect(await h.store.conditions.list({ type: "InvalidRevision", status: "open" })).toMatchObject([
       { subject: invalid.sha, revision: invalid.sha },
     ]);
   });

@@ -80,7 +80,7 @@ describe("hub - transport events are acknowledged only once recorded", () => {
     });
     await h.commit();
     await h.settle();
-    expect(h.intent("app@n1").status).toBe("converged");
+    expect((await h.intent("app@n1")).status).toBe("converged");
     const transport = watched!;
     const result = transport.results[0]!;
     expect(transport.reports.length).toBeGreaterThan(0);
@@ -114,8 +114,8 @@ describe("hub - transport events are acknowledged only once recorded", () => {
     ]);
     expect(report.status).toBe("rejected");
     expect(health.status).toBe("fulfilled");
-    expect(h.store.reportMeta("n1")?.takenAt).not.toBe(unreadable.takenAt);
-    expect(h.store.conditions({ type: "TransportDegraded", status: "open" })).toMatchObject([
+    expect((await h.store.observations.reportOf("n1"))?.takenAt).not.toBe(unreadable.takenAt);
+    expect(await h.store.conditions.list({ type: "TransportDegraded", status: "open" })).toMatchObject([
       { subject: "n1", reason: "AgentDisconnected" },
     ]);
   });

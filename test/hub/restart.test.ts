@@ -76,19 +76,20 @@ describe("hub - restart", () => {
 
     const store = new SqliteStore(join(state, "hub.db"));
     cleanups.push(() => store.close());
-    const inFlight = store.attemptsOf(`migrate@${started}`);
+    const inFlight = await store.attempts.ofInstance(`migrate@${started}`);
     expect(inFlight).toHaveLength(1);
     expect(inFlight[0]!.status).toBe("dispatched");
     const others = ["n1", "n2", "n3"].filter((n) => n !== started);
-    for (const node of others) expect(store.attemptsOf(`migrate@${node}`)).toEqual([]);
+    for (const node of others) expect(await store.attempts.ofInstance(`migrate@${node}`)).toEqual([]);
 
     const second = await startSteward(args, { cwd: dir, log });
     cleanups.push(() => void second.kill("SIGKILL"));
     await eventually(
-      () =>
-        ["n1", "n2", "n3"].every((n) => store.intent(`migrate@${n}`, 1)?.status === "converged")
-          ? true
-          : undefined,
+      async () => {
+        for (const n of ["n1", "n2", "n3"])
+          if ((await store.intents.get(`migrate@${n}`, 1))?.status !== "converged") return undefined;
+        return true;
+      },
       60_000,
       "every instance to converge after the restart",
     );
@@ -100,7 +101,7 @@ describe("hub - restart", () => {
       expect([node, readFileSync(join(root, node, "srv", "runs"), "utf8")]).toEqual([node, "ran\n"]);
     // The interrupted attempt was treated as ambiguous and settled by a fresh report, not replayed:
     // any later attempt came after that report.
-    const [interrupted, ...later] = store.attemptsOf(`migrate@${started}`);
+    const [interrupted, ...later] = await store.attempts.ofInstance(`migrate@${started}`);
     expect(interrupted).toMatchObject({ id: inFlight[0]!.id, reason: "LeaseExpired", settledBy: "report" });
     for (const attempt of later) expect(attempt.createdAt >= interrupted!.finishedAt!).toBe(true);
     const lines = readFileSync(log, "utf8")
@@ -144,12 +145,12 @@ describe("hub - restart", () => {
     const store = new SqliteStore(join(state, "hub.db"));
     cleanups.push(() => store.close());
     await eventually(
-      () => (store.intent("migrate@n1", 1)?.status === "converged" ? true : undefined),
+      async () => ((await store.intents.get("migrate@n1", 1))?.status === "converged" ? true : undefined),
       60_000,
       "the instance to converge after the restart",
     );
     expect(readFileSync(counter, "utf8")).toBe("ran\n");
-    const [lost, ...later] = store.attemptsOf("migrate@n1");
+    const [lost, ...later] = await store.attempts.ofInstance("migrate@n1");
     expect(lost).toMatchObject({ generation: 1, settledBy: "report" });
     // The attempt after the restart found the run's outcome instead of starting it again.
     expect(later.at(-1)).toMatchObject({ generation: 1, status: "succeeded" });

@@ -22,13 +22,13 @@ describe("hub - rollback", () => {
     const h = await startHarness({ files: { ...nodes("n1"), "assignments/app.yaml": good } });
     await h.commit("1.0");
     await h.settle();
-    expect(h.intent("app@n1")).toMatchObject({ generation: 1, status: "converged", version: "1.0" });
-    const goodHash = h.intent("app@n1").hash;
+    expect(await h.intent("app@n1")).toMatchObject({ generation: 1, status: "converged", version: "1.0" });
+    const goodHash = (await h.intent("app@n1")).hash;
 
     h.write({ "assignments/app.yaml": bad });
     await h.commit("1.1");
     await h.settle();
-    const failed = h.intent("app@n1");
+    const failed = await h.intent("app@n1");
     expect(failed).toMatchObject({ generation: 2, status: "blocked", failureClass: "permanent" });
     const failedAttempt = failed.lastAttemptId!;
 
@@ -36,14 +36,14 @@ describe("hub - rollback", () => {
     h.write({ "assignments/app.yaml": good });
     await h.commit("Revert 1.1");
     await h.settle();
-    expect(h.intent("app@n1")).toMatchObject({
+    expect(await h.intent("app@n1")).toMatchObject({
       generation: 3,
       status: "converged",
       hash: goodHash,
       version: "1.0",
     });
     expect(h.read("n1", "srv/conf")).toBe("version 1.0");
-    const history = h.store.intentsOf("app@n1").map((i) => ({
+    const history = (await h.store.intents.ofInstance("app@n1")).map((i) => ({
       generation: i.generation,
       status: i.status,
       outcome: i.outcome,
@@ -74,26 +74,26 @@ describe("hub - rollback", () => {
       },
     ]);
     // The failed attempt keeps its record, and the Blocked condition its correlation id.
-    expect(h.store.attempt(failedAttempt)).toMatchObject({
+    expect(await h.store.attempts.get(failedAttempt)).toMatchObject({
       generation: 2,
       status: "failed",
       failureClass: "permanent",
     });
-    const blocked = h.store.conditions({ type: "Blocked" })[0]!;
+    const blocked = (await h.store.conditions.list({ type: "Blocked" }))[0]!;
     expect(blocked).toMatchObject({ status: "resolved", attemptId: failedAttempt, generation: 2 });
     expect(blocked.tried).toEqual([failedAttempt]);
     // `steward history` shows each generation's outcome, failure class and correlation id.
     const outcomeOf = generationOutcomes(h.store);
-    expect(outcomeOf("app@n1", 2)).toEqual({
+    expect(await outcomeOf("app@n1", 2)).toEqual({
       outcome: "blocked",
       failureClass: "permanent",
       correlationId: failedAttempt,
     });
-    expect(outcomeOf("app@n1", 3)).toEqual({
+    expect(await outcomeOf("app@n1", 3)).toEqual({
       outcome: "converged",
-      correlationId: h.intent("app@n1").lastAttemptId,
+      correlationId: (await h.intent("app@n1")).lastAttemptId,
     });
     // The report of generation 1 was not rewritten: observations only move forward.
-    expect(h.store.observation("app@n1")).toMatchObject({ generation: 3, converged: true });
+    expect(await h.store.observations.get("app@n1")).toMatchObject({ generation: 3, converged: true });
   });
 });

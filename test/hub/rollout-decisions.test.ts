@@ -36,10 +36,12 @@ const web = (nodes: string[], rollout: Rollout) =>
   });
 
 const states = (h: Harness, nodes: readonly string[]) =>
-  nodes.map((n) => {
-    const intent = h.intent(`web@${n}`);
-    return `${n} ${intent.status}${intent.holdReason ? ` (${intent.holdReason})` : ""}`;
-  });
+  Promise.all(
+    nodes.map(async (n) => {
+      const intent = await h.intent(`web@${n}`);
+      return `${n} ${intent.status}${intent.holdReason ? ` (${intent.holdReason})` : ""}`;
+    }),
+  );
 
 describe("hub - an operator pauses and resumes a rollout", () => {
   it("hub - rollout pause holds what has not started and says who paused it and why; resume lets it go on, and the pause resolves once it moves", async () => {
@@ -53,24 +55,24 @@ describe("hub - an operator pauses and resumes a rollout", () => {
     const newId = idFactory(h.clock);
     const { sha } = await h.commit();
     await h.settle();
-    expect(states(h, nodes)).toEqual(["n1 converged", "n2 held (canary)", "n3 held (canary)"]);
+    expect(await states(h, nodes)).toEqual(["n1 converged", "n2 held (canary)", "n3 held (canary)"]);
 
-    const [paused] = pauseRollouts(
+    const [paused] = await pauseRollouts(
       h.store,
       { revision: sha, by: "alice", reason: "watching the error rate", at: h.clock.now().toISOString() },
       newId,
     );
     expect(paused).toMatchObject({ assignment: "web", recorded: true });
-    h.hub.nudge({ revision: sha });
+    await h.hub.nudge({ revision: sha });
     await h.settle();
     await h.advance(60_000);
-    expect(states(h, nodes)).toEqual([
+    expect(await states(h, nodes)).toEqual([
       "n1 converged",
       "n2 held (paused-by-operator)",
       "n3 held (paused-by-operator)",
     ]);
-    expect(h.intent("web@n2").message).toBe("rollout paused by alice: watching the error rate");
-    const [condition] = h.store.conditions({ type: "RolloutPaused", status: "open" });
+    expect((await h.intent("web@n2")).message).toBe("rollout paused by alice: watching the error rate");
+    const [condition] = await h.store.conditions.list({ type: "RolloutPaused", status: "open" });
     expect(condition).toMatchObject({
       reason: "PausedByOperator",
       resolver: "operator",
@@ -79,14 +81,16 @@ describe("hub - an operator pauses and resumes a rollout", () => {
     expect(condition!.message).toContain("paused by alice: watching the error rate");
 
     // status, describe revision and the commit statuses say who paused it and why.
-    expect(instanceViews(h.store).find((i) => i.instance === "web@n2")).toMatchObject({ state: "held" });
-    const progress = revisionProgress(h.store, sha)!.assignments[0]!;
+    expect((await instanceViews(h.store)).find((i) => i.instance === "web@n2")).toMatchObject({
+      state: "held",
+    });
+    const progress = (await revisionProgress(h.store, sha))!.assignments[0]!;
     expect(progress).toMatchObject({
       state: "pending",
       pause: { by: "alice", why: "watching the error rate" },
     });
     expect(progress.description).toBe("1/3 nodes at generation 1; paused by alice: watching the error rate");
-    const inputs = statusInputs(h.store, sha)!;
+    const inputs = (await statusInputs(h.store, sha))!;
     expect(revisionStatuses(inputs.revision, inputs).map((s) => [s.context, s.state, s.description])).toEqual(
       [
         [
@@ -98,7 +102,7 @@ describe("hub - an operator pauses and resumes a rollout", () => {
       ],
     );
 
-    const [resumed] = resumeRollouts(h.store, {
+    const [resumed] = await resumeRollouts(h.store, {
       revision: sha,
       by: "bob",
       reason: "error rate is flat",
@@ -106,16 +110,16 @@ describe("hub - an operator pauses and resumes a rollout", () => {
     });
     expect(resumed).toMatchObject({ recorded: true });
     // Recorded, not yet observed: the condition is still open until the rollout moves.
-    expect(h.store.condition(condition!.id)).toMatchObject({ status: "open" });
-    h.hub.nudge({ revision: sha });
+    expect(await h.store.conditions.get(condition!.id)).toMatchObject({ status: "open" });
+    await h.hub.nudge({ revision: sha });
     await h.settle();
-    expect(states(h, nodes)).toEqual(["n1 converged", "n2 converged", "n3 converged"]);
-    expect(h.store.condition(condition!.id)).toMatchObject({
+    expect(await states(h, nodes)).toEqual(["n1 converged", "n2 converged", "n3 converged"]);
+    expect(await h.store.conditions.get(condition!.id)).toMatchObject({
       status: "resolved",
       resolution:
         "resumed by bob (error rate is flat); the rollout moves again (web@n2 started): 0 failed instances counted, within maxFailures 0",
     });
-    expect(h.store.conditionHistory(condition!.id).map((e) => [e.event, e.message])).toEqual([
+    expect((await h.store.conditions.history(condition!.id)).map((e) => [e.event, e.message])).toEqual([
       ["opened", condition!.message],
       [
         "updated",
@@ -123,22 +127,27 @@ describe("hub - an operator pauses and resumes a rollout", () => {
       ],
       ["resolved", expect.stringMatching(/^resumed by bob/)],
     ]);
-    expect(h.store.rolloutDecision("web", sha)).toMatchObject({ decision: "resume", by: "bob" });
+    expect(await h.store.rollouts.decision("web", sha)).toMatchObject({ decision: "resume", by: "bob" });
 
     // Nothing is left to hold or to resume now.
     expect(
-      pauseRollouts(
+      await pauseRollouts(
         h.store,
         { revision: sha, by: "alice", reason: "again", at: h.clock.now().toISOString() },
         newId,
       ),
     ).toMatchObject([{ recorded: false, message: expect.stringMatching(/^nothing to pause/) }]);
     expect(
-      resumeRollouts(h.store, { revision: sha, by: "bob", reason: "again", at: h.clock.now().toISOString() }),
+      await resumeRollouts(h.store, {
+        revision: sha,
+        by: "bob",
+        reason: "again",
+        at: h.clock.now().toISOString(),
+      }),
     ).toMatchObject([{ recorded: false, message: expect.stringMatching(/^nothing to resume/) }]);
-    expect(() =>
+    await expect(
       resumeRollouts(h.store, { revision: sha, assignment: "db", by: "bob", reason: "x", at: "" }),
-    ).toThrow(/has no rollout of "db" \(it rolls out web\): fix --assignment/);
+    ).rejects.toThrow(/has no rollout of "db" \(it rolls out web\): fix --assignment/);
   });
 
   it("hub - answering RolloutPaused with --outcome resume goes on past the failures seen; a new failure pauses again, naming only it", async () => {
@@ -151,20 +160,20 @@ describe("hub - an operator pauses and resumes a rollout", () => {
     });
     const { sha } = await h.commit();
     await h.settle();
-    expect(states(h, nodes)).toEqual([
+    expect(await states(h, nodes)).toEqual([
       "n1 blocked",
       "n2 held (paused)",
       "n3 held (paused)",
       "n4 held (paused)",
     ]);
-    const [first] = h.store.conditions({ type: "RolloutPaused", status: "open" });
-    const task = h.store.taskOfCondition(first!.id)!;
+    const [first] = await h.store.conditions.list({ type: "RolloutPaused", status: "open" });
+    const task = (await h.store.tasks.ofCondition(first!.id))!;
 
     // Answering without a decision is fine too (what was done is recorded); the pause stays.
-    expect(() => resolveTask(h.store, task.id, "carol", "", h.clock.now().toISOString())).toThrow(
+    await expect(resolveTask(h.store, task.id, "carol", "", h.clock.now().toISOString())).rejects.toThrow(
       /say what you did/,
     );
-    resolveTask(
+    await resolveTask(
       h.store,
       task.id,
       "carol",
@@ -172,27 +181,27 @@ describe("hub - an operator pauses and resumes a rollout", () => {
       h.clock.now().toISOString(),
       "resume",
     );
-    h.hub.nudge({ revision: sha });
+    await h.hub.nudge({ revision: sha });
     await h.settle();
 
-    expect(states(h, nodes)).toEqual(["n1 blocked", "n2 converged", "n3 blocked", "n4 held (paused)"]);
-    expect(h.store.condition(first!.id)).toMatchObject({
+    expect(await states(h, nodes)).toEqual(["n1 blocked", "n2 converged", "n3 blocked", "n4 held (paused)"]);
+    expect(await h.store.conditions.get(first!.id)).toMatchObject({
       status: "resolved",
       resolution: expect.stringMatching(
         /^resumed by carol \(n1 is being rebuilt: go on without it\), past web@n1; the rollout moves again \(web@n2 started\)/,
       ),
     });
-    expect(h.store.rolloutDecision("web", sha)).toMatchObject({
+    expect(await h.store.rollouts.decision("web", sha)).toMatchObject({
       decision: "resume",
       by: "carol",
       taskId: task.id,
       accepted: ["web@n1"],
     });
-    const [second] = h.store.conditions({ type: "RolloutPaused", status: "open" });
+    const [second] = await h.store.conditions.list({ type: "RolloutPaused", status: "open" });
     expect(second!.id).not.toBe(first!.id);
     expect(second!.message).toContain("1 instance failed (maxFailures 0): web@n3 blocked");
     expect(second!.message).not.toContain("web@n1");
-    expect(revisionProgress(h.store, sha)!.assignments[0]!.pause).toMatchObject({
+    expect((await revisionProgress(h.store, sha))!.assignments[0]!.pause).toMatchObject({
       reason: "MaxFailuresExceeded",
       instances: [{ instance: "web@n3", status: "blocked" }],
     });

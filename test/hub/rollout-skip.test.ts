@@ -62,14 +62,14 @@ class QuietNode implements Transport {
   }
 }
 
-const statuses = (h: Harness) =>
-  NODES.map((n) => h.intent(`web@${n}`)).map(
+const statuses = async (h: Harness) =>
+  (await Promise.all(NODES.map((n) => h.intent(`web@${n}`)))).map(
     (i) => `${i.node} ${i.status}${i.holdReason ? ` (${i.holdReason})` : ""}`,
   );
-const pauses = (h: Harness) => h.store.conditions({ type: "RolloutPaused" });
+const pauses = (h: Harness) => h.store.conditions.list({ type: "RolloutPaused" });
 
-function commitStatuses(h: Harness, sha: string) {
-  const inputs = statusInputs(h.store, sha)!;
+async function commitStatuses(h: Harness, sha: string) {
+  const inputs = (await statusInputs(h.store, sha))!;
   return revisionStatuses(inputs.revision, inputs).map((s) => [s.context, s.state, s.description]);
 }
 
@@ -78,28 +78,28 @@ describe("hub - a rollout goes on around skipped nodes", () => {
     const h = await startHarness({ files: { ...fleet(["n1"]), "assignments/web.yaml": web("v1") } });
     const { sha } = await h.commit();
     await h.settle();
-    expect(statuses(h)).toEqual(["n1 blocked", "n2 held (paused)", "n3 held (paused)"]);
-    const [paused] = pauses(h);
+    expect(await statuses(h)).toEqual(["n1 blocked", "n2 held (paused)", "n3 held (paused)"]);
+    const [paused] = await pauses(h);
     // The pause names the instance that caused it, with its attempt.
     expect(paused!.message).toContain(
-      `web@n1 blocked (CommandNotFound, attempt ${h.intent("web@n1").lastAttemptId})`,
+      `web@n1 blocked (CommandNotFound, attempt ${(await h.intent("web@n1")).lastAttemptId})`,
     );
 
-    setNodeDraining(h.store, "n1", true, { by: "alice", reason: "broken disk", at: h.clock.now() });
-    h.hub.nudge({ node: "n1" });
+    await setNodeDraining(h.store, "n1", true, { by: "alice", reason: "broken disk", at: h.clock.now() });
+    await h.hub.nudge({ node: "n1" });
     await h.settle();
-    expect(statuses(h)).toEqual(["n1 blocked", "n2 converged", "n3 converged"]);
-    expect(h.store.condition(paused!.id)).toMatchObject({
+    expect(await statuses(h)).toEqual(["n1 blocked", "n2 converged", "n3 converged"]);
+    expect(await h.store.conditions.get(paused!.id)).toMatchObject({
       status: "resolved",
       resolution:
         "the rollout moves again (web@n2 started): 0 failed instances counted, within maxFailures 0",
     });
 
-    const progress = revisionProgress(h.store, sha)!.assignments[0]!;
+    const progress = (await revisionProgress(h.store, sha))!.assignments[0]!;
     expect(progress.skipped).toEqual([{ instance: "web@n1", node: "n1", skip: "drained" }]);
     expect(progress.description).toContain("2/3 nodes at generation 1; skipped n1 (drained)");
     // Blocked stays what it is; the commit status says so, and that the rollout skipped the node.
-    expect(commitStatuses(h, sha)[1]).toEqual([
+    expect((await commitStatuses(h, sha))[1]).toEqual([
       "steward/web",
       "failure",
       expect.stringMatching(/^Blocked on n1/),
@@ -122,15 +122,17 @@ describe("hub - a rollout goes on around skipped nodes", () => {
     quiet!.quiet = "n1";
     const { sha } = await h.commit();
     await h.settle();
-    expect(statuses(h)).toEqual(["n1 dispatched", "n2 held (batch)", "n3 held (batch)"]);
+    expect(await statuses(h)).toEqual(["n1 dispatched", "n2 held (batch)", "n3 held (batch)"]);
 
     // Silence past the window, then no answer to a request for a report: NodeSilent.
-    for (let i = 0; i < 5 && h.store.conditions({ type: "NodeSilent" }).length === 0; i++)
+    for (let i = 0; i < 5 && (await h.store.conditions.list({ type: "NodeSilent" })).length === 0; i++)
       await h.advance(10_000);
-    expect(h.store.conditions({ type: "NodeSilent", status: "open" })).toMatchObject([{ subject: "n1" }]);
-    expect(statuses(h)).toEqual(["n1 dispatched", "n2 converged", "n3 converged"]);
-    expect(pauses(h)).toEqual([]);
-    const [fleetStatus, webStatus] = commitStatuses(h, sha);
+    expect(await h.store.conditions.list({ type: "NodeSilent", status: "open" })).toMatchObject([
+      { subject: "n1" },
+    ]);
+    expect(await statuses(h)).toEqual(["n1 dispatched", "n2 converged", "n3 converged"]);
+    expect(await pauses(h)).toEqual([]);
+    const [fleetStatus, webStatus] = await commitStatuses(h, sha);
     expect(fleetStatus).toEqual([
       "steward/fleet",
       "pending",
@@ -147,8 +149,8 @@ describe("hub - a rollout goes on around skipped nodes", () => {
     const h = await startHarness({ files: { ...files, "assignments/web.yaml": web("v1") } });
     const { sha } = await h.commit();
     await h.settle();
-    expect(statuses(h)).toEqual(["n1 converged", "n2 converged", "n3 held (transport-disabled)"]);
-    expect(revisionProgress(h.store, sha)!.assignments[0]!.description).toBe(
+    expect(await statuses(h)).toEqual(["n1 converged", "n2 converged", "n3 held (transport-disabled)"]);
+    expect((await revisionProgress(h.store, sha))!.assignments[0]!.description).toBe(
       "2/3 nodes at generation 1; skipped n3 (transport not run here)",
     );
   });

@@ -43,7 +43,7 @@ describe("hub - an observation no report backs is not kept", () => {
     try {
       await h.commit();
       await h.settle();
-      expect(h.intent("svc@n1").status).toBe("converged");
+      expect((await h.intent("svc@n1")).status).toBe("converged");
       const first = Number(h.read("n1", "srv/pid"));
       expect(alive(first)).toBe(true);
 
@@ -58,8 +58,8 @@ describe("hub - an observation no report backs is not kept", () => {
       const second = Number(readFileSync(join(h.root, "n1", "srv", "pid"), "utf8"));
       expect(second).not.toBe(first);
       expect(alive(second)).toBe(true);
-      expect(h.intent("svc@n1").status).toBe("converged");
-      expect(h.store.attemptsOf("svc@n1").map((a) => [a.generation, a.status])).toEqual([
+      expect((await h.intent("svc@n1")).status).toBe("converged");
+      expect((await h.store.attempts.ofInstance("svc@n1")).map((a) => [a.generation, a.status])).toEqual([
         [1, "succeeded"],
         [1, "succeeded"],
       ]);

@@ -28,7 +28,7 @@ describe("hub - status has three answers", () => {
     await h.settle();
     await h.advance(100);
     await notes.publisher().flushNow();
-    const intent = h.intent("app@n1");
+    const intent = await h.intent("app@n1");
     expect(intent).toMatchObject({ status: "backoff", failures: 1 });
     const text = await steward(h.dir, "status");
     expect(text.code).toBe(EXIT.converging);

@@ -20,7 +20,7 @@ describe("hub - commit statuses", () => {
       files: { ...nodes("n1", "n2"), "assignments/app.yaml": app("v1") },
       hubOptions: (store) => {
         publisher ??= new StatusPublisher({
-          db: store.db,
+          store,
           writers: [new GitNotesStatusWriter({ fs, gitdir })],
           debounceMs: 0,
         });
@@ -49,7 +49,7 @@ describe("hub - commit statuses", () => {
     await h.settle();
     await h.advance(1_000);
     await publisher!.flushNow();
-    const attempt = h.intent("app@n1").lastAttemptId;
+    const attempt = (await h.intent("app@n1")).lastAttemptId;
     expect((await notes(bad.sha))["steward/app"]).toMatch(
       new RegExp(`^failure: Blocked on n1 \\(\\+1 more\\), attempt ${attempt}: generation 2: `),
     );
@@ -59,14 +59,14 @@ describe("hub - commit statuses", () => {
   it("hub - a status destination that fails raises StatusWriteFailing until it recovers", async () => {
     const h = await startHarness({ files: { ...nodes("n1") } });
     const since = h.clock.now();
-    h.hub.statusHealth({
+    await h.hub.statusHealth({
       provider: "github:api.github.com/acme/fleet",
       failing: true,
       reason: "ForgeUnavailable",
       message: "HTTP 502",
       since,
     });
-    expect(h.store.conditions({ status: "open" })).toMatchObject([
+    expect(await h.store.conditions.list({ status: "open" })).toMatchObject([
       {
         type: "StatusWriteFailing",
         subjectKind: "status",
@@ -74,13 +74,13 @@ describe("hub - commit statuses", () => {
         reason: "ForgeUnavailable",
       },
     ]);
-    h.hub.statusHealth({
+    await h.hub.statusHealth({
       provider: "github:api.github.com/acme/fleet",
       failing: false,
       since,
       recoveredAt: h.clock.now(),
     });
-    expect(h.store.conditions({ status: "open" })).toEqual([]);
+    expect(await h.store.conditions.list({ status: "open" })).toEqual([]);
   });
 
   it("hub - a failure status's description carries the line of the evidence that names the error", async () => {
@@ -107,7 +107,7 @@ describe("hub - commit statuses", () => {
     await h.settle();
     await h.advance(1_000);
     await notes.publisher().flushNow();
-    const attempt = h.intent("app@n1").lastAttemptId;
+    const attempt = (await h.intent("app@n1")).lastAttemptId;
     const [note] = (await notes.read(commit.sha)).filter((s) => s.context === "steward/app");
     expect(note).toMatchObject({ state: "failure" });
     expect(note!.description).toMatch(

@@ -12,14 +12,16 @@ describe("hub - sync events", () => {
     const at = h.clock.now().toISOString();
     insert.run("force-push", "f".repeat(40), synced.sha, "branch main was rewritten", at, at);
     insert.run("fetch-failed", null, synced.sha, "remote unreachable: ECONNREFUSED", at, at);
-    h.hub.takeInRevisions();
-    expect(h.store.conditions({ status: "open" }).map((c) => [c.type, c.subject, c.reason])).toEqual([
+    await h.hub.takeInRevisions();
+    expect(
+      (await h.store.conditions.list({ status: "open" })).map((c) => [c.type, c.subject, c.reason]),
+    ).toEqual([
       ["InvalidRevision", "f".repeat(40), "HistoryRewritten"],
       ["TransportDegraded", "git:main", "FetchFailed"],
     ]);
     // They resolve when the syncer resolves its events.
     h.store.db.prepare("UPDATE sync_events SET resolved_at = ?").run(at);
-    h.hub.takeInRevisions();
-    expect(h.store.conditions({ status: "open" })).toEqual([]);
+    await h.hub.takeInRevisions();
+    expect(await h.store.conditions.list({ status: "open" })).toEqual([]);
   });
 });

@@ -22,56 +22,56 @@ describe("hub - transient failures", () => {
     });
     await h.commit();
     await h.settle();
-    const attempts = () => h.store.attemptsOf("app@n1");
-    expect(attempts()).toHaveLength(1);
-    expect(attempts()[0]).toMatchObject({
+    const attempts = () => h.store.attempts.ofInstance("app@n1");
+    expect(await attempts()).toHaveLength(1);
+    expect((await attempts())[0]).toMatchObject({
       status: "failed",
       failureClass: "transient",
       reason: "CommandFailed",
     });
-    let intent = h.intent("app@n1");
+    let intent = await h.intent("app@n1");
     expect(intent).toMatchObject({ status: "backoff", failures: 1, failureClass: "transient" });
     // First retry after 1 s (jitter pinned to the middle), the second after 2 s: exponential.
     expect(Date.parse(intent.nextAttemptAt!) - Date.parse(intent.firstFailureAt!)).toBe(1_000);
     await h.advance(999);
-    expect(attempts()).toHaveLength(1);
+    expect(await attempts()).toHaveLength(1);
     await h.advance(1);
-    expect(attempts()).toHaveLength(2);
-    intent = h.intent("app@n1");
+    expect(await attempts()).toHaveLength(2);
+    intent = await h.intent("app@n1");
     expect(intent.failures).toBe(2);
     expect(Date.parse(intent.nextAttemptAt!) - h.clock.now().getTime()).toBe(2_000);
-    expect(h.store.conditions({ type: "Stuck" })).toEqual([]);
+    expect(await h.store.conditions.list({ type: "Stuck" })).toEqual([]);
 
     // Third failure spends the budget of 3: Stuck, with the attempts tried and a task for judgement.
     await h.advance(2_000);
-    expect(attempts()).toHaveLength(3);
-    intent = h.intent("app@n1");
+    expect(await attempts()).toHaveLength(3);
+    intent = await h.intent("app@n1");
     expect(intent.status).toBe("stuck");
-    const [stuck] = h.store.conditions({ type: "Stuck", status: "open" });
+    const [stuck] = await h.store.conditions.list({ type: "Stuck", status: "open" });
     expect(stuck).toMatchObject({
       subjectKind: "instance",
       subject: "app@n1",
       reason: "CommandFailed",
       generation: 1,
     });
-    expect(stuck!.tried).toContain(attempts()[2]!.id);
-    expect(h.store.tasks({ status: "open" }).map((t) => t.type)).toEqual(["Stuck"]);
+    expect(stuck!.tried).toContain((await attempts())[2]!.id);
+    expect((await h.store.tasks.list({ status: "open" })).map((t) => t.type)).toEqual(["Stuck"]);
 
     // Still retrying, at the slowest cadence (60 s), never giving up.
     await h.advance(59_000);
-    expect(attempts()).toHaveLength(3);
+    expect(await attempts()).toHaveLength(3);
     await h.advance(1_000);
-    expect(attempts()).toHaveLength(4);
-    expect(h.intent("app@n1").status).toBe("stuck");
+    expect(await attempts()).toHaveLength(4);
+    expect((await h.intent("app@n1")).status).toBe("stuck");
 
     // The late dependency arrives: the next retry converges, and observation resolves Stuck.
     writeFileSync(join(h.root, "n1", "srv", "ready"), "");
     await h.advance(60_000);
-    expect(h.intent("app@n1")).toMatchObject({ status: "converged", failures: 0 });
-    expect(h.store.conditions({ type: "Stuck", status: "open" })).toEqual([]);
-    const resolved = h.store.conditions({ type: "Stuck" })[0]!;
+    expect(await h.intent("app@n1")).toMatchObject({ status: "converged", failures: 0 });
+    expect(await h.store.conditions.list({ type: "Stuck", status: "open" })).toEqual([]);
+    const resolved = (await h.store.conditions.list({ type: "Stuck" }))[0]!;
     expect(resolved.status).toBe("resolved");
     expect(resolved.resolution).toMatch(/converged at generation 1/);
-    expect(h.store.tasks({ status: "closed" }).map((t) => t.type)).toEqual(["Stuck"]);
+    expect((await h.store.tasks.list({ status: "closed" })).map((t) => t.type)).toEqual(["Stuck"]);
   });
 });

@@ -12,27 +12,28 @@ import type { Harness } from "./helpers/harness.js";
 import { startHarness } from "./helpers/harness.js";
 
 /** What an earlier hub's transport observed about `node`, as it recorded it. */
-function observedEarlier(h: Harness, node: string, transport: string, reason: string): void {
-  markOpen(
-    h.store,
-    {
-      type: "TransportDegraded",
-      subjectKind: "node",
-      subject: node,
-      reason,
-      message: `${transport}: ${reason} on ${node}`,
-      evidence: { transport },
-      resolver: "steward",
-      node,
-    },
-    h.clock.now().toISOString(),
-    idFactory(h.clock),
+async function observedEarlier(h: Harness, node: string, transport: string, reason: string): Promise<void> {
+  await h.store.transaction((tx) =>
+    markOpen(
+      tx,
+      {
+        type: "TransportDegraded",
+        subjectKind: "node",
+        subject: node,
+        reason,
+        message: `${transport}: ${reason} on ${node}`,
+        evidence: { transport },
+        resolver: "steward",
+        node,
+      },
+      h.clock.now().toISOString(),
+      idFactory(h.clock),
+    ),
   );
 }
 
-const open = (h: Harness) =>
-  h.store
-    .conditions({ type: "TransportDegraded", status: "open" })
+const open = async (h: Harness) =>
+  (await h.store.conditions.list({ type: "TransportDegraded", status: "open" }))
     .map((c) => `${c.subject} ${c.reason}`)
     .sort();
 
@@ -52,10 +53,10 @@ describe("hub - transport reasons that no longer hold", () => {
     await h.settle();
     await h.stopHub();
     // The hub before this one ran SSH, without a key.
-    observedEarlier(h, "edge", "ssh", "NoCredentials");
+    await observedEarlier(h, "edge", "ssh", "NoCredentials");
     await h.startHub();
-    expect(open(h)).toEqual(["edge TransportNotEnabled"]);
-    const [noCredentials] = h.store.conditions({ type: "TransportDegraded", status: "resolved" });
+    expect(await open(h)).toEqual(["edge TransportNotEnabled"]);
+    const [noCredentials] = await h.store.conditions.list({ type: "TransportDegraded", status: "resolved" });
     expect(noCredentials).toMatchObject({
       reason: "NoCredentials",
       resolution:
@@ -73,11 +74,11 @@ describe("hub - transport reasons that no longer hold", () => {
     await h.commit();
     await h.settle();
     await h.stopHub();
-    observedEarlier(h, "n1", "local", "AgentDisconnected");
+    await observedEarlier(h, "n1", "local", "AgentDisconnected");
     await h.advance(1_000);
     await h.startHub();
-    expect(open(h)).toEqual([]);
-    expect(h.store.conditions({ type: "TransportDegraded" })[0]!.resolution).toMatch(
+    expect(await open(h)).toEqual([]);
+    expect((await h.store.conditions.list({ type: "TransportDegraded" }))[0]!.resolution).toMatch(
       /^node n1 reported over local at .*, after this was observed$/,
     );
   });
@@ -87,11 +88,11 @@ describe("hub - transport reasons that no longer hold", () => {
     const h = await startHarness({ files: { ...nodes("n1"), "nodes/n2.yaml": ssh } });
     await h.commit();
     await h.settle();
-    observedEarlier(h, "n2", "ssh", "HostKeyChanged");
-    expect(open(h)).toEqual(["n2 HostKeyChanged", "n2 TransportNotEnabled"]);
+    await observedEarlier(h, "n2", "ssh", "HostKeyChanged");
+    expect(await open(h)).toEqual(["n2 HostKeyChanged", "n2 TransportNotEnabled"]);
     h.write({ "nodes/n2.yaml": nodeYaml("n2") });
     await h.commit("n2 is local now");
     await h.settle();
-    expect(open(h)).toEqual([]);
+    expect(await open(h)).toEqual([]);
   });
 });

@@ -127,10 +127,10 @@ describe("hub - steward up", () => {
     expect(ended.code).toBe(1);
     const store = new SqliteStore(join(state, "hub.db"));
     try {
-      expect(store.intent("base@web-2", 2)).toMatchObject({ status: "converged" });
-      expect(store.intent("web@web-2", 1)).toMatchObject({ status: "converged" });
+      expect(await store.intents.get("base@web-2", 2)).toMatchObject({ status: "converged" });
+      expect(await store.intents.get("web@web-2", 1)).toMatchObject({ status: "converged" });
     } finally {
-      store.close();
+      await store.close();
     }
     // Two whole `steward up` runs, each with the example's 5 s canary soak: give a loaded machine time.
   }, 120_000);

@@ -76,7 +76,7 @@ describe("hub - web view actions in a browser", () => {
         `fetch("/nodes/n2/drain", { method: "POST", body: new URLSearchParams({ reason: "x" }) }).then((r) => r.status)`,
       );
       expect(refused).toBe(403);
-      expect(h.store.node("n2")!.draining).toBe(false);
+      expect((await h.store.nodes.get("n2"))!.draining).toBe(false);
 
       // Sign in from the page's own link, by keyboard only.
       await tabTo(page, "a sign in to act");
@@ -92,7 +92,7 @@ describe("hub - web view actions in a browser", () => {
       await page.keyboard.press("Tab");
       expect(await page.evaluate(FOCUSED)).toBe("button Drain node n2");
       await enter(page);
-      expect(h.store.node("n2")).toMatchObject({
+      expect(await h.store.nodes.get("n2")).toMatchObject({
         draining: true,
         drainedBy: "alice",
         drainReason: "kernel upgrade",
@@ -103,7 +103,7 @@ describe("hub - web view actions in a browser", () => {
       // Undrain is one Tab-and-Enter away too.
       await tabTo(page, "button Undrain node n2");
       await enter(page);
-      expect(h.store.node("n2")).toMatchObject({ draining: false });
+      expect(await h.store.nodes.get("n2")).toMatchObject({ draining: false });
       expect(await watched.faults()).toEqual({ dialogs: [], violations: [], errors: [] });
       await page.close();
     } finally {
@@ -114,7 +114,7 @@ describe("hub - web view actions in a browser", () => {
   it("web - keyboard: every action of the tasks page is reached by Tab and done with Enter, recorded with the operator's name", async () => {
     const { h, http } = await fleet();
     try {
-      const task = h.store.tasks({ status: "open" })[0]!;
+      const task = (await h.store.tasks.list({ status: "open" }))[0]!;
       const page = await chromium().browser.newPage();
       const watched = await watch(page);
       await page.goto(`${http.url}/login?next=/tasks`, { waitUntil: "load" });
@@ -138,12 +138,12 @@ describe("hub - web view actions in a browser", () => {
 
       await tabTo(page, `button Claim task ${task.id}`);
       await enter(page);
-      expect(h.store.task(task.id)).toMatchObject({ status: "claimed", claimedBy: "alice" });
+      expect(await h.store.tasks.get(task.id)).toMatchObject({ status: "claimed", claimedBy: "alice" });
       await tabTo(page, "textarea action");
       await page.keyboard.type("installed the migrate tool");
       await tabTo(page, `button Resolve task ${task.id}`);
       await enter(page);
-      expect(h.store.task(task.id)).toMatchObject({
+      expect(await h.store.tasks.get(task.id)).toMatchObject({
         status: "resolved",
         resolvedBy: "alice",
         action: "installed the migrate tool",

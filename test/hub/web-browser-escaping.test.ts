@@ -35,7 +35,7 @@ describe("hub - the web view in a browser, with hostile text", () => {
     let http: HubHttp | undefined;
     try {
       http = await startHubHttp({ hub: h.hub });
-      const attempt = h.intent("web@n1").lastAttemptId!;
+      const attempt = (await h.intent("web@n1")).lastAttemptId!;
       const page = await chromium().browser.newPage();
       const watched = await watch(page);
       await page.goto(`${http.url}/instances/web@n1`, { waitUntil: "load" });

@@ -25,12 +25,12 @@ const git = (...args: string[]) =>
   }).toString();
 
 /** The hub's records as steward status reads them (the database, read while the hub runs). */
-function records<T>(read: (store: SqliteStore) => T): T {
+async function records<T>(read: (store: SqliteStore) => Promise<T>): Promise<T> {
   const store = new SqliteStore(join(state, "hub.db"));
   try {
-    return read(store);
+    return await read(store);
   } finally {
-    store.close();
+    await store.close();
   }
 }
 
@@ -76,7 +76,8 @@ describe("hub - the web view in a browser, on the example fleet", () => {
   it("web - after steward up the fleet page shows every node and assignment, each instance's state as steward status says, and a screenshot is kept", async () => {
     // Until the local nodes converged (the canary's soak is 5 s).
     await eventually(
-      () => records((s) => instanceViews(s).filter((i) => i.state === "converged").length === 6),
+      () =>
+        records(async (s) => (await instanceViews(s)).filter((i) => i.state === "converged").length === 6),
       60_000,
       "the example's local instances to converge",
     );
@@ -85,10 +86,10 @@ describe("hub - the web view in a browser, on the example fleet", () => {
     await page.setViewport({ width: 1400, height: 900 });
     await page.goto(up.page, { waitUntil: "load" });
     const shown = await cells(page);
-    const { views, nodes, answer } = records((s) => ({
-      views: instanceViews(s),
-      nodes: s.nodes().map((n) => n.name),
-      answer: fleetStatus(instanceViews(s), s.conditions({ status: "open" })).answer,
+    const { views, nodes, answer } = await records(async (s) => ({
+      views: await instanceViews(s),
+      nodes: (await s.nodes.list()).map((n) => n.name),
+      answer: fleetStatus(await instanceViews(s), await s.conditions.list({ status: "open" })).answer,
     }));
     expect(nodes.sort()).toEqual(["db-1", "edge-1", "edge-2", "web-1", "web-2"]);
     const rows = (await page.evaluate(

@@ -18,7 +18,7 @@ describe("hub - the fleet feed", () => {
     await h.settle();
     const feed = new HubFleetFeed({ hub: h.hub });
     try {
-      expect(feed.instances()).toEqual(instanceViews(h.store));
+      expect(await feed.instances()).toEqual(await instanceViews(h.store));
       const seen: FleetChange[] = [];
       feed.subscribe((change) => seen.push(change));
       h.write({ "assignments/app.yaml": app("v2") });
@@ -35,7 +35,7 @@ describe("hub - the fleet feed", () => {
       expect(states.at(-1)).toBe("converged@2");
       expect(states.every((s) => s.endsWith("@2"))).toBe(true);
       expect(seen).toContainEqual(expect.objectContaining({ kind: "revision", sha }));
-      expect(feed.instances()).toEqual(instanceViews(h.store));
+      expect(await feed.instances()).toEqual(await instanceViews(h.store));
     } finally {
       feed.close();
     }
@@ -80,10 +80,10 @@ describe("hub - the fleet feed", () => {
     await h.settle();
     const feed = new HubFleetFeed({ hub: h.hub });
     try {
-      feed.instances();
+      await feed.instances();
       const seen: FleetChange[] = [];
       feed.subscribe((change) => seen.push(change));
-      setNodeDraining(h.store, "n2", true, { by: "cli", at: h.clock.now() });
+      await setNodeDraining(h.store, "n2", true, { by: "cli", at: h.clock.now() });
       feed.lookAgain({ node: "n2" });
       await flushed();
       expect(seen.map((c) => c.kind)).toEqual(["node"]);
@@ -102,13 +102,13 @@ describe("hub - the fleet feed", () => {
     await h.settle();
     const feed = new HubFleetFeed({ hub: h.hub, idleMs: 1_000, now: () => now });
     try {
-      expect(feed.instances().map((v) => v.generation)).toEqual([1, 1]);
+      expect((await feed.instances()).map((v) => v.generation)).toEqual([1, 1]);
       now = 5_000;
       h.write({ "assignments/app.yaml": app("v2") });
       await h.commit();
       await h.settle();
       await flushed();
-      expect(feed.instances().map((v) => `${v.state}@${v.generation}`)).toEqual([
+      expect((await feed.instances()).map((v) => `${v.state}@${v.generation}`)).toEqual([
         "converged@2",
         "converged@2",
       ]);

@@ -79,11 +79,11 @@ describe("hub - web view over HTTP", () => {
     expect(text).not.toContain("<script>alert");
     expect(text).toContain("2/2 nodes at generation 1");
     // The failing instance, with its condition, node and attempt id.
-    const blocked = h.store.conditions({ type: "Blocked", status: "open" })[0]!;
+    const blocked = (await h.store.conditions.list({ type: "Blocked", status: "open" }))[0]!;
     expect(text).toContain(`<a href="/conditions/${blocked.id}">Blocked</a>`);
     expect(text).toContain(`<a href="/attempts/${blocked.attemptId}">`);
     expect(text).toMatch(/<b>Blocked<\/b> on <a href="\/nodes\/n1">n1<\/a>/);
-    const expected = JSON.parse(JSON.stringify(revisionProgress(h.store, sha)));
+    const expected = JSON.parse(JSON.stringify(await revisionProgress(h.store, sha)));
     for (const accept of ["*/*", "application/json", undefined]) {
       const response = await fetch(
         `${http.url}/revisions/${sha.slice(0, 10)}`,
@@ -98,8 +98,8 @@ describe("hub - web view over HTTP", () => {
 
   it("web - every page answers with its story, and the fleet page's regions can be fetched alone", async () => {
     const { h, sha, http } = await fleet();
-    const blocked = h.store.conditions({ type: "Blocked", status: "open" })[0]!;
-    const attempt = h.intent("app@n1").lastAttemptId!;
+    const blocked = (await h.store.conditions.list({ type: "Blocked", status: "open" }))[0]!;
+    const attempt = (await h.intent("app@n1")).lastAttemptId!;
     const pages: [string, string][] = [
       ["/", "Nodes × assignments"],
       ["/tasks", "Blocked"],
@@ -139,7 +139,7 @@ describe("hub - web view over HTTP", () => {
     const refused = await post(`${http.url}/nodes/n2/drain`, { reason: "nope" });
     expect(refused.status).toBe(403);
     expect(await refused.text()).toContain("sign in with an operator token to act");
-    expect(h.store.node("n2")!.draining).toBe(false);
+    expect((await h.store.nodes.get("n2"))!.draining).toBe(false);
     // A token that is not one of them.
     const wrong = await fetch(`${http.url}/nodes/n2/drain`, {
       method: "POST",
@@ -159,7 +159,7 @@ describe("hub - web view over HTTP", () => {
     );
     expect(forged.status).toBe(403);
     expect(await forged.text()).toContain("a page of http://evil.example may not act on this hub");
-    expect(h.store.node("n2")!.draining).toBe(false);
+    expect((await h.store.nodes.get("n2"))!.draining).toBe(false);
 
     const drained = await post(
       `${http.url}/nodes/n2/drain`,
@@ -168,7 +168,7 @@ describe("hub - web view over HTTP", () => {
     );
     expect(drained.status).toBe(303);
     expect(drained.headers.get("location")).toBe("/nodes/n2");
-    expect(h.store.node("n2")).toMatchObject({
+    expect(await h.store.nodes.get("n2")).toMatchObject({
       draining: true,
       drainedBy: "alice",
       drainReason: "kernel <b>upgrade</b>",
@@ -182,7 +182,7 @@ describe("hub - web view over HTTP", () => {
     h.write(files("v2"));
     await h.commit();
     await h.settle();
-    expect(h.intent("app@n2")).toMatchObject({ status: "held", holdReason: "draining" });
+    expect(await h.intent("app@n2")).toMatchObject({ status: "held", holdReason: "draining" });
 
     // A program uses its token as a bearer token, and gets JSON.
     const undrained = await fetch(`${http.url}/nodes/n2/undrain`, {
@@ -191,15 +191,15 @@ describe("hub - web view over HTTP", () => {
     });
     expect(undrained.status).toBe(200);
     expect(await undrained.json()).toMatchObject({ node: "n2", draining: false, by: "alice" });
-    expect(h.store.node("n2")!.draining).toBe(false);
+    expect((await h.store.nodes.get("n2"))!.draining).toBe(false);
   });
 
   it("web - a task is claimed and resolved from its form, recorded with the operator's name; the hub looks again", async () => {
     const { h, http } = await fleet();
-    const task = h.store.tasks({ status: "open" })[0]!;
+    const task = (await h.store.tasks.list({ status: "open" }))[0]!;
     const { cookie, csrf } = await signIn(http.url, "/tasks");
     expect((await post(`${http.url}/tasks/${task.id}/claim`, { csrf }, { cookie })).status).toBe(303);
-    expect(h.store.task(task.id)).toMatchObject({ status: "claimed", claimedBy: "alice" });
+    expect(await h.store.tasks.get(task.id)).toMatchObject({ status: "claimed", claimedBy: "alice" });
     const empty = await post(`${http.url}/tasks/${task.id}/resolve`, { csrf, action: " " }, { cookie });
     expect(empty.status).toBe(409);
     expect(await empty.text()).toContain("say what you did");
@@ -209,16 +209,16 @@ describe("hub - web view over HTTP", () => {
       { cookie },
     );
     expect(resolved.status).toBe(303);
-    expect(h.store.task(task.id)).toMatchObject({
+    expect(await h.store.tasks.get(task.id)).toMatchObject({
       status: "resolved",
       resolvedBy: "alice",
       action: "installed the migrate tool",
     });
-    const history = h.store.conditionHistory(task.conditionId).map((e) => e.message);
+    const history = (await h.store.conditions.history(task.conditionId)).map((e) => e.message);
     expect(history).toContain(`task ${task.id} resolved by alice: installed the migrate tool`);
     await h.settle();
     // Resolving a Blocked task runs the ordinary path once more: a second attempt (blocked again).
-    expect(h.store.attemptsOf("migrate@n1")).toHaveLength(2);
+    expect(await h.store.attempts.ofInstance("migrate@n1")).toHaveLength(2);
     const again = await (await page(`${http.url}/tasks?all=1`, { cookie })).text();
     expect(again).toContain(`task ${task.id} resolved by alice`);
   });
@@ -236,7 +236,7 @@ describe("hub - web view over HTTP", () => {
     expect((await refused.json()) as object).toEqual({
       error: "this hub is read-only: it takes actions only when started with --operator-tokens FILE",
     });
-    expect(h.store.node("n1")!.draining).toBe(false);
+    expect((await h.store.nodes.get("n1"))!.draining).toBe(false);
     // No rollout control is wired: its route does not exist and no page offers it.
     expect((await fetch(`${http.url}/revisions/abcd/rollout/app/pause`, { method: "POST" })).status).toBe(
       404,
@@ -257,7 +257,7 @@ describe("hub - web view over HTTP", () => {
     await h.commit();
     await h.settle();
     http = await startHubHttp({ hub: h.hub });
-    const attempt = h.intent("app@n1").lastAttemptId!;
+    const attempt = (await h.intent("app@n1")).lastAttemptId!;
     for (const path of ["/instances/app@n1", `/attempts/${attempt}`, "/nodes/n1", "/"]) {
       for (const accept of [BROWSER, "application/json"]) {
         const text = await (await fetch(`${http.url}${path}`, { headers: { accept } })).text();

@@ -48,24 +48,21 @@ describe("web - rollout pause and resume", () => {
 
     expect((await act("pause", "the canary's latency looks off")).status).toBe(200);
     await h.settle();
-    expect(h.store.rolloutDecision("app", sha)).toMatchObject({
+    expect(await h.store.rollouts.decision("app", sha)).toMatchObject({
       decision: "pause",
       by: "alice",
       reason: "the canary's latency looks off",
     });
-    const paused = h.store.openCondition("RolloutPaused", "rollout", `app@${sha}`)!;
+    const paused = (await h.store.conditions.findOpen("RolloutPaused", "rollout", `app@${sha}`))!;
     expect(paused).toMatchObject({ reason: "PausedByOperator" });
     expect(paused.message).toContain("paused by alice: the canary's latency looks off");
-    expect(h.intent("app@n2")).toMatchObject({ status: "held" });
+    expect(await h.intent("app@n2")).toMatchObject({ status: "held" });
 
     expect((await act("resume", "latency is fine")).status).toBe(200);
     await h.settle();
-    expect(h.store.rolloutDecision("app", sha)).toMatchObject({ decision: "resume", by: "alice" });
-    expect(
-      h.store
-        .conditionHistory(paused.id)
-        .map((e) => e.message)
-        .join("\n"),
-    ).toMatch(/resumed by alice/);
+    expect(await h.store.rollouts.decision("app", sha)).toMatchObject({ decision: "resume", by: "alice" });
+    expect((await h.store.conditions.history(paused.id)).map((e) => e.message).join("\n")).toMatch(
+      /resumed by alice/,
+    );
   });
 });

@@ -20,16 +20,16 @@ describe.each(MODES)("force-push over %s", (mode) => {
     await h.syncer.sync();
     const b = h.commit("web v2", web("web v2\n"));
     await h.syncer.sync();
-    const before = h.store.currentInstances();
+    const before = await h.store.currentInstances();
 
     h.repo.git("reset", "-q", "--hard", a);
     const c = h.commit("web v3, rewritten", web("web v3\n"));
     const refused = await h.syncer.sync();
     expect(refused).toMatchObject({ kind: "refused", reason: "force-push", head: c, lastGood: b });
-    expect(h.store.currentInstances()).toEqual(before);
-    expect(h.store.syncState("main")).toMatchObject({ head: c, lastGood: b });
-    expect(h.store.revision(c)).toBeUndefined();
-    const [event, ...others] = h.store.openEvents("main");
+    expect(await h.store.currentInstances()).toEqual(before);
+    expect(await h.store.syncState("main")).toMatchObject({ head: c, lastGood: b });
+    expect(await h.store.revision(c)).toBeUndefined();
+    const [event, ...others] = await h.store.openEvents("main");
     expect(others).toEqual([]);
     expect(event).toMatchObject({ kind: "force-push", head: c, lastGood: b });
     expect(event?.message).toContain(`still serving ${b.slice(0, 12)}`);
@@ -38,32 +38,32 @@ describe.each(MODES)("force-push over %s", (mode) => {
     expect(await h.syncer.sync()).toMatchObject({ kind: "up-to-date", head: c, lastGood: b });
     const d = h.commit("more on the rewritten history", web("web v4\n"));
     expect(await h.syncer.sync()).toMatchObject({ kind: "refused", head: d });
-    expect(h.store.openEvents("main")).toEqual([expect.objectContaining({ id: event!.id, head: d })]);
-    expect(h.store.currentInstances()).toEqual(before);
+    expect(await h.store.openEvents("main")).toEqual([expect.objectContaining({ id: event!.id, head: d })]);
+    expect(await h.store.currentInstances()).toEqual(before);
   });
 
   it("force-push - resetting to an older commit never lowers a generation; accepting it makes a new one", async () => {
     h = await harness(mode, smallFleet());
     const a = h.repo.rev();
     await h.syncer.sync();
-    const v1 = h.store.currentInstances().get("web@web-1")!.hash;
+    const v1 = (await h.store.currentInstances()).get("web@web-1")!.hash;
     h.commit("web v2", web("web v2\n"));
     await h.syncer.sync();
 
     h.repo.git("reset", "-q", "--hard", a);
     h.push();
     expect(await h.syncer.sync()).toMatchObject({ kind: "refused", head: a });
-    expect(h.store.currentInstances().get("web@web-1")).toMatchObject({ generation: 2 });
+    expect((await h.store.currentInstances()).get("web@web-1")).toMatchObject({ generation: 2 });
 
     const adopted = await h.syncer.sync({ acceptRewrite: true });
     expect(adopted).toMatchObject({ kind: "applied", head: a });
-    expect(h.store.currentInstances().get("web@web-1")).toMatchObject({
+    expect((await h.store.currentInstances()).get("web@web-1")).toMatchObject({
       generation: 3,
       hash: v1,
       revision: a,
     });
-    expect(h.store.openEvents("main")).toEqual([]);
-    expect(h.store.syncState("main")).toMatchObject({ head: a, lastGood: a });
+    expect(await h.store.openEvents("main")).toEqual([]);
+    expect(await h.store.syncState("main")).toMatchObject({ head: a, lastGood: a });
   });
 
   it("force-push - the event resolves when the branch descends from the last good revision again", async () => {
@@ -81,7 +81,7 @@ describe.each(MODES)("force-push over %s", (mode) => {
     const e = h.commit("web v3 on top of the good history", web("web v3\n"));
     const outcome = await h.syncer.sync();
     expect(outcome).toMatchObject({ kind: "applied", head: e });
-    expect(h.store.currentInstances().get("web@web-1")).toMatchObject({ generation: 3 });
-    expect(h.store.openEvents("main")).toEqual([]);
+    expect((await h.store.currentInstances()).get("web@web-1")).toMatchObject({ generation: 3 });
+    expect(await h.store.openEvents("main")).toEqual([]);
   });
 });

@@ -4,9 +4,9 @@
  * remote the syncer fetches from.
  */
 import { dirname, join } from "node:path";
-import { type Db, openDatabase } from "../../src/hub/store/database.js";
-import { SqliteGenerationStore } from "../../src/hub/store/generations.js";
+import { SqliteStore } from "../../src/hub/store/sqlite.js";
 import type { GitCredentials, SourceLocation } from "../../src/repo/git.js";
+import type { GenerationStore } from "../../src/repo/store.js";
 import { type Clock, Syncer, type SyncerOptions } from "../../src/repo/syncer.js";
 import { makeRepo, type TempRepo, tempDir } from "../helpers/git.js";
 import { type GitHttpServer, serveGit } from "../helpers/git-http.js";
@@ -23,8 +23,9 @@ export interface Harness {
   server?: GitHttpServer;
   source: SourceLocation;
   state: string;
-  db: Db;
-  store: SqliteGenerationStore;
+  /** The hub's store the syncer writes (its `generations` port is `store`). */
+  hub: SqliteStore;
+  store: GenerationStore;
   syncer: Syncer;
   /** Commits and, in http mode, pushes to the remote. Returns the commit id. */
   commit(message: string, files?: Record<string, string | null>): string;
@@ -53,8 +54,8 @@ export async function harness(
 ): Promise<Harness> {
   const repo = makeRepo({ files });
   const state = tempDir("steward-state-");
-  const db = openDatabase(join(state, "hub.db"));
-  const store = new SqliteGenerationStore(db);
+  const hub = new SqliteStore(join(state, "hub.db"));
+  const store = hub.generations;
   let remote: TempRepo | undefined;
   let server: GitHttpServer | undefined;
   let source: SourceLocation;
@@ -81,7 +82,7 @@ export async function harness(
     repo,
     source,
     state,
-    db,
+    hub,
     store,
     syncer: make(),
     commit(message, changes = {}) {
@@ -100,7 +101,7 @@ export async function harness(
     async close() {
       h.syncer.close();
       for (const s of syncers) s.close();
-      db.close();
+      await hub.close();
       await server?.close();
     },
   };

@@ -5,8 +5,7 @@
  */
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { openDatabase } from "../../src/hub/store/database.js";
-import { SqliteGenerationStore } from "../../src/hub/store/generations.js";
+import { SqliteStore } from "../../src/hub/store/sqlite.js";
 import { Syncer, type SyncOutcome } from "../../src/repo/syncer.js";
 import { makeRepo, removeTempDirs, tempDir } from "../helpers/git.js";
 import { mutateFleet, randomFleet, randomNumbers, setMess } from "../model/random-fleet.js";
@@ -42,8 +41,8 @@ describe("syncer - by difference", () => {
     const repo = makeRepo({ files: Object.fromEntries(files) });
     const open = (name: string) => {
       const state = tempDir(`steward-${name}-`);
-      const db = openDatabase(join(state, "hub.db"));
-      return { state, db, store: new SqliteGenerationStore(db) };
+      const hub = new SqliteStore(join(state, "hub.db"));
+      return { state, hub, store: hub.generations };
     };
     const long = open("long");
     const fresh = open("fresh");
@@ -82,7 +81,7 @@ describe("syncer - by difference", () => {
     expect([...kinds].sort()).toEqual(["applied", "invalid"]);
     expect(generations).toBeGreaterThan(30);
     syncer.close();
-    long.db.close();
-    fresh.db.close();
+    await long.hub.close();
+    await fresh.hub.close();
   });
 });

@@ -55,14 +55,14 @@ describe("remote", () => {
       message: expect.stringContaining("requires authentication"),
     });
 
-    expect(h.store.syncState("main")).toMatchObject({ lastGood: good });
-    expect(h.store.currentInstances().get("db@db-1")).toMatchObject({ generation: 1 });
-    const [event] = h.store.openEvents("main");
+    expect(await h.store.syncState("main")).toMatchObject({ lastGood: good });
+    expect((await h.store.currentInstances()).get("db@db-1")).toMatchObject({ generation: 1 });
+    const [event] = await h.store.openEvents("main");
     expect(event).toMatchObject({ kind: "fetch-failed", lastGood: good });
     expect(event?.message).not.toContain("wrong-password");
 
     expect(await h.syncer.sync()).toMatchObject({ kind: "applied" });
-    expect(h.store.openEvents("main")).toEqual([]);
+    expect(await h.store.openEvents("main")).toEqual([]);
   });
 
   it("remote - credentials come from STEWARD_GIT_TOKEN or STEWARD_GIT_USERNAME/PASSWORD, and never from the URL", () => {
@@ -118,9 +118,9 @@ describe("remote", () => {
         { code: "E_REMOTE_UNREACHABLE", failures: 2, delay: 40 },
         { code: "E_REMOTE_UNREACHABLE", failures: 3, delay: 80 },
       ]);
-      expect(h.store.syncState("main")).toMatchObject({ lastGood: good });
-      expect(h.store.currentInstances().get("db@db-1")).toMatchObject({ generation: 1 });
-      expect(h.store.openEvents("main")).toEqual([
+      expect(await h.store.syncState("main")).toMatchObject({ lastGood: good });
+      expect((await h.store.currentInstances()).get("db@db-1")).toMatchObject({ generation: 1 });
+      expect(await h.store.openEvents("main")).toEqual([
         expect.objectContaining({
           kind: "fetch-failed",
           lastGood: good,
@@ -132,8 +132,8 @@ describe("remote", () => {
       await until(() => outcomes.length > 0, "a successful sync");
       expect(outcomes[0]).toMatchObject({ kind: "applied", head: next });
       expect(loop.failures).toBe(0);
-      expect(h.store.currentInstances().get("db@db-1")).toMatchObject({ generation: 2 });
-      expect(h.store.openEvents("main")).toEqual([]);
+      expect((await h.store.currentInstances()).get("db@db-1")).toMatchObject({ generation: 2 });
+      expect(await h.store.openEvents("main")).toEqual([]);
     } finally {
       await loop.stop();
     }

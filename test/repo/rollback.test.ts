@@ -45,7 +45,7 @@ describe("rollback", () => {
   it("rollback - a revert commit undoes the change in the tree and the working copy; the sync makes a new generation with the old hash", async () => {
     h = await harness("path", smallFleet());
     await h.syncer.sync();
-    const original = h.store.currentInstances().get("web@web-1")!.hash;
+    const original = (await h.store.currentInstances()).get("web@web-1")!.hash;
     const bad = h.commit("web v2", web("web v2\n"));
     await h.syncer.sync();
 
@@ -80,15 +80,20 @@ describe("rollback", () => {
 
     const outcome = await h.syncer.sync();
     expect(outcome).toMatchObject({ kind: "applied", head: result.commit });
-    expect(h.store.currentInstances().get("web@web-1")).toMatchObject({ generation: 3, hash: original });
-    expect(h.store.history({ assignment: "web", node: "web-1" }).map((e) => e.generation)).toEqual([3, 2, 1]);
+    expect((await h.store.currentInstances()).get("web@web-1")).toMatchObject({
+      generation: 3,
+      hash: original,
+    });
+    expect((await h.store.history({ assignment: "web", node: "web-1" })).map((e) => e.generation)).toEqual([
+      3, 2, 1,
+    ]);
   });
 
   it("rollback - over HTTP: revert, push with credentials, and the syncer fetches it as a new generation", async () => {
     const auth = { username: "bot", password: "push-token" };
     h = await harness("http", smallFleet(), { auth });
     await h.syncer.sync();
-    const original = h.store.currentInstances().get("db@db-1")!.hash;
+    const original = (await h.store.currentInstances()).get("db@db-1")!.hash;
     const bad = h.commit("db v2", {
       "assignments/db.yaml": assignmentYaml("db", { nodes: ["db-1"], content: "db v2\n" }),
     });
@@ -116,7 +121,7 @@ describe("rollback", () => {
       head: result.commit,
       generations: [{ instanceKey: "db@db-1", generation: 3 }],
     });
-    expect(h.store.currentInstances().get("db@db-1")!.hash).toBe(original);
+    expect((await h.store.currentInstances()).get("db@db-1")!.hash).toBe(original);
   });
 
   it("rollback - with a URL and --push, the commit is made in the mirror and pushed", async () => {

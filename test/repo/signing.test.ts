@@ -63,9 +63,9 @@ describe("signing", () => {
     expect(invalidReason(outcome)).toBe(
       `signing/unsigned: commit ${unsigned.slice(0, 12)} is not signed, and steward.yaml requires signed commits (spec.signing.required)`,
     );
-    expect(h.store.currentInstances().get("db@db-1")).toMatchObject({ generation: 1 });
-    expect(h.store.syncState("main")).toMatchObject({ head: unsigned, lastGood: good });
-    expect(h.store.revision(unsigned)).toMatchObject({ outcome: "invalid" });
+    expect((await h.store.currentInstances()).get("db@db-1")).toMatchObject({ generation: 1 });
+    expect(await h.store.syncState("main")).toMatchObject({ head: unsigned, lastGood: good });
+    expect(await h.store.revision(unsigned)).toMatchObject({ outcome: "invalid" });
 
     h.repo.commit("signed fix", dbChange("db v3\n"), { sign: true, config: key.config });
     expect(await h.syncer.sync()).toMatchObject({

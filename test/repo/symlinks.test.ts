@@ -21,8 +21,8 @@ describe.each(MODES)("syncer over %s, with symlinks", (mode) => {
     rmSync(join(h.repo.dir, path), { force: true });
     symlinkSync(target, join(h.repo.dir, path));
   };
-  const generations = () =>
-    Object.fromEntries([...h.store.currentInstances()].map(([key, i]) => [key, i.generation]));
+  const generations = async () =>
+    Object.fromEntries([...(await h.store.currentInstances())].map(([key, i]) => [key, i.generation]));
 
   it("syncer - a linked assignment follows its target's changes; a link out of the repository is an invalid revision", async () => {
     const fleet = smallFleet();
@@ -33,13 +33,15 @@ describe.each(MODES)("syncer over %s, with symlinks", (mode) => {
     relink("assignments/web-again.yaml", "web.yaml");
     const first = h.commit("web through links");
     expect(await h.syncer.sync()).toMatchObject({ kind: "applied", head: first });
-    expect(generations()).toEqual({ "db@db-1": 1, "web@web-1": 1, "web@web-2": 1 });
+    expect(await generations()).toEqual({ "db@db-1": 1, "web@web-1": 1, "web@web-2": 1 });
 
     // Only the target changes: the links read it again.
     h.commit("web v2", { "shared/web.yaml": web("web v2\n") });
     expect(await h.syncer.sync()).toMatchObject({ kind: "applied", changedAssignments: ["web"] });
-    expect(generations()).toEqual({ "db@db-1": 1, "web@web-1": 2, "web@web-2": 2 });
-    expect(h.store.generation("web@web-1", 2)?.spec.resources[0]).toMatchObject({ content: "web v2\n" });
+    expect(await generations()).toEqual({ "db@db-1": 1, "web@web-1": 2, "web@web-2": 2 });
+    expect((await h.store.generation("web@web-1", 2))?.spec.resources[0]).toMatchObject({
+      content: "web v2\n",
+    });
 
     relink("assignments/web.yaml", "../../outside/web.yaml");
     const bad = h.commit("web out of the repository");
@@ -53,13 +55,13 @@ describe.each(MODES)("syncer over %s, with symlinks", (mode) => {
     expect(diagnostics[0]!.message).toContain(
       '(through the link "assignments/web.yaml" → "../../outside/web.yaml"), outside the repository',
     );
-    expect(generations()).toEqual({ "db@db-1": 1, "web@web-1": 2, "web@web-2": 2 });
+    expect(await generations()).toEqual({ "db@db-1": 1, "web@web-1": 2, "web@web-2": 2 });
 
     // Back inside, with the content of generation 2: nothing new to apply.
     relink("assignments/web.yaml", "../shared/web.yaml");
     h.commit("web back inside");
     expect(await h.syncer.sync()).toMatchObject({ kind: "applied", generations: [] });
-    expect(generations()).toEqual({ "db@db-1": 1, "web@web-1": 2, "web@web-2": 2 });
+    expect(await generations()).toEqual({ "db@db-1": 1, "web@web-1": 2, "web@web-2": 2 });
   });
 
   it("syncer - a document read at its target, then at its link once the target is in a dot-directory, is neither duplicated nor retired", async () => {
@@ -70,12 +72,12 @@ describe.each(MODES)("syncer over %s, with symlinks", (mode) => {
     relink("assignments/web.yaml", "../shared/web.yaml");
     h.commit("web at shared/, linked");
     expect(await h.syncer.sync()).toMatchObject({ kind: "applied" });
-    expect(generations()).toEqual({ "db@db-1": 1, "web@web-1": 1, "web@web-2": 1 });
+    expect(await generations()).toEqual({ "db@db-1": 1, "web@web-1": 1, "web@web-2": 1 });
 
     h.commit("web moves to a dot-directory", { "shared/web.yaml": null, ".shared/web.yaml": web });
     relink("assignments/web.yaml", "../.shared/web.yaml");
     h.commit("the link follows it");
     expect(await h.syncer.sync()).toMatchObject({ kind: "applied", generations: [], retired: [] });
-    expect(generations()).toEqual({ "db@db-1": 1, "web@web-1": 1, "web@web-2": 1 });
+    expect(await generations()).toEqual({ "db@db-1": 1, "web@web-1": 1, "web@web-2": 1 });
   });
 });

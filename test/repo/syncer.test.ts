@@ -32,22 +32,25 @@ describe.each(MODES)("syncer over %s", (mode) => {
       authorEmail: "author@example.test",
       message: "initial\n",
     });
-    const current = h.store.currentInstances();
+    const current = await h.store.currentInstances();
     expect([...current.keys()].sort()).toEqual(["db@db-1", "web@web-1", "web@web-2"]);
     expect(current.get("web@web-1")).toMatchObject({ generation: 1, revision: head });
-    expect(h.store.syncState("main")).toMatchObject({ head, lastGood: head });
-    expect(h.store.revision(head)).toMatchObject({ outcome: "applied", changedAssignments: ["db", "web"] });
-    const record = h.store.generation("web@web-1", 1);
+    expect(await h.store.syncState("main")).toMatchObject({ head, lastGood: head });
+    expect(await h.store.revision(head)).toMatchObject({
+      outcome: "applied",
+      changedAssignments: ["db", "web"],
+    });
+    const record = await h.store.generation("web@web-1", 1);
     expect(record?.spec.resources[0]).toMatchObject({ kind: "file", content: "web v1\n" });
   });
 
   it("syncer - a sync without new commits is up to date and changes nothing", async () => {
     h = await harness(mode, smallFleet());
     await h.syncer.sync();
-    const version = h.store.version();
+    const version = await h.store.version();
     const outcome = await h.syncer.sync();
     expect(outcome).toMatchObject({ kind: "up-to-date", head: h.repo.rev(), lastGood: h.repo.rev() });
-    expect(h.store.version()).toBe(version);
+    expect(await h.store.version()).toBe(version);
   });
 
   it("syncer - a changed assignment gets the next generation on each of its nodes, nothing else moves", async () => {
@@ -60,26 +63,29 @@ describe.each(MODES)("syncer over %s", (mode) => {
     expect(generationsOf(outcome)).toEqual({ "web@web-1": 2, "web@web-2": 2 });
     expect(outcome.unchanged).toBe(1);
     expect(outcome.changedAssignments).toEqual(["web"]);
-    expect(h.store.currentInstances().get("db@db-1")).toMatchObject({ generation: 1 });
-    expect(h.store.currentInstances().get("web@web-2")).toMatchObject({ generation: 2, revision: sha });
+    expect((await h.store.currentInstances()).get("db@db-1")).toMatchObject({ generation: 1 });
+    expect((await h.store.currentInstances()).get("web@web-2")).toMatchObject({
+      generation: 2,
+      revision: sha,
+    });
   });
 
   it("syncer - a revert back to older content is a new generation carrying the old hash", async () => {
     h = await harness(mode, smallFleet());
     await h.syncer.sync();
-    const first = h.store.currentInstances().get("db@db-1")!.hash;
+    const first = (await h.store.currentInstances()).get("db@db-1")!.hash;
     h.commit("db v2", {
       "assignments/db.yaml": assignmentYaml("db", { nodes: ["db-1"], content: "db v2\n" }),
     });
     await h.syncer.sync();
-    const second = h.store.currentInstances().get("db@db-1")!.hash;
+    const second = (await h.store.currentInstances()).get("db@db-1")!.hash;
     h.commit("back to db v1", { "assignments/db.yaml": assignmentYaml("db", { nodes: ["db-1"] }) });
     const outcome = applied(await h.syncer.sync());
     expect(generationsOf(outcome)).toEqual({ "db@db-1": 3 });
-    const now = h.store.currentInstances().get("db@db-1")!;
+    const now = (await h.store.currentInstances()).get("db@db-1")!;
     expect(second).not.toBe(first);
     expect(now).toMatchObject({ generation: 3, hash: first });
-    expect(h.store.history({ assignment: "db" }).map((e) => [e.generation, e.hash])).toEqual([
+    expect((await h.store.history({ assignment: "db" })).map((e) => [e.generation, e.hash])).toEqual([
       [3, first],
       [2, second],
       [1, first],
@@ -95,7 +101,7 @@ describe.each(MODES)("syncer over %s", (mode) => {
     expect(outcome.generations).toEqual([]);
     expect(outcome.retired).toEqual([]);
     expect(outcome.unchanged).toBe(3);
-    expect(h.store.currentInstances().get("db@db-1")).toMatchObject({ generation: 1 });
+    expect((await h.store.currentInstances()).get("db@db-1")).toMatchObject({ generation: 1 });
   });
 
   it("syncer - a node joining a selector gets generation 1, one leaving is retired, and its return is a new generation", async () => {
@@ -108,11 +114,14 @@ describe.each(MODES)("syncer over %s", (mode) => {
     const left = applied(await h.syncer.sync());
     expect(left.generations).toEqual([]);
     expect(left.retired).toEqual(["web@web-2"]);
-    expect(h.store.currentInstances().get("web@web-2")).toMatchObject({ generation: 1, retiredBy: leave });
+    expect((await h.store.currentInstances()).get("web@web-2")).toMatchObject({
+      generation: 1,
+      retiredBy: leave,
+    });
 
     h.commit("web-2 is back", { "nodes/web-2.yaml": nodeYaml("web-2", { role: "web" }) });
     expect(generationsOf(await h.syncer.sync())).toEqual({ "web@web-2": 2 });
-    const back = h.store.currentInstances().get("web@web-2")!;
+    const back = (await h.store.currentInstances()).get("web@web-2")!;
     expect(back.retiredAt).toBeUndefined();
     expect(back.generation).toBe(2);
   });
@@ -130,10 +139,13 @@ describe.each(MODES)("syncer over %s", (mode) => {
     expect(diagnostics).toContainEqual(
       expect.objectContaining({ code: "node/undeclared", file: "assignments/db.yaml", line: 6, column: 11 }),
     );
-    expect(h.store.currentInstances().get("db@db-1")).toMatchObject({ generation: 1, revision: good });
-    expect(h.store.syncState("main")).toMatchObject({ head: bad, lastGood: good });
-    expect(h.store.revision(bad)).toMatchObject({ outcome: "invalid" });
-    expect(h.store.revision(bad)?.diagnostics[0]?.code).toBe("node/undeclared");
+    expect((await h.store.currentInstances()).get("db@db-1")).toMatchObject({
+      generation: 1,
+      revision: good,
+    });
+    expect(await h.store.syncState("main")).toMatchObject({ head: bad, lastGood: good });
+    expect(await h.store.revision(bad)).toMatchObject({ outcome: "invalid" });
+    expect((await h.store.revision(bad))?.diagnostics[0]?.code).toBe("node/undeclared");
     expect(await h.syncer.sync()).toMatchObject({ kind: "up-to-date", head: bad, lastGood: good });
 
     const fixed = h.commit("db v2 on db-1", {
@@ -142,7 +154,7 @@ describe.each(MODES)("syncer over %s", (mode) => {
     const outcome = applied(await h.syncer.sync());
     expect(generationsOf(outcome)).toEqual({ "db@db-1": 2 });
     expect(outcome.superseded).toEqual([]);
-    expect(h.store.syncState("main")).toMatchObject({ head: fixed, lastGood: fixed });
+    expect(await h.store.syncState("main")).toMatchObject({ head: fixed, lastGood: fixed });
   });
 
   it("syncer - several commits in one fetch: the head wins and the others are recorded superseded by it", async () => {
@@ -163,15 +175,17 @@ describe.each(MODES)("syncer over %s", (mode) => {
     expect(outcome.head).toBe(c3);
     expect(outcome.superseded).toEqual([c1, c2]);
     expect(generationsOf(outcome)).toEqual({ "db@db-1": 2, "web@web-1": 2, "web@web-2": 2 });
-    expect(h.store.revision(c1)).toMatchObject({ outcome: "superseded", supersededBy: c3 });
-    expect(h.store.revision(c2)).toMatchObject({ outcome: "superseded", supersededBy: c3 });
-    expect(h.store.revisions("main").map((r) => [r.sha, r.outcome])).toEqual([
+    expect(await h.store.revision(c1)).toMatchObject({ outcome: "superseded", supersededBy: c3 });
+    expect(await h.store.revision(c2)).toMatchObject({ outcome: "superseded", supersededBy: c3 });
+    expect((await h.store.revisions("main")).map((r) => [r.sha, r.outcome])).toEqual([
       [c3, "applied"],
       [c2, "superseded"],
       [c1, "superseded"],
       [h.repo.rev("HEAD~3"), "applied"],
     ]);
-    expect(h.store.generation("web@web-1", 2)?.spec.resources[0]).toMatchObject({ content: "web v4\n" });
+    expect((await h.store.generation("web@web-1", 2))?.spec.resources[0]).toMatchObject({
+      content: "web v4\n",
+    });
   });
 
   it("syncer - generations continue from the store after a restart, never reused", async () => {

@@ -3,7 +3,8 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type StatusHealth, StatusWriteError, type StatusWriter } from "../../src/hub/status.js";
-import { type Db, openDatabase } from "../../src/hub/store/database.js";
+import { SqliteStore } from "../../src/hub/store/sqlite.js";
+import type { Store } from "../../src/hub/store/store.js";
 import { GithubStatusWriter } from "../../src/status/github.js";
 import { StatusPublisher } from "../../src/status/publisher.js";
 import { type FakeForge, startGithubForge } from "../helpers/forge-openapi.js";
@@ -34,15 +35,15 @@ export function databasePath(): string {
 }
 
 /** A publisher with a 1 s debounce on `clock`, recording health events. */
-export function startPublisher(options: { db?: Db; writers: StatusWriter[]; clock: ManualClock }): {
+export function startPublisher(options: { store?: Store; writers: StatusWriter[]; clock: ManualClock }): {
   publisher: StatusPublisher;
   health: StatusHealth[];
-  db: Db;
+  store: Store;
 } {
   const health: StatusHealth[] = [];
-  const db = options.db ?? openDatabase(":memory:");
+  const store = options.store ?? new SqliteStore(":memory:");
   const publisher = new StatusPublisher({
-    db,
+    store,
     writers: options.writers,
     timers: options.clock,
     debounceMs: 1_000,
@@ -51,7 +52,7 @@ export function startPublisher(options: { db?: Db; writers: StatusWriter[]; cloc
       throw error;
     },
   });
-  return { publisher, health, db };
+  return { publisher, health, store };
 }
 
 /** The StatusWriteError a write rejected with (the test fails if it resolved). */
@@ -67,6 +68,8 @@ export async function failureOf(write: Promise<void>): Promise<StatusWriteError>
 
 /** Moves the clock and waits until the publisher has finished what fell due. */
 export async function elapse(clock: ManualClock, publisher: StatusPublisher, ms: number): Promise<void> {
+  // What the publisher was doing (reading what it owes from the store) ends before time passes.
+  await publisher.whenIdle();
   clock.advance(ms);
   await publisher.whenIdle();
 }

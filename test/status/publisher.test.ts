@@ -6,10 +6,9 @@ import {
   type RevisionRecord,
   revisionStatuses,
 } from "../../src/hub/status.js";
-import { openDatabase } from "../../src/hub/store/database.js";
+import { SqliteStore } from "../../src/hub/store/sqlite.js";
 import { GiteaStatusWriter } from "../../src/status/gitea.js";
 import { GithubStatusWriter } from "../../src/status/github.js";
-import { StatusRecords } from "../../src/status/records.js";
 import { type FakeForge, startGiteaForge } from "../helpers/forge-openapi.js";
 import { ManualClock } from "./clock.js";
 import { databasePath, elapse, NEXT_SHA, SHA, startGithub, startPublisher } from "./fixtures.js";
@@ -54,16 +53,16 @@ describe("status publisher", () => {
       state: "success",
       description: "3/3 nodes",
     };
-    const first = startPublisher({ db: openDatabase(path), writers: [writer], clock });
+    const first = startPublisher({ store: new SqliteStore(path), writers: [writer], clock });
     first.publisher.publish([status]);
     await elapse(clock, first.publisher, 1_000);
     first.publisher.publish([status]);
     await elapse(clock, first.publisher, 1_000);
     expect(forge.requests).toHaveLength(1);
     first.publisher.close();
-    first.db.close();
+    await first.store.close();
 
-    const second = startPublisher({ db: openDatabase(path), writers: [writer], clock });
+    const second = startPublisher({ store: new SqliteStore(path), writers: [writer], clock });
     second.publisher.publish([status]);
     await elapse(clock, second.publisher, 5_000);
     expect(forge.requests).toHaveLength(1);
@@ -232,20 +231,20 @@ describe("status publisher", () => {
     const { forge, writer } = await github(clock);
     const path = databasePath();
     await forge.down();
-    const before = startPublisher({ db: openDatabase(path), writers: [writer], clock });
+    const before = startPublisher({ store: new SqliteStore(path), writers: [writer], clock });
     before.publisher.publish([
       { sha: SHA, context: FLEET_CONTEXT, state: "success", description: "3/3 nodes" },
     ]);
     await elapse(clock, before.publisher, 1_000);
     expect(before.health).toMatchObject([{ failing: true, reason: "ForgeUnavailable" }]);
     before.publisher.close();
-    before.db.close();
+    await before.store.close();
 
     await forge.up();
-    const after = startPublisher({ db: openDatabase(path), writers: [writer], clock });
+    const after = startPublisher({ store: new SqliteStore(path), writers: [writer], clock });
     await elapse(clock, after.publisher, 1_000);
     expect(posted(forge)).toEqual([[FLEET_CONTEXT, "success", "3/3 nodes"]]);
-    expect(new StatusRecords(after.db).forRevision(SHA)).toMatchObject([
+    expect(await after.store.statuses.forRevision(SHA)).toMatchObject([
       { provider: writer.name, desired: { state: "success" }, posted: { state: "success" }, failures: 0 },
     ]);
     after.publisher.close();

@@ -14,6 +14,13 @@ export type Db = Database.Database;
 
 /** Opens (creating if needed) the SQLite database at `path` and brings its schema up to date. */
 export function openDatabase(path: string, migrations: readonly Migration[] = MIGRATIONS): Db {
+  const db = openConnection(path);
+  migrate(db, migrations);
+  return db;
+}
+
+/** Opens a connection to the SQLite database at `path` (creating it if needed), without migrating it. */
+export function openConnection(path: string): Db {
   if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
   let db: Db;
   try {
@@ -27,7 +34,6 @@ export function openDatabase(path: string, migrations: readonly Migration[] = MI
   db.pragma("synchronous = NORMAL");
   db.pragma("foreign_keys = ON");
   db.pragma("busy_timeout = 5000");
-  migrate(db, migrations);
   return db;
 }
 

@@ -1,11 +1,18 @@
 /**
- * The Store port: everything the hub keeps durably, as domain operations. SQLite (sqlite.ts) is the
- * embedded default; a NATS JetStream KV store can implement the same port for several hub replicas.
- * Calls are synchronous and every state change a caller makes inside `transaction` commits together
- * (an attempt with its outbox row, an intent with its conditions).
+ * The store ports: what the hub keeps durably, one narrow port per concern, each owning its tables.
+ * Every call is asynchronous. Reads on the `Store` see committed state; writes happen only inside a
+ * unit of work (`store.transaction(async (tx) => ...)`), whose ports read their own writes and commit
+ * together — an attempt with its outbox row, an intent with its conditions — or not at all. Inside a
+ * unit, `tx.transaction(...)` is a savepoint: a step that fails rolls back alone. A unit of work runs
+ * its steps one after another and never waits for anything but the store (no transport call inside).
+ *
+ * Implementations: SQLite (sqlite.ts, the embedded default: units of work one at a time) and
+ * PostgreSQL (postgres.ts, for several hub replicas). Both run the same SQL (sql/*.ts); one
+ * conformance suite (test/hub/store/) holds them to the same contract.
  */
 import type { EffectiveBudget, FleetSettings } from "../../model/fleet.js";
 import type { Report, Rollout } from "../../model/generated.js";
+import type { GenerationStore, SyncState } from "../../repo/store.js";
 import type {
   AttemptRecord,
   ConditionEvent,
@@ -25,14 +32,7 @@ import type {
   TaskRecord,
   TaskStatus,
 } from "../records.js";
-
-/** What a rollout gate counts of a rollout's intents (one assignment at one revision). */
-export interface RolloutCounts {
-  /** Started and not finished (dispatched, verifying, ambiguous, backoff), on nodes not skipped. */
-  inProgress: number;
-  /** Blocked or stuck, on nodes not skipped, and not accepted by an operator's resume. */
-  failed: number;
-}
+import type { CommitState, CommitStatus } from "../status.js";
 
 /** A fact about the sync itself, as the syncer recorded it (table `sync_events`). */
 export interface SyncEventRecord {
@@ -42,6 +42,205 @@ export interface SyncEventRecord {
   lastGood?: string;
   message: string;
   openedAt: string;
+}
+
+/** One instance row (its current generation), as `desired.instances()` lists them. */
+export interface InstanceRow {
+  key: string;
+  assignment: string;
+  node: string;
+  generation: number;
+  revision: string;
+  retiredAt?: string;
+}
+
+/** A generation a revision produced (current or since superseded). */
+export interface RevisionMember {
+  instanceKey: string;
+  generation: number;
+  assignment: string;
+  node: string;
+}
+
+/**
+ * Desired state: revisions, generations and instances as the syncer recorded them (the syncer's
+ * `GenerationStore` writes them), and what the hub records of a revision's declarations besides:
+ * each assignment's current rollout policy and budget, and the fleet settings.
+ */
+export interface DesiredStateReads {
+  /** The instance's current generation with the assignment's current policy (retired ones too). */
+  instance(instanceKey: string): Promise<DesiredInstance | undefined>;
+  /** Generation `generation` of the instance, with the policy it was recorded with. */
+  at(instanceKey: string, generation: number): Promise<DesiredInstance | undefined>;
+  /** Every instance row (current generation), retired ones included, sorted by key. */
+  instances(): Promise<InstanceRow[]>;
+  /** Keys of the live instances on `node`, sorted. */
+  activeKeysOfNode(node: string): Promise<string[]>;
+  /** Keys of the live instances of `assignment`, sorted. */
+  activeKeysOfAssignment(assignment: string): Promise<string[]>;
+  /** Instances whose current generation `sha` produced, and those it retired. */
+  keysChangedBy(sha: string): Promise<string[]>;
+  /** Instances `sha` produced generations for (current or since superseded), by assignment and node. */
+  generationsOf(sha: string): Promise<RevisionMember[]>;
+  /** Revisions synced after sequence number `seq`, in order. */
+  revisionsAfter(seq: number): Promise<RevisionRecord[]>;
+  revision(sha: string): Promise<RevisionRecord | undefined>;
+  latestRevision(): Promise<RevisionRecord | undefined>;
+  /** The first applied revision synced after sequence number `seq`: the one that carried it forward. */
+  nextAppliedRevision(seq: number): Promise<RevisionRecord | undefined>;
+  /** The last applied revision synced before sequence number `seq`. */
+  previousAppliedRevision(seq: number): Promise<RevisionRecord | undefined>;
+  /** The revision whose sha starts with `prefix`, when exactly one does. */
+  revisionByPrefix(prefix: string): Promise<RevisionRecord | undefined>;
+  /** The syncer's open events (a refused force-push, a failing fetch). */
+  openSyncEvents(): Promise<SyncEventRecord[]>;
+  /** Where the syncer stands on `branch`. */
+  syncState(branch: string): Promise<SyncState | undefined>;
+  /** The fleet settings (steward.yaml) of the revision the hub serves. */
+  fleetSettings(): Promise<FleetSettings | undefined>;
+}
+
+/** Desired state, with the hub's writes of a revision's declarations. */
+export interface DesiredState extends DesiredStateReads {
+  /** Records the policy an assignment declares now; resolves true when it changed. */
+  savePolicy(
+    assignment: string,
+    revision: string,
+    rollout: Rollout,
+    budget: EffectiveBudget,
+  ): Promise<boolean>;
+  saveFleetSettings(revision: string, settings: FleetSettings): Promise<void>;
+}
+
+/** Nodes as last declared, with their drain state and when they were last heard (table `nodes`). */
+export interface NodeReads {
+  get(name: string): Promise<NodeRecord | undefined>;
+  /** Every node, removed ones included, by name. */
+  list(): Promise<NodeRecord[]>;
+  /** Why the rollouts go on around `name` now, or undefined when they wait for it. */
+  skip(name: string): Promise<SkipReason | undefined>;
+}
+
+export interface Nodes extends NodeReads {
+  upsert(node: Pick<NodeRecord, "name" | "transport" | "spec" | "revision">): Promise<void>;
+  /** Marks every node not in `declared` removed (kept: its history stays readable). */
+  markRemoved(declared: readonly string[], at: string): Promise<void>;
+  /** Resolves false for a node the store does not know. */
+  setDraining(
+    name: string,
+    draining: boolean,
+    detail: { by: string; reason?: string; at: string },
+  ): Promise<boolean>;
+  /** Moves the node's last heartbeat (never back) and last report times. */
+  touch(name: string, at: { heartbeatAt?: string; reportAt?: string }): Promise<void>;
+}
+
+/** Intents: the hub's promise that an instance reaches a generation (table `intents`). */
+export interface IntentReads {
+  get(instanceKey: string, generation: number): Promise<IntentRecord | undefined>;
+  /** Every intent of an instance, oldest generation first. */
+  ofInstance(instanceKey: string): Promise<IntentRecord[]>;
+  list(filter?: { status?: IntentStatus; node?: string; assignment?: string }): Promise<IntentRecord[]>;
+  /** Intents of older generations that are not yet superseded or retired. */
+  olderLive(instanceKey: string, generation: number): Promise<IntentRecord[]>;
+  /** Instance keys on `node` whose intent has one of `statuses`. */
+  keysOfNode(node: string, statuses: readonly IntentStatus[]): Promise<string[]>;
+  countsByStatus(): Promise<Record<string, number>>;
+  /** Instances that need a reconcile after a restart: current generation not converged or not yet taken in. */
+  recoveryKeys(): Promise<string[]>;
+}
+
+export interface Intents extends IntentReads {
+  save(intent: IntentRecord): Promise<void>;
+}
+
+/**
+ * Rollouts (one assignment at one revision): what their gates count, and the operators' decisions
+ * about them (tables `rollout_decisions`, `rollout_accepted_failures`).
+ */
+export interface RolloutReads {
+  /** Nodes of a rollout, sorted by name (at most `limit`). */
+  nodes(assignment: string, revision: string, limit?: number): Promise<string[]>;
+  size(assignment: string, revision: string): Promise<number>;
+  /**
+   * A rollout's intents in progress (dispatched, verifying, ambiguous, backoff) that hold one of its
+   * in-flight slots: those on skipped nodes (drained, transport not run here, silent: SkipReason)
+   * hold none.
+   */
+  countInFlight(assignment: string, revision: string): Promise<number>;
+  /**
+   * A rollout's failed intents (blocked, stuck) that count against `maxFailures`: not those on
+   * skipped nodes, nor those an operator's resume accepted.
+   */
+  countFailed(assignment: string, revision: string): Promise<number>;
+  /** Current intents of a rollout that have had an attempt. */
+  countStarted(assignment: string, revision: string): Promise<number>;
+  /** The failures `countFailed` counts, by node. */
+  failures(assignment: string, revision: string, limit: number): Promise<IntentRecord[]>;
+  /** Unconverged intents of a rollout on skipped nodes, with why, by node. */
+  skipped(
+    assignment: string,
+    revision: string,
+    limit: number,
+  ): Promise<{ instanceKey: string; node: string; status: IntentStatus; skip: SkipReason }[]>;
+  /** Rollouts with a live, unconverged intent on `node`. */
+  ofNode(node: string): Promise<{ assignment: string; revision: string }[]>;
+  /** Held intents of a rollout that a freed slot or a resolved pause may release, oldest node first. */
+  held(assignment: string, revision: string, limit: number): Promise<string[]>;
+  /** Whether any intent of the rollout is held by it (by default for any rollout reason). */
+  anyHeld(assignment: string, revision: string, reasons?: readonly HoldReason[]): Promise<boolean>;
+  /** The decision in force for a rollout (its latest), if an operator made one. */
+  decision(assignment: string, revision: string): Promise<RolloutDecisionRecord | undefined>;
+}
+
+export interface Rollouts extends RolloutReads {
+  /**
+   * Records an operator's decision. A `resume` also accepts the rollout's failed instances of now
+   * (blocked or stuck), which then no longer count against `maxFailures`; `accepted` lists every
+   * failure the rollout goes on past (an earlier resume's too).
+   */
+  recordDecision(decision: Omit<RolloutDecisionRecord, "seq" | "accepted">): Promise<RolloutDecisionRecord>;
+}
+
+/** Attempts and their outbox (tables `attempts`, `outbox`). */
+export interface AttemptReads {
+  get(id: string): Promise<AttemptRecord | undefined>;
+  /** An instance's attempts (at one generation, when given), oldest first. */
+  ofInstance(instanceKey: string, generation?: number): Promise<AttemptRecord[]>;
+  outbox(): Promise<OutboxRow[]>;
+  outboxRow(attemptId: string): Promise<OutboxRow | undefined>;
+  /** Attempts of `node` that are queued, dispatched or ambiguous. */
+  openOfNode(node: string): Promise<AttemptRecord[]>;
+  countsByStatus(): Promise<Record<string, number>>;
+}
+
+export interface Attempts extends AttemptReads {
+  /** Inserts a new attempt and its outbox row (in the unit of work that decided it). */
+  insert(attempt: AttemptRecord, bundle: string): Promise<void>;
+  save(attempt: AttemptRecord): Promise<void>;
+  /**
+   * Saves an attempt being handed over (status `dispatched`, its lease set) and, while it is still
+   * its intent's in-flight attempt, moves the intent's deadline to the lease's end: what a reconcile
+   * of the intent would write, without one.
+   */
+  saveDispatched(attempt: AttemptRecord & { leaseExpiresAt: string }): Promise<void>;
+  deleteOutbox(attemptId: string): Promise<void>;
+}
+
+/** The latest full report of each node and the observation of each instance (tables `reports`, `observations`). */
+export interface ObservationReads {
+  /** When the node's latest stored report was taken, and its sequence number. */
+  reportOf(node: string): Promise<{ takenAt: string; seq?: number } | undefined>;
+  get(instanceKey: string): Promise<Observation | undefined>;
+}
+
+export interface Observations extends ObservationReads {
+  /**
+   * Stores a full report as the node's latest observation: an instance it does not mention loses
+   * its observation (the node holds nothing of it). Resolves with the instance keys whose
+   * observation changed, or undefined (storing nothing) when the report is older than the stored one.
+   */
+  saveReport(report: Report, receivedAt: string): Promise<string[] | undefined>;
 }
 
 export interface ConditionFilter {
@@ -54,170 +253,139 @@ export interface ConditionFilter {
   node?: string;
 }
 
-export interface Store {
-  /** Runs `fn` in one transaction (nested calls join the outer one). */
-  transaction<T>(fn: () => T): T;
-
-  meta(key: string): string | undefined;
-  setMeta(key: string, value: string): void;
-
-  // Desired state, as the syncer wrote it (rollout and budget: the assignment's current policy).
-  desired(instanceKey: string): DesiredInstance | undefined;
-  desiredAt(instanceKey: string, generation: number): DesiredInstance | undefined;
-  /** Every instance row (current generation), retired ones included, sorted by key. */
-  instanceList(): {
-    key: string;
-    assignment: string;
-    node: string;
-    generation: number;
-    revision: string;
-    retiredAt?: string;
-  }[];
-  activeInstanceKeysOfNode(node: string): string[];
-  activeInstanceKeysOfAssignment(assignment: string): string[];
-  /** Instances whose current generation `sha` produced, and those it retired. */
-  instanceKeysChangedBy(sha: string): string[];
-  /** Instances `sha` produced generations for (current or since superseded), with that generation. */
-  generationsOfRevision(
-    sha: string,
-  ): { instanceKey: string; generation: number; assignment: string; node: string }[];
-  revisionsAfter(seq: number): RevisionRecord[];
-  /** The syncer's open events (a refused force-push, a failing fetch); none before the syncer's tables exist. */
-  openSyncEvents(): SyncEventRecord[];
-  revision(sha: string): RevisionRecord | undefined;
-  latestRevision(): RevisionRecord | undefined;
-  /** The first applied revision synced after sequence number `seq`: the one that carried it forward. */
-  nextAppliedRevision(seq: number): RevisionRecord | undefined;
-  /** The last applied revision synced before sequence number `seq`. */
-  previousAppliedRevision(seq: number): RevisionRecord | undefined;
-  /** The revision whose sha starts with `prefix`, when exactly one does. */
-  revisionByPrefix(prefix: string): RevisionRecord | undefined;
-  /** Instances that need a reconcile after a restart: current generation not converged or not yet taken in. */
-  recoveryKeys(): string[];
-  /** Nodes of a rollout (assignment at revision), sorted by name. */
-  rolloutNodes(assignment: string, revision: string, limit?: number): string[];
-  rolloutSize(assignment: string, revision: string): number;
-
-  // Nodes.
-  node(name: string): NodeRecord | undefined;
-  nodes(): NodeRecord[];
-  upsertNode(node: Pick<NodeRecord, "name" | "transport" | "spec" | "revision">): void;
-  markNodesRemoved(declared: readonly string[], at: string): void;
-  setDraining(name: string, draining: boolean, detail: { by: string; reason?: string; at: string }): boolean;
-  touchNode(name: string, at: { heartbeatAt?: string; reportAt?: string }): void;
-  /** Records the policy an assignment declares now; returns true when it changed. */
-  savePolicy(assignment: string, revision: string, rollout: Rollout, budget: EffectiveBudget): boolean;
-  fleetSettings(): FleetSettings | undefined;
-  saveFleetSettings(revision: string, settings: FleetSettings): void;
-
-  // Intents.
-  intent(instanceKey: string, generation: number): IntentRecord | undefined;
-  intentsOf(instanceKey: string): IntentRecord[];
-  intents(filter?: { status?: IntentStatus; node?: string; assignment?: string }): IntentRecord[];
-  saveIntent(intent: IntentRecord): void;
-  /** Intents of older generations that are not yet superseded or retired. */
-  olderLiveIntents(instanceKey: string, generation: number): IntentRecord[];
-  /**
-   * A rollout's intents in progress (dispatched, verifying, ambiguous, backoff) that hold one of its
-   * in-flight slots: those on skipped nodes (drained, transport not run here, silent: SkipReason)
-   * hold none. An index range of the rollout, and one node lookup per row it counts.
-   */
-  countInFlight(assignment: string, revision: string): number;
-  /**
-   * A rollout's failed intents (blocked, stuck) that count against `maxFailures`: not those on
-   * skipped nodes, nor those an operator's resume accepted.
-   */
-  countFailed(assignment: string, revision: string): number;
-  /** Current intents of a rollout that have had an attempt. */
-  countStarted(assignment: string, revision: string): number;
-  /** The failures `countFailed` counts (not skipped, not accepted), by node. */
-  rolloutFailures(assignment: string, revision: string, limit: number): IntentRecord[];
-  /** Unconverged intents of a rollout on skipped nodes, with why, by node. */
-  rolloutSkipped(
-    assignment: string,
-    revision: string,
-    limit: number,
-  ): { instanceKey: string; node: string; status: IntentStatus; skip: SkipReason }[];
-  /** Why the rollouts go on around `node` now, or undefined when they wait for it. */
-  nodeSkip(name: string): SkipReason | undefined;
-  /** Rollouts (assignment at revision) with a live, unconverged intent on `node`. */
-  rolloutsOfNode(node: string): { assignment: string; revision: string }[];
-  /** Held intents of a rollout that a freed slot or a resolved pause may release, oldest node first. */
-  heldIntents(assignment: string, revision: string, limit: number): string[];
-  /** Whether any intent of the rollout is held by it (by default for any rollout reason: canary, batch, paused). */
-  anyHeld(assignment: string, revision: string, reasons?: readonly HoldReason[]): boolean;
-  /** The decision in force for a rollout (its latest), if an operator made one. */
-  rolloutDecision(assignment: string, revision: string): RolloutDecisionRecord | undefined;
-  /**
-   * Records an operator's decision. A `resume` also accepts the rollout's failed instances of now
-   * (blocked or stuck), which then no longer count against `maxFailures`; `accepted` lists every
-   * failure the rollout goes on past (an earlier resume's too).
-   */
-  recordRolloutDecision(decision: Omit<RolloutDecisionRecord, "seq" | "accepted">): RolloutDecisionRecord;
-  /** Instance keys on `node` whose intent has one of `statuses`. */
-  intentKeysOfNode(node: string, statuses: readonly IntentStatus[]): string[];
-  intentCountsByStatus(): Record<string, number>;
-
-  // Attempts and the outbox.
-  attempt(id: string): AttemptRecord | undefined;
-  attemptsOf(instanceKey: string, generation?: number): AttemptRecord[];
-  /** Inserts an attempt and its outbox row (call inside the transaction that decided it). */
-  insertAttempt(attempt: AttemptRecord, bundle: string): void;
-  saveAttempt(attempt: AttemptRecord): void;
-  /**
-   * Saves an attempt being handed over (status `dispatched`, its lease set) and, while it is still
-   * its intent's in-flight attempt, moves the intent's deadline to the lease's end: what a reconcile
-   * of the intent would write, without one.
-   */
-  saveDispatched(attempt: AttemptRecord & { leaseExpiresAt: string }): void;
-  outbox(): OutboxRow[];
-  outboxRow(attemptId: string): OutboxRow | undefined;
-  deleteOutbox(attemptId: string): void;
-  /** Attempts of `node` that are dispatched or ambiguous. */
-  openAttemptsOfNode(node: string): AttemptRecord[];
-  attemptCountsByStatus(): Record<string, number>;
-
-  // Observations.
-  reportMeta(node: string): { takenAt: string; seq?: number } | undefined;
-  /**
-   * Stores a full report as the node's latest observation: an instance it does not mention loses
-   * its observation (the node holds nothing of it). Returns the instance keys whose observation
-   * changed, or undefined (storing nothing) when the report is older than the stored one.
-   */
-  saveReport(report: Report, receivedAt: string): string[] | undefined;
-  observation(instanceKey: string): Observation | undefined;
-
-  // Conditions and tasks.
+/** Conditions and their history (tables `conditions`, `condition_history`). */
+export interface ConditionReads {
   /** The open condition of this type on this subject (with this reason and generation, when given). */
-  openCondition(
+  findOpen(
     type: ConditionType,
     subjectKind: SubjectKind,
     subject: string,
     reason?: string,
     generation?: number,
-  ): ConditionRecord | undefined;
-  condition(id: string): ConditionRecord | undefined;
-  openConditionsOf(subjectKind: SubjectKind, subject: string): ConditionRecord[];
-  conditions(filter?: ConditionFilter): ConditionRecord[];
-  insertCondition(condition: ConditionRecord): void;
-  saveCondition(condition: ConditionRecord): void;
+  ): Promise<ConditionRecord | undefined>;
+  get(id: string): Promise<ConditionRecord | undefined>;
+  /** The open conditions on one subject, oldest first. */
+  openOf(subjectKind: SubjectKind, subject: string): Promise<ConditionRecord[]>;
+  list(filter?: ConditionFilter): Promise<ConditionRecord[]>;
+  history(conditionId: string): Promise<ConditionEvent[]>;
+  openCountsByType(): Promise<Record<string, number>>;
+}
+
+export interface Conditions extends ConditionReads {
+  insert(condition: ConditionRecord): Promise<void>;
+  save(condition: ConditionRecord): Promise<void>;
+  appendEvent(event: ConditionEvent): Promise<void>;
+}
+
+/** Tasks: conditions that need judgement, as work for an agent (table `tasks`). */
+export interface TaskReads {
+  get(id: string): Promise<TaskRecord | undefined>;
+  ofCondition(conditionId: string): Promise<TaskRecord | undefined>;
+  /** Tasks (of one status, when given), oldest first. */
+  list(filter?: { status?: TaskStatus }): Promise<TaskRecord[]>;
+  /** Open tasks not yet handed to the bus's task queue, oldest first. */
+  unpublished(): Promise<TaskRecord[]>;
+}
+
+export interface Tasks extends TaskReads {
+  insert(task: TaskRecord): Promise<void>;
+  save(task: TaskRecord): Promise<void>;
+  markPublished(id: string, at: string): Promise<void>;
+}
+
+/** The hub's own key/value facts (table `hub_meta`): how far it took in revisions, which declarations it holds. */
+export interface MetaReads {
+  get(key: string): Promise<string | undefined>;
+}
+
+export interface Meta extends MetaReads {
+  set(key: string, value: string): Promise<void>;
+}
+
+/** One commit status row: the desired status of a context on a commit at one destination, and what it last got. */
+export interface StatusRecord {
+  provider: string;
+  desired: CommitStatus;
+  posted?: CommitStatus;
+  postedAt?: string;
+  /** Failed writes of the desired status since it was set. */
+  failures: number;
+  lastError?: string;
+}
+
+/**
+ * Commit statuses (table `commit_statuses`): per destination, commit and context, what should be
+ * shown and what the destination last acknowledged. The publisher posts only where the two differ.
+ */
+export interface StatusReads {
+  get(provider: string, sha: string, context: string): Promise<StatusRecord | undefined>;
+  /** Statuses `provider` should show and does not yet: the work left over from before a restart. */
+  unposted(provider: string): Promise<CommitStatus[]>;
+  /** Every row of a commit, the fleet's context first. */
+  forRevision(sha: string): Promise<StatusRecord[]>;
+}
+
+export interface Statuses extends StatusReads {
   /**
-   * Calls `listener` with a condition's id whenever it is inserted or saved — inside the writer's
-   * transaction, which may still roll back: read the condition after it (the next turn of the event
-   * loop). Returns a function that removes the listener.
+   * Records `wanted` as what each status should show at `provider` and resolves with those the
+   * destination does not show yet (statuses equal to the posted ones are dropped).
+   */
+  desire(provider: string, wanted: readonly CommitStatus[], at: Date): Promise<CommitStatus[]>;
+  /** The destination acknowledged these statuses. */
+  posted(provider: string, statuses: readonly CommitStatus[], at: Date): Promise<void>;
+  /** A write of `status` failed with `error` (already free of secrets). */
+  failed(provider: string, status: CommitStatus, error: string): Promise<void>;
+}
+
+/** Every port, for reading. Both the `Store` (committed state) and a unit of work offer them. */
+export interface StoreReads {
+  readonly desired: DesiredStateReads;
+  readonly nodes: NodeReads;
+  readonly intents: IntentReads;
+  readonly rollouts: RolloutReads;
+  readonly attempts: AttemptReads;
+  readonly observations: ObservationReads;
+  readonly conditions: ConditionReads;
+  readonly tasks: TaskReads;
+  readonly meta: MetaReads;
+  readonly statuses: StatusReads;
+}
+
+/** Starts a unit of work: the store (a new one), or a unit of work (a savepoint inside it). */
+export interface Transactional {
+  /**
+   * Runs `work` as one unit of work: everything it writes commits together when it resolves, and
+   * nothing of it when it rejects (the rejection is passed on).
+   */
+  transaction<T>(work: (tx: UnitOfWork) => Promise<T>): Promise<T>;
+}
+
+/** A unit of work: every port, reading its own writes; commits when its work resolves. */
+export interface UnitOfWork extends StoreReads, Transactional {
+  readonly desired: DesiredState;
+  readonly nodes: Nodes;
+  readonly intents: Intents;
+  readonly rollouts: Rollouts;
+  readonly attempts: Attempts;
+  readonly observations: Observations;
+  readonly conditions: Conditions;
+  readonly tasks: Tasks;
+  readonly meta: Meta;
+  readonly statuses: Statuses;
+}
+
+/** The hub's durable state: committed reads, units of work, and the syncer's port over the same database. */
+export interface Store extends StoreReads, Transactional {
+  /** `sqlite:PATH` or `postgres://user@host/db` (never with a password): what `--store` names. */
+  readonly location: string;
+  /** The syncer's port (revisions, generations, sync state): each write one unit of work. */
+  readonly generations: GenerationStore;
+  /**
+   * Calls `listener` with a condition's id after a unit of work that inserted or saved it committed
+   * (in this process). Returns a function that removes the listener.
    */
   onConditionWrite(listener: (id: string) => void): () => void;
-  appendConditionEvent(event: ConditionEvent): void;
-  conditionHistory(conditionId: string): ConditionEvent[];
-  openConditionCountsByType(): Record<string, number>;
-  task(id: string): TaskRecord | undefined;
-  taskOfCondition(conditionId: string): TaskRecord | undefined;
-  tasks(filter?: { status?: TaskStatus }): TaskRecord[];
-  insertTask(task: TaskRecord): void;
-  /** Open tasks not yet handed to the bus's task queue, oldest first. */
-  unpublishedTasks(): TaskRecord[];
-  markTaskPublished(id: string, at: string): void;
-  saveTask(task: TaskRecord): void;
-
-  close(): void;
+  close(): Promise<void>;
 }
+
+export type { CommitState };

@@ -8,7 +8,7 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { FleetChange, FleetFeed } from "../fleet-feed.js";
-import type { Store } from "../store/store.js";
+import type { StoreReads } from "../store/store.js";
 import { parseFilters } from "./grid.js";
 
 /** Which changes a page's stream carries. */
@@ -21,7 +21,7 @@ function nodeOf(instance: string): string {
 }
 
 /** The changes the page with events query `query` listens to. */
-export function changeFilter(query: URLSearchParams, store: Store): ChangeFilter {
+export async function changeFilter(query: URLSearchParams, store: StoreReads): Promise<ChangeFilter> {
   const scope = query.get("scope") ?? "fleet";
   const id = query.get("id") ?? "";
   const base =
@@ -49,7 +49,7 @@ export function changeFilter(query: URLSearchParams, store: Store): ChangeFilter
             : c.kind === "node" && c.node === id,
       );
     case "revision": {
-      const members = new Set(store.generationsOfRevision(id).map((m) => m.instanceKey));
+      const members = new Set((await store.desired.generationsOf(id)).map((m) => m.instanceKey));
       return base((c) =>
         c.kind === "instance"
           ? members.has(c.instance)
@@ -68,15 +68,11 @@ export function changeFilter(query: URLSearchParams, store: Store): ChangeFilter
     default: {
       const filters = parseFilters(query);
       const assignments = new Set(filters.assignments);
+      // Labels are read when the stream opens: a node declared later is shown on the next load.
       const labels = new Map<string, Readonly<Record<string, string>>>();
-      const labelsOf = (node: string) => {
-        let found = labels.get(node);
-        if (!found) {
-          found = store.node(node)?.spec.metadata?.labels ?? {};
-          labels.set(node, found);
-        }
-        return found;
-      };
+      if (filters.labels.length > 0)
+        for (const node of await store.nodes.list()) labels.set(node.name, node.spec.metadata?.labels ?? {});
+      const labelsOf = (node: string) => labels.get(node) ?? {};
       return base((c) => {
         if (c.kind !== "instance") return true;
         if (assignments.size > 0 && !assignments.has(c.assignment)) return false;

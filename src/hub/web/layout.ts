@@ -19,7 +19,8 @@ export interface Region {
   delayMs?: number;
   /** A class for its element (where the page's layout places it). */
   className?: string;
-  render: () => Html;
+  /** Reads what it shows from the store and renders it. */
+  render: () => Promise<Html>;
 }
 
 /** A page: its title, what it is made of (markup, and regions that update live), and its event scope. */
@@ -62,8 +63,9 @@ export function regionOf(page: Page, name: string): Region | undefined {
 }
 
 /** A region as its element: the script knows it by name and what makes it stale. */
-export function regionElement(region: Region): Html {
-  return html`<div${region.className ? html` class="${region.className}"` : ""} data-region="${region.name}" data-refresh="${region.refresh.join(" ")}"${region.delayMs ? html` data-delay="${region.delayMs}"` : ""}>${region.render()}</div>`;
+export async function regionElement(region: Region): Promise<Html> {
+  const body = await region.render();
+  return html`<div${region.className ? html` class="${region.className}"` : ""} data-region="${region.name}" data-refresh="${region.refresh.join(" ")}"${region.delayMs ? html` data-delay="${region.delayMs}"` : ""}>${body}</div>`;
 }
 
 function navLink(href: string, label: HtmlValue, current: boolean): Html {
@@ -71,7 +73,9 @@ function navLink(href: string, label: HtmlValue, current: boolean): Html {
 }
 
 /** The whole document of `page`. */
-export function documentOf(page: Page, ctx: PageContext): Html {
+export async function documentOf(page: Page, ctx: PageContext): Promise<Html> {
+  const parts: Html[] = [];
+  for (const part of page.parts) parts.push(isRegion(part) ? await regionElement(part) : part);
   const next = `${ctx.url.pathname}${ctx.url.search}`;
   const who = ctx.session
     ? html`<span>signed in as <b>${ctx.session.operator.name}</b></span>
@@ -104,7 +108,7 @@ ${events ? html`<span id="live" class="live" data-state="off" aria-live="polite"
 </header>
 <main id="main"${page.mainClass ? html` class="${page.mainClass}"` : ""}>
 ${ctx.done ? html`<p class="notice done" role="status">${ctx.done}</p>` : ""}
-${page.parts.map((part) => (isRegion(part) ? regionElement(part) : part))}
+${parts}
 </main>
 <footer>steward · the hub's own view of its records · <a href="/healthz">healthz</a> · <a href="/metrics">metrics</a></footer>
 </body>
@@ -280,8 +284,8 @@ export interface StoryPageOptions<T> {
   title: string;
   section: Page["section"];
   /** Reads the story again (each live refresh does); undefined once the object is gone. */
-  read: () => T | undefined;
-  body: (story: T) => Html;
+  read: () => Promise<T | undefined>;
+  body: (story: T) => Html | Promise<Html>;
   /** What the page says once the object is gone. */
   gone: string;
   /** Event kinds after which the story is read again. */
@@ -300,9 +304,9 @@ export function storyPage<T>(options: StoryPageOptions<T>): Page {
         name: "main",
         refresh: options.refresh,
         ...(options.delayMs ? { delayMs: options.delayMs } : {}),
-        render: () => {
-          const story = options.read();
-          return story ? options.body(story) : html`<p class="notice">${options.gone}</p>`;
+        render: async () => {
+          const story = await options.read();
+          return story ? await options.body(story) : html`<p class="notice">${options.gone}</p>`;
         },
       },
     ],

@@ -20,10 +20,10 @@ export interface RolloutDecision {
 
 /** Pausing and resuming rollouts, as `steward rollout pause|resume` does it. */
 export interface RolloutControl {
-  pause(decision: RolloutDecision): void;
-  resume(decision: RolloutDecision): void;
+  pause(decision: RolloutDecision): Promise<void>;
+  resume(decision: RolloutDecision): Promise<void>;
   /** Whether the rollout of `assignment` at `revision` is paused (by failures or by an operator). */
-  paused(revision: string, assignment: string): boolean;
+  paused(revision: string, assignment: string): Promise<boolean>;
 }
 
 /** The hub's rollout decisions, recorded in its store and taken in at once (the hub is nudged). */
@@ -31,16 +31,17 @@ export function rolloutControlOf(hub: Hub): RolloutControl {
   const newId = idFactory(hub.clock);
   const at = () => hub.clock.now().toISOString();
   return {
-    pause: (decision) => {
-      pauseRollouts(hub.store, { ...decision, at: at() }, newId);
-      hub.nudge({ revision: decision.revision });
+    pause: async (decision) => {
+      await pauseRollouts(hub.store, { ...decision, at: at() }, newId);
+      await hub.nudge({ revision: decision.revision });
     },
-    resume: (decision) => {
-      resumeRollouts(hub.store, { ...decision, at: at() });
-      hub.nudge({ revision: decision.revision });
+    resume: async (decision) => {
+      await resumeRollouts(hub.store, { ...decision, at: at() });
+      await hub.nudge({ revision: decision.revision });
     },
-    paused: (revision, assignment) =>
-      hub.store.rolloutDecision(assignment, revision)?.decision === "pause" ||
-      hub.store.openCondition("RolloutPaused", "rollout", `${assignment}@${revision}`) !== undefined,
+    paused: async (revision, assignment) =>
+      (await hub.store.rollouts.decision(assignment, revision))?.decision === "pause" ||
+      (await hub.store.conditions.findOpen("RolloutPaused", "rollout", `${assignment}@${revision}`)) !==
+        undefined,
   };
 }

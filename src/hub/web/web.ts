@@ -186,7 +186,7 @@ export class WebView {
         error instanceof StewardError
           ? error.message
           : "the hub could not answer this request; its log says why";
-      this.problem(request, response, url, status, message);
+      await this.problem(request, response, url, status, message);
       return true;
     }
   }
@@ -206,45 +206,50 @@ export class WebView {
       return true;
     }
     if (route === "/events") {
-      streamEvents(request, response, this.feed, changeFilter(url.searchParams, this.hub.store));
+      streamEvents(request, response, this.feed, await changeFilter(url.searchParams, this.hub.store));
       return true;
     }
-    const pages: Record<string, (ctx: PageContext) => Page> = {
+    const pages: Record<string, (ctx: PageContext) => Page | Promise<Page>> = {
       "/": (ctx) => fleetPage(this.hub.store, this.feed, ctx),
       "/login": (ctx) => loginPage(ctx),
       "/tasks": (ctx) => tasksPage(this.hub.store, ctx),
       "/conditions": (ctx) => conditionsPage(this.hub.store, ctx),
     };
     const asHtml = wantsHtml(request.headers.accept);
-    if (route === "/tasks" && !asHtml) return this.json(response, 200, listTasks(this.hub.store));
+    if (route === "/tasks" && !asHtml) return this.json(response, 200, await listTasks(this.hub.store));
     const fixed = pages[route];
     if (fixed) {
-      const ctx = this.context(request, url);
-      return this.page(request, response, fixed(ctx), ctx);
+      const ctx = await this.context(request, url);
+      return this.page(request, response, await fixed(ctx), ctx);
     }
     // The stories are JSON for everyone who does not ask for a page (http.ts answers them).
     const story = STORY_ROUTE.exec(route);
     if (!story || !asHtml) return false;
     const kind = story[1]!;
     const name = decodeURIComponent(story[2]!);
-    const ctx = this.context(request, url);
-    const page = this.storyPage(kind, name, ctx);
+    const ctx = await this.context(request, url);
+    const page = await this.storyPage(kind, name, ctx);
     if (!page) throw new WebError(404, `no ${kind.slice(0, -1)} ${name} is known to this hub`);
     return this.page(request, response, page, ctx);
   }
 
-  private storyPage(kind: string, name: string, ctx: PageContext): Page | undefined {
+  private async storyPage(kind: string, name: string, ctx: PageContext): Promise<Page | undefined> {
     const store = this.hub.store;
     // Each page reads its story again on every live refresh, hence the reader as well as the story.
-    const view = <T>(read: () => T | undefined, render: (story: T, read: () => T | undefined) => Page) => {
-      const story = read();
+    const view = async <T>(
+      read: () => Promise<T | undefined>,
+      render: (story: T, read: () => Promise<T | undefined>) => Page,
+    ) => {
+      const story = await read();
       return story === undefined ? undefined : render(story, read);
     };
     switch (kind) {
       case "revisions": {
-        const sha = /^[0-9a-f]{40}([0-9a-f]{24})?$/.test(name) ? name : store.revisionByPrefix(name)?.sha;
+        const sha = /^[0-9a-f]{40}([0-9a-f]{24})?$/.test(name)
+          ? name
+          : (await store.desired.revisionByPrefix(name))?.sha;
         return view(
-          () => (sha ? revisionStory(store, sha) : undefined),
+          async () => (sha ? revisionStory(store, sha) : undefined),
           (story, read) => revisionPage(store, story, read, ctx, this.rollout),
         );
       }
@@ -272,13 +277,13 @@ export class WebView {
     return undefined;
   }
 
-  private context(request: IncomingMessage, url: URL): PageContext {
+  private async context(request: IncomingMessage, url: URL): Promise<PageContext> {
     const session = this.operators.session(cookies(request).get(SESSION_COOKIE));
     const ctx: PageContext = {
       now: this.hub.clock.now(),
       url,
       operatorsEnabled: this.operators.enabled,
-      openTasks: this.hub.store.tasks({ status: "open" }).length,
+      openTasks: (await this.hub.store.tasks.list({ status: "open" })).length,
     };
     if (session) {
       ctx.session = session;
@@ -305,20 +310,20 @@ export class WebView {
     };
   }
 
-  private page(
+  private async page(
     request: IncomingMessage,
     response: ServerResponse,
     page: Page,
     ctx: PageContext,
     whole = false,
-  ): true {
+  ): Promise<true> {
     const regionName = whole ? undefined : request.headers["x-steward-region"];
     let text: string;
     if (typeof regionName === "string" && regionName !== "") {
       const region = regionOf(page, regionName);
       if (!region) throw new WebError(404, `this page has no region ${regionName}`);
-      text = region.render().text;
-    } else text = documentOf(page, ctx).text;
+      text = (await region.render()).text;
+    } else text = (await documentOf(page, ctx)).text;
     const status = page.status ?? 200;
     response.writeHead(status, { ...this.headers(status), "content-length": Buffer.byteLength(text) });
     response.end(request.method === "HEAD" ? undefined : text);
@@ -331,20 +336,20 @@ export class WebView {
   }
 
   /** A refusal or failure: a page for a browser, JSON for a program. */
-  private problem(
+  private async problem(
     request: IncomingMessage,
     response: ServerResponse,
     url: URL,
     status: number,
     message: string,
-  ): void {
+  ): Promise<void> {
     if (!wantsHtml(request.headers.accept) && request.method !== "GET") {
       this.json(response, status, { error: message });
       return;
     }
-    const ctx = this.context(request, url);
+    const ctx = await this.context(request, url);
     const back = safeNext(request.headers.referer ? new URL(request.headers.referer, url).pathname : "/");
-    this.page(
+    await this.page(
       request,
       response,
       {
@@ -407,7 +412,7 @@ export class WebView {
     const next = safeNext(form.get("next"));
     const operator = this.operators.enabled ? this.operators.byTokenOf(form.get("token") ?? "") : undefined;
     if (!operator) {
-      const ctx = this.context(request, new URL(`/login?next=${encodeURIComponent(next)}`, url));
+      const ctx = await this.context(request, new URL(`/login?next=${encodeURIComponent(next)}`, url));
       const problem = this.operators.enabled
         ? "That is not one of this hub's operator tokens."
         : "This hub is read-only: nobody can sign in.";
@@ -456,12 +461,12 @@ export class WebView {
     if (kind === "nodes") {
       if (verb !== "drain" && verb !== "undrain")
         throw new WebError(404, `nodes take drain or undrain, not ${verb}`);
-      if (!store.node(name)) throw new WebError(404, `no node ${name} is known to this hub`);
+      if (!(await store.nodes.get(name))) throw new WebError(404, `no node ${name} is known to this hub`);
       const reason = (form.get("reason") ?? "").trim();
       const detail: { by: string; reason?: string; at: Date } = { by: operator.name, at: now };
       if (reason) detail.reason = reason;
-      const node = setNodeDraining(store, name, verb === "drain", detail);
-      this.hub.nudge({ node: name });
+      const node = await setNodeDraining(store, name, verb === "drain", detail);
+      await this.hub.nudge({ node: name });
       this.feed.lookAgain({ node: name });
       done =
         verb === "drain"
@@ -473,12 +478,12 @@ export class WebView {
       const at = now.toISOString();
       let task: import("../records.js").TaskRecord;
       let node: string | undefined;
-      if (verb === "claim") task = claimTask(store, name, operator.name, at);
+      if (verb === "claim") task = await claimTask(store, name, operator.name, at);
       else if (verb === "decline")
-        task = releaseTask(store, name, operator.name, (form.get("note") ?? "").trim(), at);
+        task = await releaseTask(store, name, operator.name, (form.get("note") ?? "").trim(), at);
       else if (verb === "resolve") {
         const outcome = form.get("outcome") || undefined;
-        const resolved = resolveTask(
+        const resolved = await resolveTask(
           store,
           name,
           operator.name,
@@ -490,7 +495,7 @@ export class WebView {
         node = resolved.condition.node;
       } else throw new WebError(404, `tasks take claim, resolve or decline, not ${verb}`);
       // A resolution may earn a blocked instance another attempt: the hub looks again now.
-      this.hub.nudge(node ? { node } : {});
+      await this.hub.nudge(node ? { node } : {});
       this.feed.lookAgain({ task: task.id, ...(node ? { node } : {}) });
       done = `task ${task.id} ${task.status === "open" ? "declined" : task.status} by ${operator.name}`;
       back = `/tasks#task-${task.id}`;
@@ -519,16 +524,16 @@ export class WebView {
   ): Promise<true> {
     const form = await readForm(request);
     const { operator, session } = this.actor(request, form);
-    const full = this.hub.store.revisionByPrefix(sha)?.sha ?? sha;
+    const full = (await this.hub.store.desired.revisionByPrefix(sha))?.sha ?? sha;
     const decision = {
       revision: full,
       assignment,
       by: operator.name,
       reason: (form.get("reason") ?? "").trim(),
     };
-    if (verb === "pause") this.rollout!.pause(decision);
-    else this.rollout!.resume(decision);
-    this.hub.nudge();
+    if (verb === "pause") await this.rollout!.pause(decision);
+    else await this.rollout!.resume(decision);
+    await this.hub.nudge();
     this.feed.lookAgain();
     if (!session) return this.json(response, 200, decision);
     session.flash = `rollout of ${assignment} ${verb === "pause" ? "paused" : "resumed"} by ${operator.name}`;

@@ -16,7 +16,6 @@ import type { Timing } from "../../../src/hub/decide.js";
 import type { DeclarationChanges } from "../../../src/hub/desired.js";
 import { Hub, type HubOptions } from "../../../src/hub/hub.js";
 import type { IntentRecord } from "../../../src/hub/records.js";
-import { SqliteGenerationStore } from "../../../src/hub/store/generations.js";
 import { SqliteStore } from "../../../src/hub/store/sqlite.js";
 import type { Transport } from "../../../src/hub/transport.js";
 import type { AnalysisCache } from "../../../src/model/load.js";
@@ -65,7 +64,7 @@ export interface Harness {
   stopHub(): Promise<void>;
   /** A new hub on the same database, state and root; `beforeStart` may prepare its transport. */
   startHub(beforeStart?: (local: LocalTransport) => void | Promise<void>): Promise<void>;
-  intent(key: string): IntentRecord;
+  intent(key: string): Promise<IntentRecord>;
   /** Has the node's agent send a fresh full report, and settles. */
   report(node: string): Promise<void>;
   /** A file under a node's root. */
@@ -126,7 +125,7 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
     });
   git("init", "-q", "-b", "main");
   const syncer = new Syncer({
-    store: new SqliteGenerationStore(store.db),
+    store: store.generations,
     source: { kind: "path", path: repo },
     branch: "main",
     cacheDir: join(dir, "git"),
@@ -160,8 +159,8 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
       const outcome = await syncer.sync();
       const declarations = await recordServedRevision(store, syncer, analyses, clock.now());
       if (harness.running) {
-        harness.hub.takeInRevisions();
-        if (declarations) harness.hub.declarationsChanged(declarations);
+        await harness.hub.takeInRevisions();
+        if (declarations) await harness.hub.declarationsChanged(declarations);
       }
       const synced: SyncedRevision = { sha: outcome.head, outcome };
       if (declarations) synced.declarations = declarations;
@@ -186,15 +185,15 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
       harness.running = true;
       await settle();
     },
-    intent(key: string) {
-      const desired = store.desired(key);
+    async intent(key: string) {
+      const desired = await store.desired.instance(key);
       if (!desired) throw new Error(`no instance ${key}`);
-      const intent = store.intent(key, desired.generation);
+      const intent = await store.intents.get(key, desired.generation);
       if (!intent) throw new Error(`no intent for ${key} at generation ${desired.generation}`);
       return intent;
     },
     async report(node: string) {
-      await harness.local.requestReport(store.node(node)!.spec);
+      await harness.local.requestReport((await store.nodes.get(node))!.spec);
       await settle();
     },
     read(node: string, path: string) {
@@ -207,7 +206,7 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
     async close() {
       await harness.hub.stop();
       syncer.close();
-      store.close();
+      await store.close();
       rmSync(dir, { recursive: true, force: true });
     },
   };
@@ -215,7 +214,7 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
   // Closed when the test ends, after checking that every condition kept its invariants.
   onTestFinished(async () => {
     try {
-      expect(conditionViolations(store)).toEqual([]);
+      expect(await conditionViolations(store)).toEqual([]);
     } finally {
       await harness.close();
     }

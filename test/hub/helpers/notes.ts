@@ -18,7 +18,7 @@ export function notesPublisher(statusIntervalMs = 1_000) {
     publisher: () => publisher!,
     hubOptions: (store: SqliteStore) => {
       publisher ??= new StatusPublisher({
-        db: store.db,
+        store,
         writers: [new GitNotesStatusWriter({ fs, gitdir })],
         debounceMs: 0,
       });

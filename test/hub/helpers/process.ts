@@ -90,15 +90,15 @@ export async function runSteward(
   });
 }
 
-/** Polls `check` until it returns a value (not undefined/false) or `timeoutMs` passes. */
+/** Polls `check` until it returns (or resolves with) a value (not undefined/false) or `timeoutMs` passes. */
 export async function eventually<T>(
-  check: () => T | undefined | false,
+  check: () => T | undefined | false | Promise<T | undefined | false>,
   timeoutMs = 30_000,
   what = "condition",
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const value = check();
+    const value = await check();
     if (value !== undefined && value !== false) return value;
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 50));

@@ -32,11 +32,7 @@ describe("nats bus feed - the hub's open conditions on KV stay exactly the open 
     for await (const key of await kv.keys()) found.push(key);
     return found.sort();
   };
-  const openIds = () =>
-    h.store
-      .conditions({ status: "open" })
-      .map((c) => c.id)
-      .sort();
+  const openIds = async () => (await h.store.conditions.list({ status: "open" })).map((c) => c.id).sort();
 
   beforeAll(async () => {
     server = await startNatsServer();
@@ -59,14 +55,17 @@ describe("nats bus feed - the hub's open conditions on KV stay exactly the open 
     const transportIs = (status: "degraded" | "recovered", reason: string) =>
       events.health({ status, reason, message: `${reason} ${status}` });
     await transportIs("degraded", "ServerDisconnected");
-    await until(async () => (await keys()).length === 1 && openIds().length === 1, "the condition on KV");
-    expect(await keys()).toEqual(openIds());
+    await until(
+      async () => (await keys()).length === 1 && (await openIds()).length === 1,
+      "the condition on KV",
+    );
+    expect(await keys()).toEqual(await openIds());
 
     await server.stop();
     // Resolved, and another opened, while the bus is unreachable: the hub records both regardless.
     await transportIs("recovered", "ServerDisconnected");
     await transportIs("degraded", "SlowConsumer");
-    expect(openIds()).toHaveLength(1);
+    expect(await openIds()).toHaveLength(1);
     await until(
       () => logLines.some((l) => String(l.msg).startsWith("could not bring the bus level")),
       "the feed to fail",
@@ -78,12 +77,12 @@ describe("nats bus feed - the hub's open conditions on KV stay exactly the open 
       h.clock.advance(RETRY_MS);
       await new Promise((r) => setTimeout(r, 200));
       try {
-        return JSON.stringify(await keys()) === JSON.stringify(openIds());
+        return JSON.stringify(await keys()) === JSON.stringify(await openIds());
       } catch {
         return false;
       }
     }, "the KV bucket to hold exactly the open conditions");
-    expect(h.store.condition((await keys())[0] as string)).toMatchObject({
+    expect(await h.store.conditions.get((await keys())[0] as string)).toMatchObject({
       status: "open",
       reason: "SlowConsumer",
     });

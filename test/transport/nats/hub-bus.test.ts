@@ -67,8 +67,10 @@ describe("nats hub bus - a real hub mirrors its conditions to KV and hands tasks
     const path = join(dir, name);
     return existsSync(path) ? readFileSync(path, "utf8") : "";
   };
-  const silentConditions = () =>
-    store.conditions({ type: "NodeSilent" }).filter((c) => c.subject === NODE) as ConditionRecord[];
+  const silentConditions = async () =>
+    (await store.conditions.list({ type: "NodeSilent" })).filter(
+      (c) => c.subject === NODE,
+    ) as ConditionRecord[];
 
   beforeAll(async () => {
     const repo = makeRepo({
@@ -140,7 +142,11 @@ describe("nats hub bus - a real hub mirrors its conditions to KV and hands tasks
       `the file on ${NODE} (hub log:\n${log("hub.log").slice(-3000)})`,
     );
     store = new SqliteStore(join(hubState, "hub.db"));
-    await eventually(() => store.conditions({ status: "open" }).length === 0, 30_000, "no open condition");
+    await eventually(
+      async () => (await store.conditions.list({ status: "open" })).length === 0,
+      30_000,
+      "no open condition",
+    );
   }, 120_000);
 
   afterAll(async () => {
@@ -216,7 +222,7 @@ describe("nats hub bus - a real hub mirrors its conditions to KV and hands tasks
     agent.kill("SIGSTOP");
     const stoppedAt = Date.now();
     const silent = await eventually(
-      () => silentConditions().find((c) => c.status === "open"),
+      async () => (await silentConditions()).find((c) => c.status === "open"),
       30_000,
       `NodeSilent on ${NODE} (hub log:\n${log("hub.log").slice(-2000)})`,
     );
@@ -263,10 +269,10 @@ describe("nats hub bus - a real hub mirrors its conditions to KV and hands tasks
   });
 
   it("nats hub bus - the agent resumes: NodeSilent resolves, its key is deleted, both watchers print it", async () => {
-    const silent = silentConditions().find((c) => c.status === "open") as ConditionRecord;
+    const silent = (await silentConditions()).find((c) => c.status === "open") as ConditionRecord;
     agent.kill("SIGCONT");
     await eventually(
-      () => store.condition(silent.id)?.status === "resolved",
+      async () => (await store.conditions.get(silent.id))?.status === "resolved",
       30_000,
       "NodeSilent to resolve",
     );

@@ -22,12 +22,12 @@ const NODE = "edge-3";
  */
 const CRASH_BEFORE_COMMIT = `
 import { writeFileSync } from "node:fs";
-import { Hub } from "./src/hub/hub.ts";
+import { Ingest } from "./src/hub/ingest.ts";
 const marker = process.env.STEWARD_TEST_CRASH_MARKER;
 if (marker) {
-  const ingest = Hub.prototype.ingestResult;
-  Hub.prototype.ingestResult = function (result) {
-    ingest.call(this, result);
+  const ingest = Ingest.prototype.result;
+  Ingest.prototype.result = async function (tx, result) {
+    await ingest.call(this, tx, result);
     writeFileSync(marker, result.attemptId);
     process.kill(process.pid, "SIGKILL");
   };
@@ -102,10 +102,10 @@ describe("nats hub crash - the hub acknowledges what agents send only once it is
     // Nothing of it was committed: the attempt is still only handed over.
     const store = new SqliteStore(join(state, "hub.db"));
     try {
-      expect(store.attempt(attemptId)).toMatchObject({ status: "dispatched" });
-      expect(store.attempt(attemptId)?.settledBy).toBeUndefined();
+      expect(await store.attempts.get(attemptId)).toMatchObject({ status: "dispatched" });
+      expect((await store.attempts.get(attemptId))?.settledBy).toBeUndefined();
     } finally {
-      store.close();
+      await store.close();
     }
     // The server handed the result to the hub, and was never told it was recorded.
     const result = await (await jetstreamManager(watcher)).streams.getMessage(REPORTS_STREAM, {
@@ -122,13 +122,13 @@ describe("nats hub crash - the hub acknowledges what agents send only once it is
       await startNatsHub({ cwd: dir, log: join(dir, "hub-2.log"), state, repo, url: server.url }),
     );
     const settled = await eventually(
-      () => {
+      async () => {
         const reader = new SqliteStore(join(state, "hub.db"));
         try {
-          const attempt = reader.attempt(attemptId);
+          const attempt = await reader.attempts.get(attemptId);
           return attempt?.status === "succeeded" ? attempt : undefined;
         } finally {
-          reader.close();
+          await reader.close();
         }
       },
       30_000,

@@ -57,14 +57,14 @@ describe("nats one-shots - never twice when the agent or the hub dies mid-comman
   };
   const converged = (state: string) =>
     eventually(
-      () => {
+      async () => {
         const store = new SqliteStore(join(state, "hub.db"));
         try {
-          return store.intent(`migrate@${NODE}`, 1)?.status === "converged"
-            ? store.attemptsOf(`migrate@${NODE}`)
+          return (await store.intents.get(`migrate@${NODE}`, 1))?.status === "converged"
+            ? await store.attempts.ofInstance(`migrate@${NODE}`)
             : undefined;
         } finally {
-          store.close();
+          await store.close();
         }
       },
       60_000,

@@ -68,17 +68,16 @@ describe("nats server faults - a rollout survives nats-server restarts at random
     const store = new SqliteStore(join(state, "hub.db"));
     try {
       await eventually(
-        () =>
-          NODES.every((node) => {
+        async () => {
+          for (const node of NODES) {
             // Commits fetched together make one generation: the last commit's is the one to reach.
-            const desired = store.desired(`app@${node}`);
-            return (
-              desired?.revision === head &&
-              store.intent(desired.key, desired.generation)?.status === "converged"
-            );
-          })
-            ? true
-            : undefined,
+            const desired = await store.desired.instance(`app@${node}`);
+            if (desired?.revision !== head) return undefined;
+            if ((await store.intents.get(desired.key, desired.generation))?.status !== "converged")
+              return undefined;
+          }
+          return true;
+        },
         90_000,
         "every instance converged at the last commit",
       );
@@ -90,7 +89,7 @@ describe("nats server faults - a rollout survives nats-server restarts at random
         // Each generation that ran its one-shot ran it once.
         expect(new Set(versionsRun).size, `${node}: ${runs.join(", ")}`).toBe(versionsRun.length);
         expect(readFileSync(join(dir, node, "srv", "conf"), "utf8")).toBe(`version ${versions}\n`);
-        for (const attempt of store.attemptsOf(`app@${node}`))
+        for (const attempt of await store.attempts.ofInstance(`app@${node}`))
           expect([attempt.status, attempt.settledBy], `${attempt.id} of ${node}`).toSatisfy(
             ([status, by]) =>
               (status === "succeeded" && by === "result") ||
@@ -100,7 +99,7 @@ describe("nats server faults - a rollout survives nats-server restarts at random
       }
       expect(existsSync(join(dir, "hub.log"))).toBe(true);
     } finally {
-      store.close();
+      await store.close();
     }
   });
 
@@ -132,12 +131,13 @@ describe("nats server faults - a rollout survives nats-server restarts at random
     const store = new SqliteStore(join(state, "hub.db"));
     try {
       await eventually(
-        () => (store.intent(`app@${NODES[0]}`, 1)?.status === "converged" ? true : undefined),
+        async () =>
+          (await store.intents.get(`app@${NODES[0]}`, 1))?.status === "converged" ? true : undefined,
         60_000,
         "the instance to converge once the server is up",
       );
     } finally {
-      store.close();
+      await store.close();
       await bus.dispose();
     }
   });

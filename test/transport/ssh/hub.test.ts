@@ -41,9 +41,9 @@ describe("ssh transport - with the hub", () => {
     });
     const h = await startHarness({ files: fleetFiles("release 1"), wrap: () => transport });
     const keys = hosts.fleet().servers.map((_, i) => `motd@edge-${i}`);
-    const status = (key: string) => {
+    const status = async (key: string) => {
       try {
-        return h.intent(key);
+        return await h.intent(key);
       } catch {
         return undefined; // not synced into an intent yet
       }
@@ -52,7 +52,8 @@ describe("ssh transport - with the hub", () => {
 
     await h.commit("release 1");
     await until(
-      () => (keys.every((key) => status(key)?.status === "converged") ? true : undefined),
+      async () =>
+        (await Promise.all(keys.map(status))).every((i) => i?.status === "converged") ? true : undefined,
       "release 1 converged",
     );
     expect(hosts.fleet().servers.map((_, i) => motd(i))).toEqual([
@@ -64,8 +65,8 @@ describe("ssh transport - with the hub", () => {
     h.write(fleetFiles("release 2"));
     await h.commit("release 2");
     await until(
-      () =>
-        keys.every((key) => status(key)?.status === "converged" && status(key)?.generation === 2)
+      async () =>
+        (await Promise.all(keys.map(status))).every((i) => i?.status === "converged" && i.generation === 2)
           ? true
           : undefined,
       "release 2 converged",
@@ -73,9 +74,10 @@ describe("ssh transport - with the hub", () => {
     expect(motd(1)).toBe("release 2 on edge-1\n");
 
     // Observation without change keeps the nodes heard from: each answers, none is silent.
+    const specs = await Promise.all(keys.map(async (_, i) => (await h.store.nodes.get(`edge-${i}`))!.spec));
     const scheduler = new ObservationScheduler({
       transport,
-      nodes: () => keys.map((_, i) => h.store.node(`edge-${i}`)!.spec),
+      nodes: () => specs,
       intervalMs: 60_000,
     });
     await scheduler.round();
@@ -85,6 +87,6 @@ describe("ssh transport - with the hub", () => {
       expect.any(Date),
       expect.any(Date),
     ]);
-    expect(h.store.conditions({ status: "open" })).toEqual([]);
+    expect(await h.store.conditions.list({ status: "open" })).toEqual([]);
   }, 120_000);
 });

@@ -53,13 +53,13 @@ describe("ssh transport - a pin changed in Git", () => {
     const log = () => fullLog().slice(-4000);
     const motd = join(hosts.fleet().servers[0]!.root, "managed", "etc", "motd");
     const read = () => (existsSync(motd) ? readFileSync(motd, "utf8") : undefined);
-    const intent = () => {
+    const intent = async () => {
       const store = new SqliteStore(join(state, "hub.db"));
       try {
-        const desired = store.desired("motd@edge-0");
-        return desired ? store.intent("motd@edge-0", desired.generation) : undefined;
+        const desired = await store.desired.instance("motd@edge-0");
+        return desired ? await store.intents.get("motd@edge-0", desired.generation) : undefined;
       } finally {
-        store.close();
+        await store.close();
       }
     };
     try {
@@ -77,14 +77,16 @@ describe("ssh transport - a pin changed in Git", () => {
       const { url } = JSON.parse(readFileSync(join(state, "hub.json"), "utf8")) as { url: string };
       await fetch(`${url}/nudge`, { method: "POST", body: "{}" });
       const refused = await until(
-        () => {
-          const current = intent();
+        async () => {
+          const current = await intent();
           return current?.generation === 2 && current.status === "blocked" ? current : undefined;
         },
         "generation 2 refused",
         60_000,
-      ).catch((error: Error) => {
-        throw new Error(`${error.message} (intent: ${JSON.stringify(intent())}); the hub's log:\n${log()}`);
+      ).catch(async (error: Error) => {
+        throw new Error(
+          `${error.message} (intent: ${JSON.stringify(await intent())}); the hub's log:\n${log()}`,
+        );
       });
       expect(refused.reason).toBe("HostKeyChanged");
       expect(readFileSync(motd, "utf8")).toBe("release 1\n");

@@ -82,7 +82,7 @@ function resourceEvidence(list: unknown): ResourceEvidence[] {
 /** `/attempts/:id`. */
 export function attemptPage(
   story: AttemptStoryOf,
-  render: () => AttemptStoryOf | undefined,
+  render: () => Promise<AttemptStoryOf | undefined>,
   ctx: PageContext,
 ): Page {
   const body = (s: AttemptStoryOf) => {

@@ -6,7 +6,7 @@
  */
 import { stringify } from "yaml";
 import type { ConditionRecord, TaskRecord } from "../../records.js";
-import type { Store } from "../../store/store.js";
+import type { StoreReads } from "../../store/store.js";
 import type { ConditionStory, ConditionStoryOf } from "../../story.js";
 import { type Html, html, path } from "../html.js";
 import {
@@ -81,17 +81,17 @@ ${conditions.recent.length > 0 ? html`<details id="resolved-conditions"><summary
 const PAGE_SIZE = 100;
 
 /** `/conditions[?type=T][&status=resolved][&page=N]`. */
-export function conditionsPage(store: Store, ctx: PageContext): Page {
+export function conditionsPage(store: StoreReads, ctx: PageContext): Page {
   const type = ctx.url.searchParams.get("type") ?? undefined;
   const resolved = ctx.url.searchParams.get("status") === "resolved";
   const pageNumber = Math.max(1, Number.parseInt(ctx.url.searchParams.get("page") ?? "1", 10) || 1);
-  const render = () => {
-    const open = store.conditions({ status: "open" });
+  const render = async () => {
+    const open = await store.conditions.list({ status: "open" });
     const listed = (
       resolved
-        ? store
-            .conditions({ status: "resolved" })
-            .sort((a, b) => ((a.resolvedAt ?? "") < (b.resolvedAt ?? "") ? 1 : -1))
+        ? (await store.conditions.list({ status: "resolved" })).sort((a, b) =>
+            (a.resolvedAt ?? "") < (b.resolvedAt ?? "") ? 1 : -1,
+          )
         : newestFirst(open)
     ).filter((c) => !type || c.type === type);
     const pages = Math.max(1, Math.ceil(listed.length / PAGE_SIZE));
@@ -122,7 +122,7 @@ ${pages > 1 ? html`<p class="pager">${page > 1 ? html`<a href="${query({ page: S
 /** `/conditions/:id`: the story of one condition. */
 export function conditionPage(
   story: ConditionStoryOf,
-  render: () => ConditionStoryOf | undefined,
+  render: () => Promise<ConditionStoryOf | undefined>,
   ctx: PageContext,
 ): Page {
   const body = (s: ConditionStoryOf) => {

@@ -9,7 +9,7 @@ import { fleetStatus } from "../../answer.js";
 import type { FleetFeed } from "../../fleet-feed.js";
 import type { ConditionRecord, NodeRecord } from "../../records.js";
 import { DISPLAY_STATES, type DisplayState } from "../../states.js";
-import type { Store } from "../../store/store.js";
+import type { StoreReads } from "../../store/store.js";
 import type { InstanceView } from "../../views.js";
 import {
   type FleetFilters,
@@ -54,12 +54,12 @@ function withFilters(filters: FleetFilters, changes: Partial<FleetFilters>): str
   return path([], filterQuery({ ...filters, page: 1, ...changes }));
 }
 
-function answerBanner(
-  store: Store,
+async function answerBanner(
+  store: StoreReads,
   views: readonly InstanceView[],
   open: readonly ConditionRecord[],
   ctx: PageContext,
-): Html {
+): Promise<Html> {
   const status = fleetStatus(views, open);
   const [mark, word] = ANSWERS[status.answer];
   const notCounted = [
@@ -67,7 +67,7 @@ function answerBanner(
     status.drained.length > 0 ? `${count(status.drained.length)} drained` : "",
     status.skipped.length > 0 ? `${count(status.skipped.length)} skipped` : "",
   ].filter(Boolean);
-  const head = store.latestRevision();
+  const head = await store.desired.latestRevision();
   return html`<div class="answer a-${status.answer}" role="status">
 <span class="big" aria-hidden="true">${mark}</span>
 <div><strong>${word}</strong>
@@ -191,23 +191,27 @@ ${open.length === 0 ? html`<p class="soft">None: nothing steward owns is known t
 }
 
 /** `compute` run at most once, when first asked for (a page may need it in several parts, or not at all). */
-function once<T>(compute: () => T): () => T {
-  let value: { of: T } | undefined;
+function once<T>(compute: () => Promise<T>): () => Promise<T> {
+  let value: Promise<T> | undefined;
   return () => {
-    value ??= { of: compute() };
-    return value.of;
+    value ??= compute();
+    return value;
   };
 }
 
 /** The fleet page for the filters in `ctx.url`. */
-export function fleetPage(store: Store, feed: FleetFeed, ctx: PageContext): Page {
+export async function fleetPage(store: StoreReads, feed: FleetFeed, ctx: PageContext): Promise<Page> {
   const filters = parseFilters(ctx.url.searchParams);
-  const nodes = once(() => store.nodes());
-  const grid = once(() => {
-    const labelsOf = new Map(nodes().map((n) => [n.name, n.spec.metadata?.labels ?? {}]));
-    return fleetGrid(feed.instances(), (node) => labelsOf.get(node) ?? {}, filters);
+  const nodes = once(() => store.nodes.list());
+  const grid = once(async () => {
+    const labelsOf = new Map((await nodes()).map((n) => [n.name, n.spec.metadata?.labels ?? {}]));
+    return fleetGrid(await feed.instances(), (node) => labelsOf.get(node) ?? {}, filters);
   });
-  const gridRegion: Region = { name: "grid", refresh: ["resync"], render: () => gridTable(grid(), filters) };
+  const gridRegion: Region = {
+    name: "grid",
+    refresh: ["resync"],
+    render: async () => gridTable(await grid(), filters),
+  };
   const events = new URLSearchParams(filterQuery({ ...filters, states: [], page: 1, group: "auto" }));
   events.set("scope", "fleet");
   return {
@@ -219,23 +223,23 @@ export function fleetPage(store: Store, feed: FleetFeed, ctx: PageContext): Page
         name: "summary",
         refresh: ["instance", "condition", "revision", "resync"],
         delayMs: 300,
-        render: () => {
-          const views = feed.instances();
-          const chosen = filtered(filters) ? grid().chosen : views;
-          return html`${answerBanner(store, views, store.conditions({ status: "open" }), ctx)}
+        render: async () => {
+          const views = await feed.instances();
+          const chosen = filtered(filters) ? (await grid()).chosen : views;
+          return html`${await answerBanner(store, views, await store.conditions.list({ status: "open" }), ctx)}
 <section class="panel"><h2>${filtered(filters) ? html`Shown <span class="count">${plural(chosen.length, "instance")} of ${count(views.length)}</span>` : html`Instances <span class="count">${count(views.length)}</span>`}</h2>${totals(chosen, filters)}
 ${assignmentBars(chosen, filters)}</section>`;
         },
       },
-      html`<section class="panel"><h2>Nodes × assignments</h2>${filterForm(nodes(), feed.instances(), filters)}
+      html`<section class="panel"><h2>Nodes × assignments</h2>${filterForm(await nodes(), await feed.instances(), filters)}
 <p id="stale" class="notice" hidden><b>0</b> changes to instances this page does not show yet: <a href="">reload</a> to see them.</p>
-${regionElement(gridRegion)}</section>`,
+${await regionElement(gridRegion)}</section>`,
       {
         name: "conditions",
         className: "side",
         refresh: ["condition", "resync"],
         delayMs: 500,
-        render: () => conditionsAside(store.conditions({ status: "open" }), ctx),
+        render: async () => conditionsAside(await store.conditions.list({ status: "open" }), ctx),
       },
     ],
     embedded: [gridRegion],

@@ -141,7 +141,7 @@ function historySection(story: InstanceStory, ctx: PageContext): Html {
 /** The instance page; `render` reads the story again for each live refresh. */
 export function instancePage(
   story: InstanceStory,
-  render: () => InstanceStory | undefined,
+  render: () => Promise<InstanceStory | undefined>,
   ctx: PageContext,
 ): Page {
   const body = (

@@ -37,7 +37,11 @@ function drainActions(story: NodeStory, ctx: PageContext): Html {
 }
 
 /** The node page; `render` reads the story again for each live refresh. */
-export function nodePage(story: NodeStory, render: () => NodeStory | undefined, ctx: PageContext): Page {
+export function nodePage(
+  story: NodeStory,
+  render: () => Promise<NodeStory | undefined>,
+  ctx: PageContext,
+): Page {
   const body = (
     s: NodeStory,
   ) => html`<h1><span class="kind">node</span>${s.name}${s.draining ? html` ${stateBadge("drained")}` : ""}${s.declared ? "" : html` <span class="badge t-muted">no longer declared</span>`}</h1>

@@ -8,8 +8,9 @@
  */
 import type { Rollout } from "../../../model/generated.js";
 import type { AssignmentProgress } from "../../progress.js";
+import type { ConditionRecord } from "../../records.js";
 import { DISPLAY_STATES, type DisplayState } from "../../states.js";
-import type { Store } from "../../store/store.js";
+import type { StoreReads } from "../../store/store.js";
 import type { RevisionStory } from "../../story.js";
 import { type Html, html, path } from "../html.js";
 import {
@@ -73,23 +74,23 @@ function attention(state: DisplayState): number {
   return ["failure", "attention", "progress", "muted", "ok"].indexOf(DISPLAY_STATES[state].tone);
 }
 
-function assignmentSection(
-  store: Store,
+async function assignmentSection(
+  store: StoreReads,
   story: RevisionStory,
   progress: AssignmentProgress,
   rows: readonly Row[],
   ctx: PageContext,
   rollout: RolloutControl | undefined,
-): Html {
+): Promise<Html> {
   const states: Partial<Record<DisplayState, number>> = {};
   for (const row of rows) states[row.state] = (states[row.state] ?? 0) + 1;
-  const first = rows[0] ? store.desired(rows[0].instance) : undefined;
+  const first = rows[0] ? await store.desired.instance(rows[0].instance) : undefined;
   const byInstance = new Map(progress.instances.map((i) => [i.instance, i]));
   // What holds the held ones, in the hub's words (the same for most of them: the canary, a batch).
   const holds = new Map<string, number>();
   for (const row of rows)
     if (row.state === "held" || row.state === "waiting") {
-      const message = store.intent(row.instance, row.generation)?.message ?? row.status;
+      const message = (await store.intents.get(row.instance, row.generation))?.message ?? row.status;
       holds.set(message, (holds.get(message) ?? 0) + 1);
     }
   const listed =
@@ -101,6 +102,16 @@ function assignmentSection(
           )
           .sort((a, b) => attention(a.state) - attention(b.state))
           .slice(0, LIST_ATTENTION);
+  // What stops each listed one at this generation, as its commit status names it.
+  const stopping = new Map<string, ConditionRecord[]>();
+  for (const row of listed)
+    stopping.set(
+      row.instance,
+      (await store.conditions.openOf("instance", row.instance)).filter(
+        (c) => c.generation === undefined || c.generation === row.generation,
+      ),
+    );
+  const actions = await rolloutActions(story.sha, progress, ctx, rollout);
   const filterLink = (state: DisplayState) =>
     path(
       [],
@@ -137,7 +148,7 @@ ${facts([
       : undefined,
   ],
 ])}
-${rolloutActions(story.sha, progress, ctx, rollout)}
+${actions}
 ${
   listed.length === 0
     ? ""
@@ -145,11 +156,7 @@ ${
 <table><thead><tr><th>node</th><th>state</th><th>status</th><th>condition</th><th>attempt</th><th>superseded by</th></tr></thead><tbody>${listed.map(
         (row) => {
           const entry = byInstance.get(row.instance);
-          // What stops it at this generation, as its commit status names it.
-          const stopping = store
-            .openConditionsOf("instance", row.instance)
-            .filter((c) => c.generation === undefined || c.generation === row.generation);
-          return html`<tr><td>${link(["nodes", entry?.node ?? row.instance.slice(row.instance.lastIndexOf("@") + 1)])}</td><td>${stateCell(row, { pinned: true })} ${stateBadge(row.state, entry?.holdReason ? `(${entry.holdReason})` : undefined)}</td><td>${row.status}</td><td>${stopping.map((c, i) => html`${i > 0 ? ", " : ""}${link(["conditions", c.id], c.type)}`)}</td><td>${row.attemptId ? link(["attempts", row.attemptId]) : ""}</td><td>${entry?.supersededBy ? html`generation ${entry.supersededBy.generation} of ${revisionLink(entry.supersededBy.revision)}` : ""}</td></tr>`;
+          return html`<tr><td>${link(["nodes", entry?.node ?? row.instance.slice(row.instance.lastIndexOf("@") + 1)])}</td><td>${stateCell(row, { pinned: true })} ${stateBadge(row.state, entry?.holdReason ? `(${entry.holdReason})` : undefined)}</td><td>${row.status}</td><td>${(stopping.get(row.instance) ?? []).map((c, i) => html`${i > 0 ? ", " : ""}${link(["conditions", c.id], c.type)}`)}</td><td>${row.attemptId ? link(["attempts", row.attemptId]) : ""}</td><td>${entry?.supersededBy ? html`generation ${entry.supersededBy.generation} of ${revisionLink(entry.supersededBy.revision)}` : ""}</td></tr>`;
         },
       )}</tbody></table>`
 }
@@ -160,28 +167,28 @@ ${
  * Pause or resume, for a signed-in operator, a rollout still under way: `steward rollout
  * pause|resume` in the web view (nothing without a RolloutControl, rollout.ts).
  */
-function rolloutActions(
+async function rolloutActions(
   sha: string,
   progress: AssignmentProgress,
   ctx: PageContext,
   rollout: RolloutControl | undefined,
-): Html {
+): Promise<Html> {
   if (!rollout || progress.state === "superseded" || progress.state === "success") return html``;
   if (!ctx.session) return html``;
-  const paused = rollout.paused(sha, progress.assignment);
+  const paused = await rollout.paused(sha, progress.assignment);
   const action = path(["revisions", sha, "rollout", progress.assignment, paused ? "resume" : "pause"]);
   return html`<div class="actions"><form method="post" action="${action}"><input type="hidden" name="csrf" value="${ctx.session.csrf}"><label for="why-${progress.assignment}">why<input id="why-${progress.assignment}" name="reason" required></label><button type="submit">${paused ? "Resume rollout" : "Pause rollout"}</button></form></div>`;
 }
 
 /** The revision page; `read` reads the story again for each live refresh. */
 export function revisionPage(
-  store: Store,
+  store: StoreReads,
   story: RevisionStory,
-  read: () => RevisionStory | undefined,
+  read: () => Promise<RevisionStory | undefined>,
   ctx: PageContext,
   rollout?: RolloutControl,
 ): Page {
-  const body = (s: RevisionStory) => {
+  const body = async (s: RevisionStory) => {
     const rows = new Map<string, Row[]>();
     for (const row of s.instances) {
       const assignment = row.instance.slice(0, row.instance.lastIndexOf("@"));
@@ -210,7 +217,7 @@ export function revisionPage(
           : undefined,
       ],
     ])}</section>
-<div class="cards">${(s.progress?.assignments ?? []).map((a) => assignmentSection(store, s, a, rows.get(a.assignment) ?? [], ctx, rollout))}</div>
+<div class="cards">${await Promise.all((s.progress?.assignments ?? []).map((a) => assignmentSection(store, s, a, rows.get(a.assignment) ?? [], ctx, rollout)))}</div>
 ${conditionsSection(s.conditions, ctx.now)}`;
   };
   return storyPage({

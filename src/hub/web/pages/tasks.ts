@@ -5,7 +5,7 @@
  * actions are tasks.ts's, recorded with the operator's name as `steward tasks` records the CLI's.
  */
 import type { ConditionRecord, TaskRecord } from "../../records.js";
-import type { Store } from "../../store/store.js";
+import type { StoreReads } from "../../store/store.js";
 import { listTasks, taskOutcomes } from "../../tasks.js";
 import { type Html, html, path } from "../html.js";
 import { actionForm, facts, link, type Page, type PageContext, plural, signInHint, when } from "../layout.js";
@@ -69,10 +69,12 @@ ${mine ? actionForm(session, `${base}/decline`, "Decline", { fields: html`<label
 }
 
 /** `/tasks[?all=1]`. */
-export function tasksPage(store: Store, ctx: PageContext): Page {
+export function tasksPage(store: StoreReads, ctx: PageContext): Page {
   const all = ctx.url.searchParams.get("all") === "1";
-  const render = () => {
-    const tasks = listTasks(store, { all }).sort((a, b) => (a.task.createdAt < b.task.createdAt ? 1 : -1));
+  const render = async () => {
+    const tasks = (await listTasks(store, { all })).sort((a, b) =>
+      a.task.createdAt < b.task.createdAt ? 1 : -1,
+    );
     return html`<h1>Tasks</h1>
 <p class="sub">Conditions that need judgement. Resolving a task records what you did; its condition closes when observation shows it resolved. ${all ? html`<a href="/tasks">Open ones only</a>` : html`<a href="/tasks?all=1">With resolved and closed ones</a>`}</p>
 ${tasks.length === 0 ? html`<p class="panel soft">${all ? "No task." : "No open task: nothing waits for a person."}</p>` : ""}

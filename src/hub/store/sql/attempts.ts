@@ -1,0 +1,116 @@
+/**
+ * The attempts port on SQL (tables `attempts`, `outbox`): an attempt is inserted with its outbox row,
+ * in the unit of work that decided it; the row goes once the transport accepted the attempt.
+ */
+import type { AttemptRecord, OutboxRow } from "../../records.js";
+import type { Attempts } from "../store.js";
+import { countsOf, RecordMap, type Sql } from "./sql.js";
+
+const ATTEMPTS = new RecordMap<AttemptRecord>([
+  "id",
+  "instanceKey",
+  "generation",
+  "assignment",
+  "node",
+  "status",
+  "failureClass",
+  "reason",
+  "message",
+  ["evidence", "json"],
+  "createdAt",
+  "dispatchedAt",
+  "leaseExpiresAt",
+  "finishedAt",
+  "settledBy",
+  "settleAfter",
+  "supersededBy",
+  ["lateResult", "json"],
+]);
+
+const OUTBOX = new RecordMap<OutboxRow>(["attemptId", "node", "bundle", "createdAt"]);
+
+const INSERT_ATTEMPT = ATTEMPTS.insertSql("attempts");
+const UPSERT_ATTEMPT = ATTEMPTS.upsertSql("attempts", ["id"]);
+const INSERT_OUTBOX = OUTBOX.insertSql("outbox");
+
+export class AttemptsSql implements Attempts {
+  constructor(private readonly sql: Sql) {}
+
+  async get(id: string): Promise<AttemptRecord | undefined> {
+    const row = await this.sql.get("SELECT * FROM attempts WHERE id = ?", [id]);
+    return row ? ATTEMPTS.from(row) : undefined;
+  }
+
+  async ofInstance(key: string, generation?: number): Promise<AttemptRecord[]> {
+    // Ids are ULIDs: by creation time, and in order within a millisecond.
+    const rows =
+      generation === undefined
+        ? await this.sql.all("SELECT * FROM attempts WHERE instance_key = ? ORDER BY created_at, id", [key])
+        : await this.sql.all(
+            "SELECT * FROM attempts WHERE instance_key = ? AND generation = ? ORDER BY created_at, id",
+            [key, generation],
+          );
+    return rows.map((r) => ATTEMPTS.from(r));
+  }
+
+  async insert(attempt: AttemptRecord, bundle: string): Promise<void> {
+    await this.sql.run(INSERT_ATTEMPT, ATTEMPTS.to(attempt));
+    await this.sql.run(
+      INSERT_OUTBOX,
+      OUTBOX.to({ attemptId: attempt.id, node: attempt.node, bundle, createdAt: attempt.createdAt }),
+    );
+  }
+
+  async save(attempt: AttemptRecord): Promise<void> {
+    await this.sql.run(UPSERT_ATTEMPT, ATTEMPTS.to(attempt));
+  }
+
+  async saveDispatched(attempt: AttemptRecord & { leaseExpiresAt: string }): Promise<void> {
+    await this.save(attempt);
+    await this.sql.run(
+      `UPDATE intents SET deadline_at = ?, updated_at = ?
+        WHERE instance_key = ? AND generation = ? AND last_attempt_id = ? AND status = 'dispatched'`,
+      [
+        attempt.leaseExpiresAt,
+        attempt.dispatchedAt ?? attempt.leaseExpiresAt,
+        attempt.instanceKey,
+        attempt.generation,
+        attempt.id,
+      ],
+    );
+  }
+
+  async outbox(): Promise<OutboxRow[]> {
+    return (
+      await this.sql.all("SELECT attempt_id, node, bundle, created_at FROM outbox ORDER BY attempt_id")
+    ).map((r) => OUTBOX.from(r));
+  }
+
+  async outboxRow(attemptId: string): Promise<OutboxRow | undefined> {
+    const row = await this.sql.get(
+      "SELECT attempt_id, node, bundle, created_at FROM outbox WHERE attempt_id = ?",
+      [attemptId],
+    );
+    return row ? OUTBOX.from(row) : undefined;
+  }
+
+  async deleteOutbox(attemptId: string): Promise<void> {
+    await this.sql.run("DELETE FROM outbox WHERE attempt_id = ?", [attemptId]);
+  }
+
+  async openOfNode(node: string): Promise<AttemptRecord[]> {
+    return (
+      await this.sql.all(
+        "SELECT * FROM attempts WHERE node = ? AND status IN ('queued', 'dispatched', 'ambiguous') ORDER BY id",
+        [node],
+      )
+    ).map((r) => ATTEMPTS.from(r));
+  }
+
+  async countsByStatus(): Promise<Record<string, number>> {
+    return countsOf(
+      await this.sql.all("SELECT status, count(*) AS n FROM attempts GROUP BY status"),
+      "status",
+    );
+  }
+}

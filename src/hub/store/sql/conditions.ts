@@ -1,0 +1,141 @@
+/**
+ * The conditions port on SQL (tables `conditions`, `condition_history`). The unique index
+ * `conditions_open` keeps at most one open condition per type and subject (and reason or generation,
+ * for the types keyed by them: conditions.ts). Each write is announced to `written`, so the store can
+ * tell its listeners once the unit of work committed.
+ */
+import type { ConditionEvent, ConditionRecord, ConditionType, SubjectKind } from "../../records.js";
+import type { ConditionFilter, Conditions } from "../store.js";
+import { countsOf, RecordMap, type Sql } from "./sql.js";
+
+const CONDITIONS = new RecordMap<ConditionRecord>([
+  "id",
+  "type",
+  "subjectKind",
+  "subject",
+  "status",
+  "since",
+  "lastObserved",
+  "reason",
+  "message",
+  ["evidence", "json"],
+  ["tried", "json"],
+  "resolver",
+  "procedure",
+  "assignment",
+  "node",
+  "revision",
+  "generation",
+  "attemptId",
+  "openedAt",
+  "resolvedAt",
+  "resolution",
+]);
+
+const HISTORY = new RecordMap<ConditionEvent>([
+  "conditionId",
+  "at",
+  "event",
+  "reason",
+  "message",
+  "attemptId",
+]);
+
+const INSERT_CONDITION = CONDITIONS.insertSql("conditions");
+const UPSERT_CONDITION = CONDITIONS.upsertSql("conditions", ["id"]);
+const INSERT_EVENT = HISTORY.insertSql("condition_history");
+
+const FILTER_COLUMNS: [keyof ConditionFilter, string][] = [
+  ["status", "status"],
+  ["type", "type"],
+  ["subjectKind", "subject_kind"],
+  ["subject", "subject"],
+  ["revision", "revision"],
+  ["assignment", "assignment"],
+  ["node", "node"],
+];
+
+export class ConditionsSql implements Conditions {
+  constructor(
+    private readonly sql: Sql,
+    /** Told the id of every condition this port inserts or saves. */
+    private readonly written: (id: string) => void = () => undefined,
+  ) {}
+
+  async findOpen(
+    type: ConditionType,
+    subjectKind: SubjectKind,
+    subject: string,
+    reason?: string,
+    generation?: number,
+  ): Promise<ConditionRecord | undefined> {
+    let text =
+      "SELECT * FROM conditions WHERE type = ? AND subject_kind = ? AND subject = ? AND status = 'open'";
+    const params: unknown[] = [type, subjectKind, subject];
+    if (reason !== undefined) {
+      text += " AND reason = ?";
+      params.push(reason);
+    }
+    if (generation !== undefined) {
+      text += " AND generation = ?";
+      params.push(generation);
+    }
+    const row = await this.sql.get(text, params);
+    return row ? CONDITIONS.from(row) : undefined;
+  }
+
+  async get(id: string): Promise<ConditionRecord | undefined> {
+    const row = await this.sql.get("SELECT * FROM conditions WHERE id = ?", [id]);
+    return row ? CONDITIONS.from(row) : undefined;
+  }
+
+  async openOf(subjectKind: SubjectKind, subject: string): Promise<ConditionRecord[]> {
+    return (
+      await this.sql.all(
+        "SELECT * FROM conditions WHERE subject_kind = ? AND subject = ? AND status = 'open' ORDER BY opened_at, id",
+        [subjectKind, subject],
+      )
+    ).map((r) => CONDITIONS.from(r));
+  }
+
+  async list(filter: ConditionFilter = {}): Promise<ConditionRecord[]> {
+    const where: string[] = [];
+    const params: unknown[] = [];
+    for (const [field, column] of FILTER_COLUMNS)
+      if (filter[field] !== undefined) {
+        where.push(`${column} = ?`);
+        params.push(filter[field]);
+      }
+    const clause = where.length > 0 ? `WHERE ${where.join(" AND ")}` : "";
+    return (await this.sql.all(`SELECT * FROM conditions ${clause} ORDER BY opened_at, id`, params)).map(
+      (r) => CONDITIONS.from(r),
+    );
+  }
+
+  async insert(condition: ConditionRecord): Promise<void> {
+    await this.sql.run(INSERT_CONDITION, CONDITIONS.to(condition));
+    this.written(condition.id);
+  }
+
+  async save(condition: ConditionRecord): Promise<void> {
+    await this.sql.run(UPSERT_CONDITION, CONDITIONS.to(condition));
+    this.written(condition.id);
+  }
+
+  async appendEvent(event: ConditionEvent): Promise<void> {
+    await this.sql.run(INSERT_EVENT, HISTORY.to(event));
+  }
+
+  async history(conditionId: string): Promise<ConditionEvent[]> {
+    return (
+      await this.sql.all("SELECT * FROM condition_history WHERE condition_id = ? ORDER BY seq", [conditionId])
+    ).map((r) => HISTORY.from(r));
+  }
+
+  async openCountsByType(): Promise<Record<string, number>> {
+    return countsOf(
+      await this.sql.all("SELECT type, count(*) AS n FROM conditions WHERE status = 'open' GROUP BY type"),
+      "type",
+    );
+  }
+}

@@ -1,0 +1,102 @@
+/**
+ * The nodes port on SQL (table `nodes`): each node as last declared, its drain state, and when it was
+ * last heard. Why the rollouts go on around a node (its SkipReason) is read from the facts the hub
+ * records: the drain, and the conditions it keeps open by observation.
+ */
+import type { NodeRecord, SkipReason } from "../../records.js";
+import type { Nodes } from "../store.js";
+import { nul, RecordMap, type Sql } from "./sql.js";
+
+const NODES = new RecordMap<NodeRecord>([
+  "name",
+  "transport",
+  ["spec", "json"],
+  "revision",
+  "removedAt",
+  ["draining", "bool"],
+  "drainReason",
+  "drainedAt",
+  "drainedBy",
+  "lastHeartbeatAt",
+  "lastReportAt",
+]);
+
+/**
+ * Why the rollouts go on around node `n` (SkipReason), or NULL when they wait for it: drained, a
+ * transport this hub does not run, silent. Each is a durable fact the hub records (the drain, and
+ * the conditions it keeps open by observation), so the CLI and the hub count the same way; the
+ * conditions are found through the partial index of open conditions by subject.
+ */
+export const SKIP_REASON = `(CASE WHEN n.draining = 1 THEN 'drained'
+  WHEN EXISTS (SELECT 1 FROM conditions c WHERE c.subject_kind = 'node' AND c.subject = n.name AND c.status = 'open'
+                 AND c.type = 'TransportDegraded' AND c.reason = 'TransportNotEnabled') THEN 'transport-not-run'
+  WHEN EXISTS (SELECT 1 FROM conditions c WHERE c.subject_kind = 'node' AND c.subject = n.name AND c.status = 'open'
+                 AND c.type = 'NodeSilent') THEN 'silent' END)`;
+
+/** Every node `SKIP_REASON` names, from the indexes of drained nodes and of open conditions. */
+export const SKIPPED_NODES = `SELECT name AS node FROM nodes WHERE draining = 1
+  UNION SELECT subject FROM conditions WHERE status = 'open' AND type = 'NodeSilent' AND subject_kind = 'node'
+  UNION SELECT subject FROM conditions WHERE status = 'open' AND type = 'TransportDegraded'
+          AND reason = 'TransportNotEnabled' AND subject_kind = 'node'`;
+
+export class NodesSql implements Nodes {
+  constructor(private readonly sql: Sql) {}
+
+  async get(name: string): Promise<NodeRecord | undefined> {
+    const row = await this.sql.get("SELECT * FROM nodes WHERE name = ?", [name]);
+    return row ? NODES.from(row) : undefined;
+  }
+
+  async list(): Promise<NodeRecord[]> {
+    return (await this.sql.all("SELECT * FROM nodes ORDER BY name")).map((r) => NODES.from(r));
+  }
+
+  async skip(name: string): Promise<SkipReason | undefined> {
+    const row = await this.sql.get(`SELECT ${SKIP_REASON} AS skip FROM nodes n WHERE n.name = ?`, [name]);
+    return (row?.skip as SkipReason | null) ?? undefined;
+  }
+
+  async upsert(node: Pick<NodeRecord, "name" | "transport" | "spec" | "revision">): Promise<void> {
+    await this.sql.run(
+      `INSERT INTO nodes (name, transport, spec, revision) VALUES (?, ?, ?, ?)
+       ON CONFLICT (name) DO UPDATE SET transport = excluded.transport, spec = excluded.spec,
+         revision = excluded.revision, removed_at = NULL`,
+      [node.name, node.transport, JSON.stringify(node.spec), nul(node.revision)],
+    );
+  }
+
+  async markRemoved(declared: readonly string[], at: string): Promise<void> {
+    const keep = new Set(declared);
+    for (const row of await this.sql.all("SELECT name FROM nodes WHERE removed_at IS NULL"))
+      if (!keep.has(row.name as string))
+        await this.sql.run("UPDATE nodes SET removed_at = ? WHERE name = ?", [at, row.name]);
+  }
+
+  async setDraining(
+    name: string,
+    draining: boolean,
+    detail: { by: string; reason?: string; at: string },
+  ): Promise<boolean> {
+    const changes = await this.sql.run(
+      "UPDATE nodes SET draining = ?, drain_reason = ?, drained_at = ?, drained_by = ? WHERE name = ?",
+      [
+        draining ? 1 : 0,
+        draining ? nul(detail.reason) : null,
+        draining ? detail.at : null,
+        draining ? detail.by : null,
+        name,
+      ],
+    );
+    return changes > 0;
+  }
+
+  async touch(name: string, at: { heartbeatAt?: string; reportAt?: string }): Promise<void> {
+    if (at.heartbeatAt)
+      await this.sql.run(
+        "UPDATE nodes SET last_heartbeat_at = ? WHERE name = ? AND (last_heartbeat_at IS NULL OR last_heartbeat_at < ?)",
+        [at.heartbeatAt, name, at.heartbeatAt],
+      );
+    if (at.reportAt)
+      await this.sql.run("UPDATE nodes SET last_report_at = ? WHERE name = ?", [at.reportAt, name]);
+  }
+}

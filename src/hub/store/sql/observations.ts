@@ -1,0 +1,124 @@
+/**
+ * The observations port on SQL (tables `reports`, `observations`): each node's latest full report and
+ * each instance's latest observation. A report rewrites only the observations that changed, so
+ * ingesting the same converged state again costs one row; parsing a stored body is most of the cost
+ * of reading one, so an unchanged body keeps its parsed form.
+ */
+import type { Report } from "../../../model/generated.js";
+import { instanceKey } from "../../../model/render.js";
+import type { Observation } from "../../records.js";
+import type { Observations } from "../store.js";
+import type { StoreCaches } from "./caches.js";
+import { defined, nul, RecordMap, type Sql } from "./sql.js";
+
+const OBSERVATIONS = new RecordMap<Observation>([
+  "instanceKey",
+  "node",
+  "assignment",
+  "generation",
+  "hash",
+  "state",
+  "version",
+  ["converged", "bool"],
+  "takenAt",
+  ["report", "json", "body"],
+]);
+
+const UPSERT_OBSERVATION = OBSERVATIONS.upsertSql("observations", ["instance_key"]);
+
+export class ObservationsSql implements Observations {
+  constructor(
+    private readonly sql: Sql,
+    private readonly caches: StoreCaches,
+  ) {}
+
+  async reportOf(node: string): Promise<{ takenAt: string; seq?: number } | undefined> {
+    const row = await this.sql.get("SELECT taken_at, seq FROM reports WHERE node = ?", [node]);
+    if (!row) return undefined;
+    return defined({ takenAt: row.taken_at as string }, { seq: row.seq === null ? null : Number(row.seq) });
+  }
+
+  async saveReport(report: Report, receivedAt: string): Promise<string[] | undefined> {
+    const previous = await this.reportOf(report.node);
+    // Reports can arrive out of order (a supervision report built before an apply, delivered after
+    // it): an older one is not the latest observation. Same time: the agent's sequence decides.
+    if (previous && previous.takenAt > report.takenAt) return undefined;
+    if (
+      previous?.takenAt === report.takenAt &&
+      previous.seq !== undefined &&
+      report.seq !== undefined &&
+      report.seq <= previous.seq
+    )
+      return undefined;
+    await this.sql.run(
+      `INSERT INTO reports (node, taken_at, seq, received_at, agent) VALUES (?, ?, ?, ?, ?)
+       ON CONFLICT (node) DO UPDATE SET taken_at = excluded.taken_at, seq = excluded.seq,
+         received_at = excluded.received_at, agent = excluded.agent`,
+      [report.node, report.takenAt, nul(report.seq), receivedAt, JSON.stringify(report.agent)],
+    );
+    const { observed, parsedObservations } = this.caches;
+    const changed: string[] = [];
+    const keys = await this.observationKeysOf(report.node);
+    const reported = new Set<string>();
+    for (const instance of report.instances) {
+      const key = instanceKey(instance.assignment, report.node);
+      reported.add(key);
+      keys.add(key);
+      const body = JSON.stringify(instance);
+      if (observed.get(key) === body) continue;
+      changed.push(key);
+      await this.sql.run(UPSERT_OBSERVATION, [
+        key,
+        report.node,
+        instance.assignment,
+        instance.generation,
+        nul(instance.hash),
+        instance.state,
+        nul(instance.version),
+        instance.converged ? 1 : 0,
+        report.takenAt,
+        body,
+      ]);
+      observed.set(key, body);
+    }
+    // A full report is all the node holds: an instance it does not mention is not there (another
+    // agent's state, a wiped state directory), whatever an earlier report said.
+    for (const key of keys) {
+      if (reported.has(key)) continue;
+      await this.sql.run("DELETE FROM observations WHERE instance_key = ?", [key]);
+      keys.delete(key);
+      observed.delete(key);
+      parsedObservations.delete(key);
+      changed.push(key);
+    }
+    return changed;
+  }
+
+  /** The keys of `node`'s stored observations (kept up to date by `saveReport`). */
+  private async observationKeysOf(node: string): Promise<Set<string>> {
+    let keys = this.caches.observedKeys.get(node);
+    if (!keys) {
+      keys = new Set(
+        (await this.sql.all("SELECT instance_key FROM observations WHERE node = ?", [node])).map(
+          (r) => r.instance_key as string,
+        ),
+      );
+      this.caches.observedKeys.set(node, keys);
+    }
+    return keys;
+  }
+
+  async get(key: string): Promise<Observation | undefined> {
+    const row = await this.sql.get("SELECT * FROM observations WHERE instance_key = ?", [key]);
+    if (!row) return undefined;
+    const cached = this.caches.parsedObservations.get(key);
+    if (cached && cached.body === row.body && cached.takenAt === row.taken_at) return cached.observation;
+    const observation = OBSERVATIONS.from(row);
+    this.caches.parsedObservations.set(key, {
+      body: row.body as string,
+      takenAt: row.taken_at as string,
+      observation,
+    });
+    return observation;
+  }
+}

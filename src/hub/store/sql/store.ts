@@ -1,0 +1,121 @@
+/**
+ * The store ports over one SQL database, whatever runs it: the ports of committed reads, units of
+ * work (each port bound to the unit's connection, savepoints for nested steps), and the listeners
+ * told of condition writes once a unit committed. A subclass says how a unit of work gets its
+ * connection and its BEGIN … COMMIT (SQLite: one at a time under a lock; PostgreSQL: from a pool).
+ */
+import type { GenerationStore } from "../../../repo/store.js";
+import type { Store, UnitOfWork } from "../store.js";
+import { AttemptsSql } from "./attempts.js";
+import { StoreCaches } from "./caches.js";
+import { ConditionsSql } from "./conditions.js";
+import { DesiredStateSql } from "./desired.js";
+import { SqlGenerationStore } from "./generations.js";
+import { IntentsSql } from "./intents.js";
+import { MetaSql } from "./meta.js";
+import { NodesSql } from "./nodes.js";
+import { ObservationsSql } from "./observations.js";
+import { RolloutsSql } from "./rollouts.js";
+import type { Sql } from "./sql.js";
+import { StatusesSql } from "./statuses.js";
+import { TasksSql } from "./tasks.js";
+
+/** Every port, bound to one connection. */
+class Ports {
+  readonly desired: DesiredStateSql;
+  readonly nodes: NodesSql;
+  readonly intents: IntentsSql;
+  readonly rollouts: RolloutsSql;
+  readonly attempts: AttemptsSql;
+  readonly observations: ObservationsSql;
+  readonly conditions: ConditionsSql;
+  readonly tasks: TasksSql;
+  readonly meta: MetaSql;
+  readonly statuses: StatusesSql;
+
+  constructor(sql: Sql, caches: StoreCaches, conditionWritten?: (id: string) => void) {
+    this.desired = new DesiredStateSql(sql, caches);
+    this.nodes = new NodesSql(sql);
+    this.intents = new IntentsSql(sql);
+    this.rollouts = new RolloutsSql(sql);
+    this.attempts = new AttemptsSql(sql);
+    this.observations = new ObservationsSql(sql, caches);
+    this.conditions = new ConditionsSql(sql, conditionWritten);
+    this.tasks = new TasksSql(sql);
+    this.meta = new MetaSql(sql);
+    this.statuses = new StatusesSql(sql);
+  }
+}
+
+/** A unit of work on one connection: its ports, and savepoints for the steps nested in it. */
+class SqlUnitOfWork extends Ports implements UnitOfWork {
+  private depth = 0;
+
+  constructor(
+    private readonly sql: Sql,
+    private readonly caches: StoreCaches,
+    conditionWritten: (id: string) => void,
+  ) {
+    super(sql, caches, conditionWritten);
+  }
+
+  async transaction<T>(work: (tx: UnitOfWork) => Promise<T>): Promise<T> {
+    const name = `step_${++this.depth}`;
+    await this.sql.run(`SAVEPOINT ${name}`);
+    try {
+      const result = await work(this);
+      await this.sql.run(`RELEASE SAVEPOINT ${name}`);
+      return result;
+    } catch (error) {
+      await this.sql.run(`ROLLBACK TO SAVEPOINT ${name}`);
+      await this.sql.run(`RELEASE SAVEPOINT ${name}`);
+      this.caches.rolledBack();
+      throw error;
+    } finally {
+      this.depth--;
+    }
+  }
+}
+
+/** The Store over one SQL database (see the module comment). */
+export abstract class SqlStore extends Ports implements Store {
+  readonly caches: StoreCaches;
+  readonly generations: GenerationStore;
+  private readonly conditionListeners = new Set<(id: string) => void>();
+
+  /** `reads` runs the committed reads; `location` is what `--store` names. */
+  constructor(
+    reads: Sql,
+    readonly location: string,
+    caches = new StoreCaches(),
+  ) {
+    super(reads, caches);
+    this.caches = caches;
+    this.generations = new SqlGenerationStore(reads, (work) => this.unit(work));
+  }
+
+  /** Runs `work` on a connection inside BEGIN … COMMIT (ROLLBACK when it rejects). */
+  protected abstract unit<T>(work: (sql: Sql) => Promise<T>): Promise<T>;
+
+  abstract close(): Promise<void>;
+
+  async transaction<T>(work: (tx: UnitOfWork) => Promise<T>): Promise<T> {
+    const written = new Set<string>();
+    let result: T;
+    try {
+      result = await this.unit((sql) => work(new SqlUnitOfWork(sql, this.caches, (id) => written.add(id))));
+    } catch (error) {
+      // Rolled back: what the caches learned in it may be ahead of the database.
+      this.caches.rolledBack();
+      throw error;
+    }
+    if (written.size > 0)
+      for (const id of written) for (const listener of this.conditionListeners) listener(id);
+    return result;
+  }
+
+  onConditionWrite(listener: (id: string) => void): () => void {
+    this.conditionListeners.add(listener);
+    return () => this.conditionListeners.delete(listener);
+  }
+}

@@ -1,0 +1,153 @@
+/**
+ * The unit of work, on every store: what a unit writes commits together or not at all, a nested
+ * step is a savepoint that fails alone, reads outside a unit see only what committed, units run one
+ * after another without losing a write, and condition listeners hear of a write once it committed.
+ */
+import { describe, expect, it } from "vitest";
+import type { ConditionRecord, IntentRecord } from "../../../src/hub/records.js";
+import { storeKinds } from "./stores.js";
+
+const AT = "2026-11-30T10:00:00.000Z";
+
+function intent(key: string, failures = 0): IntentRecord {
+  const [assignment, node] = key.split("@") as [string, string];
+  return {
+    instanceKey: key,
+    generation: 1,
+    assignment,
+    node,
+    revision: "r1",
+    hash: "h",
+    state: "running",
+    status: "pending",
+    failures,
+    everConverged: false,
+    createdAt: AT,
+    updatedAt: AT,
+  };
+}
+
+function condition(id: string): ConditionRecord {
+  return {
+    id,
+    type: "NodeSilent",
+    subjectKind: "node",
+    subject: id,
+    status: "open",
+    since: AT,
+    lastObserved: AT,
+    reason: "HeartbeatMissed",
+    message: "silent",
+    evidence: {},
+    tried: [],
+    resolver: "operator",
+    openedAt: AT,
+  };
+}
+
+describe.each(storeKinds())("store ($name) - units of work", (kind) => {
+  it("store - a unit's writes commit together; one that rejects leaves nothing and passes its error on", async () => {
+    const store = await kind.fresh();
+    await store.transaction(async (tx) => {
+      await tx.intents.save(intent("web@a"));
+      await tx.intents.save(intent("web@b"));
+    });
+    const failure = new Error("decided otherwise");
+    await expect(
+      store.transaction(async (tx) => {
+        await tx.intents.save(intent("web@c"));
+        await tx.intents.save({ ...intent("web@a"), failures: 7 });
+        throw failure;
+      }),
+    ).rejects.toBe(failure);
+    expect((await store.intents.list()).map((i) => [i.instanceKey, i.failures])).toEqual([
+      ["web@a", 0],
+      ["web@b", 0],
+    ]);
+  });
+
+  it("store - a nested step is a savepoint: it rolls back alone and the unit goes on", async () => {
+    const store = await kind.fresh();
+    await store.transaction(async (tx) => {
+      await tx.intents.save(intent("web@a"));
+      await expect(
+        tx.transaction(async (step) => {
+          await step.intents.save(intent("web@b"));
+          throw new Error("this step fails");
+        }),
+      ).rejects.toThrow("this step fails");
+      // What the unit wrote before the step, and writes after it, stay.
+      expect(await tx.intents.get("web@a", 1)).toBeDefined();
+      expect(await tx.intents.get("web@b", 1)).toBeUndefined();
+      await tx.transaction((step) => step.intents.save(intent("web@c")));
+    });
+    expect((await store.intents.list()).map((i) => i.instanceKey)).toEqual(["web@a", "web@c"]);
+  });
+
+  it("store - reads outside a unit see only what committed; the unit reads its own writes", async () => {
+    const store = await kind.fresh();
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let inside: IntentRecord | undefined;
+    const unit = store.transaction(async (tx) => {
+      await tx.intents.save(intent("web@a"));
+      inside = await tx.intents.get("web@a", 1);
+      await held;
+    });
+    // The unit is open, its write not committed.
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(inside).toBeDefined();
+    expect(await store.intents.get("web@a", 1)).toBeUndefined();
+    release();
+    await unit;
+    expect(await store.intents.get("web@a", 1)).toBeDefined();
+  });
+
+  it("store - units started together run one after another, and none loses another's write", async () => {
+    const store = await kind.fresh();
+    await store.transaction((tx) => tx.intents.save(intent("web@a")));
+    // Each unit reads the counter and writes it one higher: lost updates would show as a lower count.
+    await Promise.all(
+      Array.from({ length: 20 }, () =>
+        store.transaction(async (tx) => {
+          const current = (await tx.intents.get("web@a", 1))!;
+          await new Promise((resolve) => setImmediate(resolve));
+          await tx.intents.save({ ...current, failures: current.failures + 1 });
+        }),
+      ),
+    );
+    expect((await store.intents.get("web@a", 1))?.failures).toBe(20);
+  });
+
+  it("store - a condition's listeners hear of its write once the unit committed, and never of a rolled-back one", async () => {
+    const store = await kind.fresh();
+    const heard: { id: string; committed: boolean }[] = [];
+    store.onConditionWrite((id) => {
+      heard.push({ id, committed: true });
+    });
+    await store.transaction(async (tx) => {
+      await tx.conditions.insert(condition("n1"));
+      expect(heard).toEqual([]);
+    });
+    expect(heard).toEqual([{ id: "n1", committed: true }]);
+    expect(await store.conditions.get("n1")).toMatchObject({ status: "open" });
+    await expect(
+      store.transaction(async (tx) => {
+        await tx.conditions.insert(condition("n2"));
+        throw new Error("rolled back");
+      }),
+    ).rejects.toThrow();
+    expect(heard.map((h) => h.id)).toEqual(["n1"]);
+  });
+
+  it("store - what one connection committed, another reads (a CLI beside the hub, or a second replica)", async () => {
+    const store = await kind.fresh();
+    const other = await store.reopen();
+    await store.transaction((tx) => tx.meta.set("revision_seq", "7"));
+    expect(await other.meta.get("revision_seq")).toBe("7");
+    await other.transaction((tx) => tx.meta.set("revision_seq", "8"));
+    expect(await store.meta.get("revision_seq")).toBe("8");
+  });
+});
