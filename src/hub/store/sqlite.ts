@@ -3,8 +3,9 @@
  * function inside its transaction, so units of work run one at a time: each takes a lock, then
  * `BEGIN IMMEDIATE` … `COMMIT` on the writing connection (a unit waits for the previous one, never
  * for the database). Committed reads go to a second connection on the same file (WAL lets it read
- * while a unit writes), so a read outside a unit never sees a unit's uncommitted writes. Statements
- * are prepared once per connection.
+ * while a unit writes), so a read outside a unit never sees a unit's uncommitted writes; while no
+ * unit is open they go to the writing connection, whose cache is warm. Statements are prepared once
+ * per connection.
  */
 import type Database from "better-sqlite3";
 import { type Db, openConnection, openDatabase } from "./database.js";
@@ -40,6 +41,32 @@ class SqliteSql implements Sql {
   }
 }
 
+/**
+ * Committed reads: on the writing connection while no unit of work is open (its page cache is the
+ * warm one), on the reading connection while one is (so they never see its uncommitted writes).
+ */
+class CommittedReads implements Sql {
+  readonly dialect = "sqlite" as const;
+
+  constructor(
+    private readonly writer: SqliteSql,
+    private readonly reader: SqliteSql,
+    private readonly unitOpen: () => boolean,
+  ) {}
+
+  get(text: string, params?: readonly unknown[]) {
+    return (this.unitOpen() ? this.reader : this.writer).get(text, params);
+  }
+
+  all(text: string, params?: readonly unknown[]) {
+    return (this.unitOpen() ? this.reader : this.writer).all(text, params);
+  }
+
+  run(text: string, params?: readonly unknown[]) {
+    return (this.unitOpen() ? this.reader : this.writer).run(text, params);
+  }
+}
+
 /** The Store over one SQLite database file (see the module comment). */
 export class SqliteStore extends SqlStore {
   /** The writing connection: for tests and tools that look at the file itself. */
@@ -48,6 +75,8 @@ export class SqliteStore extends SqlStore {
   private readonly reader: SqliteSql;
   /** Settles when the unit of work now running (if any) has ended. */
   private tail: Promise<void> = Promise.resolve();
+  /** Whether a unit of work has begun and not yet ended. */
+  private open = false;
 
   constructor(path: string) {
     const db = openDatabase(path);
@@ -58,7 +87,9 @@ export class SqliteStore extends SqlStore {
       readDb.pragma("query_only = ON");
       reader = new SqliteSql(readDb);
     }
-    super(reader, `sqlite:${path}`);
+    let open = () => false;
+    super(new CommittedReads(writer, reader, () => open()), `sqlite:${path}`);
+    open = () => this.open;
     this.db = db;
     this.writer = writer;
     this.reader = reader;
@@ -74,6 +105,7 @@ export class SqliteStore extends SqlStore {
     const { db } = this.writer;
     try {
       db.exec("BEGIN IMMEDIATE");
+      this.open = true;
       try {
         const result = await work(this.writer);
         db.exec("COMMIT");
@@ -84,6 +116,7 @@ export class SqliteStore extends SqlStore {
         throw error;
       }
     } finally {
+      this.open = false;
       release();
     }
   }

@@ -103,5 +103,14 @@ export function countsOf(rows: readonly Row[], column: string): Record<string, n
   return counts;
 }
 
+const MARKS: string[] = [];
+
 /** `?, ?, ?` for `n` values. */
-export const marks = (n: number) => Array.from({ length: n }, () => "?").join(", ");
+export function marks(n: number): string {
+  let found = MARKS[n];
+  if (found === undefined) {
+    found = Array.from({ length: n }, () => "?").join(", ");
+    MARKS[n] = found;
+  }
+  return found;
+}
