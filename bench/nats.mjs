@@ -54,6 +54,14 @@ const credsDir = join(busDir, "credentials");
 const hubCreds = join(credsDir, "hub.nk");
 const children = [];
 
+/** The hub's nkey seed: the credentials file names its owner on a comment line above it. */
+function hubSeed() {
+  return readFileSync(hubCreds, "utf8")
+    .split("\n")
+    .map((line) => line.trim())
+    .find((line) => line.startsWith("SU"));
+}
+
 /** CPU milliseconds used so far by the server, this process (the hub) and the agent processes (Linux). */
 function cpuTimes() {
   const of = (pid) => {
@@ -117,7 +125,7 @@ async function startAgents() {
 async function preloadReports(latest, count) {
   const nc = await connect({
     servers: server.url,
-    authenticator: nkeyAuthenticator(new TextEncoder().encode(readFileSync(hubCreds, "utf8").trim())),
+    authenticator: nkeyAuthenticator(new TextEncoder().encode(hubSeed())),
     inboxPrefix: "_INBOX_hub",
     noAsyncTraces: true,
   });
@@ -233,7 +241,7 @@ async function throughTheHub() {
   );
   const watcher = await connect({
     servers: server.url,
-    authenticator: nkeyAuthenticator(new TextEncoder().encode(readFileSync(hubCreds, "utf8").trim())),
+    authenticator: nkeyAuthenticator(new TextEncoder().encode(hubSeed())),
     inboxPrefix: "_INBOX_hub",
   });
   const jsm = await jetstreamManager(watcher);
