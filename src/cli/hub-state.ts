@@ -11,9 +11,17 @@ import type { Store } from "../hub/store/store.js";
 import { EnvironmentError } from "../model/errors.js";
 import type { SyncOutcome } from "../repo/syncer.js";
 import type { CliIo, GlobalOptions } from "./io.js";
+import {
+  describeStoreLocation,
+  openStoreAt,
+  parseStoreLocation,
+  type StoreLocation,
+} from "./store-location.js";
 
 export interface StatePaths {
   dir: string;
+  /** `--store` or STEWARD_STORE, when given: the hub's store if not the state directory's SQLite file. */
+  store?: string;
   /** The hub's SQLite database (generations, intents, attempts, conditions...). */
   db: string;
   /** Written by a running hub: its pid and HTTP address. */
@@ -29,7 +37,16 @@ export interface StatePaths {
 }
 
 export function statePaths(io: CliIo, globals: GlobalOptions): StatePaths {
-  return statePathsIn(resolve(io.cwd, globals.state));
+  const paths = statePathsIn(resolve(io.cwd, globals.state));
+  const store = globals.store ?? io.env.STEWARD_STORE;
+  if (store)
+    paths.store = parseStoreLocation(store, io.cwd).kind === "sqlite" ? resolveSqlite(store, io.cwd) : store;
+  return paths;
+}
+
+/** A `sqlite:PATH` location with its path made absolute. */
+function resolveSqlite(location: string, cwd: string): string {
+  return describeStoreLocation(parseStoreLocation(location, cwd));
 }
 
 /** The files of a state directory `dir` (absolute). */
@@ -50,20 +67,28 @@ export function statePathsIn(dir: string): StatePaths {
  * writes is what is missing (`steward history`), so the fix is a sync rather than a hub.
  */
 export async function openHubStore(paths: StatePaths, options: { syncFirst?: boolean } = {}): Promise<Store> {
-  if (!existsSync(paths.db))
+  // The flag or STEWARD_STORE, else the store a running hub recorded, else the state directory's file.
+  const location = parseStoreLocation(
+    paths.store ?? readHubFile(paths)?.store ?? `sqlite:${paths.db}`,
+    paths.dir,
+  );
+  if (location.kind === "sqlite" && !existsSync(location.path))
     throw new EnvironmentError(
       options.syncFirst
-        ? `no hub state at ${paths.db}: run \`steward sync\` first (or pass --state DIR)`
-        : `no hub state in ${paths.dir}: run \`steward up\` (or \`steward hub\`) first, or pass --state DIR`,
+        ? `no hub state at ${location.path}: run \`steward sync\` first (or pass --state DIR)`
+        : `no hub state in ${location.path === paths.db ? paths.dir : location.path}: run \`steward up\` (or \`steward hub\`) first, or pass --state DIR`,
     );
-  const { SqliteStore } = await import("../hub/store/sqlite.js");
-  return new SqliteStore(paths.db);
+  return openStoreAt(location);
 }
 
-/** Opens (creating if needed) the hub's store of a state directory: what `steward sync` writes. */
-export async function openStateStore(paths: StatePaths): Promise<Store> {
-  const { SqliteStore } = await import("../hub/store/sqlite.js");
-  return new SqliteStore(paths.db);
+/** The store a hub or a sync of this state directory writes: `--store`/STEWARD_STORE, or `<state>/hub.db`. */
+export function stateStoreLocation(paths: StatePaths): StoreLocation {
+  return parseStoreLocation(paths.store ?? `sqlite:${paths.db}`, paths.dir);
+}
+
+/** Opens (creating if needed) the store a hub or a sync of this state directory writes. */
+export function openStateStore(paths: StatePaths): Promise<Store> {
+  return openStoreAt(stateStoreLocation(paths));
 }
 
 /** What a running hub records about itself. */
@@ -77,6 +102,8 @@ export interface HubFile {
   /** The fleet repository it syncs (a path or URL, as the syncer describes it) and its branch. */
   repo?: string;
   branch?: string;
+  /** Its store (`sqlite:PATH` or a PostgreSQL URL without password): where the commands read. */
+  store?: string;
 }
 
 /** Writes `hub.json` whole (temporary name, then rename), readable by its owner only: it holds the token. */

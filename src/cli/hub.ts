@@ -189,6 +189,7 @@ export class HubRuntime {
       token: operatorToken,
       repo: describeLocation(parseLocation(this.options.repo, this.options.cwd)),
       branch: this.options.branch,
+      store: this.store.location,
     });
     return first;
   }

@@ -34,5 +34,7 @@ export const EXIT = {
 export interface GlobalOptions {
   json?: boolean;
   state: string;
+  /** `--store`: where the hub's state is, when not `<state>/hub.db`. */
+  store?: string;
   debug?: boolean;
 }

@@ -22,7 +22,7 @@ export type CommandFactory = (
 export type CommandRegistry = Readonly<Record<string, () => Promise<CommandFactory>>>;
 
 /** Global options that take a value, so the word after them is not taken for the command's name. */
-const GLOBAL_OPTIONS_WITH_VALUE = new Set(["--state"]);
+const GLOBAL_OPTIONS_WITH_VALUE = new Set(["--state", "--store"]);
 
 /**
  * Codes of errors that are the command line's or the environment's, not a finding: a wrong flag or
@@ -92,6 +92,10 @@ export async function runProgram(
     .version(version, "-V, --version")
     .option("--json", "machine-readable output on stdout")
     .option("--state <dir>", "local state directory", ".steward")
+    .option(
+      "--store <location>",
+      "the hub's store: sqlite:PATH (default: sqlite:<state>/hub.db) or postgres://USER@HOST[:PORT]/DB; also STEWARD_STORE",
+    )
     .option("--debug", "show stack traces of errors");
   const globals = () => program.opts<GlobalOptions>();
   // Only the command being run is loaded; help (or an unknown command) needs them all.

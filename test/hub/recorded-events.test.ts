@@ -1,6 +1,7 @@
 import Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
 import { HubStoppedError } from "../../src/hub/hub.js";
+import type { SqliteStore } from "../../src/hub/store/sqlite.js";
 import type { Transport, TransportEvents } from "../../src/hub/transport.js";
 import type { AttemptResult, Bundle, Node, Report } from "../../src/model/generated.js";
 import type { LocalTransport } from "../../src/transport/local.js";
@@ -74,7 +75,7 @@ describe("hub - transport events are acknowledged only once recorded", () => {
         return watched;
       },
       hubOptions: (store) => {
-        dbPath = store.db.name;
+        dbPath = (store as SqliteStore).db.name;
         return {};
       },
     });

@@ -6,7 +6,7 @@ describe("hub - sync events", () => {
   it("hub - a refused force-push and a failing fetch become conditions while the syncer's events are open", async () => {
     const h = await startHarness({ files: { ...nodes("n1") } });
     const synced = await h.commit();
-    const insert = h.store.db.prepare(
+    const insert = h.store.db!.prepare(
       "INSERT INTO sync_events (branch, kind, head, last_good, message, opened_at, last_seen_at) VALUES ('main', ?, ?, ?, ?, ?, ?)",
     );
     const at = h.clock.now().toISOString();
@@ -20,7 +20,7 @@ describe("hub - sync events", () => {
       ["TransportDegraded", "git:main", "FetchFailed"],
     ]);
     // They resolve when the syncer resolves its events.
-    h.store.db.prepare("UPDATE sync_events SET resolved_at = ?").run(at);
+    h.store.db!.prepare("UPDATE sync_events SET resolved_at = ?").run(at);
     await h.hub.takeInRevisions();
     expect(await h.store.conditions.list({ status: "open" })).toEqual([]);
   });

@@ -73,8 +73,6 @@ export class SqliteStore extends SqlStore {
   readonly db: Db;
   private readonly writer: SqliteSql;
   private readonly reader: SqliteSql;
-  /** Settles when the unit of work now running (if any) has ended. */
-  private tail: Promise<void> = Promise.resolve();
   /** Whether a unit of work has begun and not yet ended. */
   private open = false;
 
@@ -95,15 +93,9 @@ export class SqliteStore extends SqlStore {
     this.reader = reader;
   }
 
-  protected async unit<T>(work: (sql: Sql) => Promise<T>): Promise<T> {
-    const previous = this.tail;
-    let release!: () => void;
-    this.tail = new Promise<void>((resolve) => {
-      release = resolve;
-    });
-    await previous;
-    const { db } = this.writer;
-    try {
+  protected unit<T>(work: (sql: Sql) => Promise<T>): Promise<T> {
+    return this.oneAtATime(async () => {
+      const { db } = this.writer;
       db.exec("BEGIN IMMEDIATE");
       this.open = true;
       try {
@@ -114,16 +106,15 @@ export class SqliteStore extends SqlStore {
         // Some failures (a full disk) end the transaction themselves.
         if (db.inTransaction) db.exec("ROLLBACK");
         throw error;
+      } finally {
+        this.open = false;
       }
-    } finally {
-      this.open = false;
-      release();
-    }
+    });
   }
 
   async close(): Promise<void> {
     // A unit of work still running ends first.
-    await this.tail;
+    await this.settled();
     if (this.reader !== this.writer && this.reader.db.open) this.reader.db.close();
     if (this.db.open) this.db.close();
   }

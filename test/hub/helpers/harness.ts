@@ -17,6 +17,7 @@ import type { DeclarationChanges } from "../../../src/hub/desired.js";
 import { Hub, type HubOptions } from "../../../src/hub/hub.js";
 import type { IntentRecord } from "../../../src/hub/records.js";
 import { SqliteStore } from "../../../src/hub/store/sqlite.js";
+import type { Store } from "../../../src/hub/store/store.js";
 import type { Transport } from "../../../src/hub/transport.js";
 import type { AnalysisCache } from "../../../src/model/load.js";
 import { Syncer, type SyncOutcome } from "../../../src/repo/syncer.js";
@@ -39,14 +40,17 @@ export interface HarnessOptions {
   /** Log lines are collected here when given. */
   logLines?: Record<string, unknown>[];
   /** More hub options (a status sink, say), given the store. */
-  hubOptions?: (store: SqliteStore) => Partial<HubOptions>;
+  hubOptions?: (store: Store) => Partial<HubOptions>;
+  /** The hub's store (default: a SQLite file in the harness's directory); closed with the harness. */
+  store?: () => Promise<Store>;
 }
 
 export interface Harness {
   dir: string;
   repo: string;
   root: string;
-  store: SqliteStore;
+  /** The hub's store: SQLite unless the harness was given another (`db` is then undefined). */
+  store: Store & { db?: SqliteStore["db"] };
   hub: Hub;
   local: LocalTransport;
   clock: FakeClock;
@@ -77,7 +81,9 @@ export async function startHarness(options: HarnessOptions): Promise<Harness> {
   const repo = join(dir, "repo");
   const root = join(dir, "root");
   const clock = new FakeClock(Date.now());
-  const store = new SqliteStore(join(dir, "hub.db"));
+  const store: Store & { db?: SqliteStore["db"] } = options.store
+    ? await options.store()
+    : new SqliteStore(join(dir, "hub.db"));
   const logger = options.logLines
     ? pino({ level: "debug" }, { write: (line: string) => options.logLines!.push(JSON.parse(line)) })
     : pino({ level: "silent" });

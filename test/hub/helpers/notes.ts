@@ -5,7 +5,7 @@
 import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
 import { join } from "node:path";
-import type { SqliteStore } from "../../../src/hub/store/sqlite.js";
+import type { Store } from "../../../src/hub/store/store.js";
 import { GitNotesStatusWriter, readStatusNote } from "../../../src/status/gitnotes.js";
 import { StatusPublisher } from "../../../src/status/publisher.js";
 
@@ -16,7 +16,7 @@ export function notesPublisher(statusIntervalMs = 1_000) {
   return {
     gitdir,
     publisher: () => publisher!,
-    hubOptions: (store: SqliteStore) => {
+    hubOptions: (store: Store) => {
       publisher ??= new StatusPublisher({
         store,
         writers: [new GitNotesStatusWriter({ fs, gitdir })],

@@ -6,9 +6,12 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { onTestFinished } from "vitest";
+import pg from "pg";
+import { afterAll, onTestFinished } from "vitest";
+import { PostgresStore } from "../../../src/hub/store/postgres.js";
 import { SqliteStore } from "../../../src/hub/store/sqlite.js";
 import type { Store } from "../../../src/hub/store/store.js";
+import { startPostgresServer, type TestPostgresServer } from "../../helpers/postgres-server.js";
 
 /** A fresh store, another connection to it, and how to throw it away. */
 export interface OpenedStore {
@@ -64,7 +67,55 @@ const sqlite: StoreKind = {
   },
 };
 
+/** The test file's PostgreSQL server, started when first needed and stopped after the file. */
+let server: Promise<TestPostgresServer> | undefined;
+afterAll(async () => {
+  const started = server;
+  server = undefined;
+  if (started) await (await started).dispose();
+});
+
+/** The database URL of each PostgreSQL store opened, to read its schema. */
+const urls = new WeakMap<Store, string>();
+
+async function createPostgres(): Promise<OpenedStore> {
+  server ??= startPostgresServer();
+  const url = await (await server).createDatabase();
+  const opened: Store[] = [];
+  const open = async () => {
+    const store = await PostgresStore.open({ url, connections: 4 });
+    urls.set(store, url);
+    opened.push(store);
+    return store;
+  };
+  return {
+    store: Object.assign(await open(), { reopen: open }),
+    async dispose() {
+      for (const each of opened) await each.close();
+    },
+  };
+}
+
+const postgres: StoreKind = {
+  name: "postgres",
+  create: createPostgres,
+  fresh: freshFrom(createPostgres),
+  async columns(store, table) {
+    const client = new pg.Client({ connectionString: urls.get(store)! });
+    await client.connect();
+    try {
+      const rows = await client.query<{ column_name: string }>(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = $1 ORDER BY ordinal_position",
+        [table],
+      );
+      return rows.rows.map((r) => r.column_name);
+    } finally {
+      await client.end();
+    }
+  },
+};
+
 /** Every store kind the suite runs against. */
 export function storeKinds(): StoreKind[] {
-  return [sqlite];
+  return [sqlite, postgres];
 }

@@ -142,6 +142,24 @@ describe.each(storeKinds())("store ($name) - units of work", (kind) => {
     expect(heard.map((h) => h.id)).toEqual(["n1"]);
   });
 
+  it("store - two stores on one database (two processes) never lose each other's write: a unit waits, or fails whole", async () => {
+    const store = await kind.fresh();
+    const other = await store.reopen();
+    await store.transaction((tx) => tx.intents.save(intent("web@a")));
+    const increment = (on: typeof store | typeof other) =>
+      on.transaction(async (tx) => {
+        const current = (await tx.intents.get("web@a", 1))!;
+        await new Promise((resolve) => setTimeout(resolve, 10));
+        await tx.intents.save({ ...current, failures: current.failures + 1 });
+      });
+    const outcomes = await Promise.allSettled(
+      Array.from({ length: 6 }, (_, i) => increment(i % 2 === 0 ? store : other)),
+    );
+    const committed = outcomes.filter((o) => o.status === "fulfilled").length;
+    expect(committed).toBeGreaterThan(0);
+    expect((await store.intents.get("web@a", 1))?.failures).toBe(committed);
+  });
+
   it("store - what one connection committed, another reads (a CLI beside the hub, or a second replica)", async () => {
     const store = await kind.fresh();
     const other = await store.reopen();

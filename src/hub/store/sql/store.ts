@@ -82,6 +82,8 @@ export abstract class SqlStore extends Ports implements Store {
   readonly caches: StoreCaches;
   readonly generations: GenerationStore;
   private readonly conditionListeners = new Set<(id: string) => void>();
+  /** Settles when the unit of work now running (if any) has ended. */
+  private tail: Promise<void> = Promise.resolve();
 
   /** `reads` runs the committed reads; `location` is what `--store` names. */
   constructor(
@@ -96,6 +98,29 @@ export abstract class SqlStore extends Ports implements Store {
 
   /** Runs `work` on a connection inside BEGIN … COMMIT (ROLLBACK when it rejects). */
   protected abstract unit<T>(work: (sql: Sql) => Promise<T>): Promise<T>;
+
+  /**
+   * Runs `run` after every earlier call's has ended: a store's units of work never interleave, so
+   * the hub's parts (a batch of reconciles, the inbox, the relay) never write the same rows at once.
+   */
+  protected async oneAtATime<T>(run: () => Promise<T>): Promise<T> {
+    const previous = this.tail;
+    let done!: () => void;
+    this.tail = new Promise<void>((resolve) => {
+      done = resolve;
+    });
+    await previous;
+    try {
+      return await run();
+    } finally {
+      done();
+    }
+  }
+
+  /** Settles once the unit of work now running (if any) has ended. */
+  protected settled(): Promise<void> {
+    return this.tail;
+  }
 
   abstract close(): Promise<void>;
 

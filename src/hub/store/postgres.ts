@@ -1,0 +1,172 @@
+/**
+ * The store on PostgreSQL (node-postgres), for hubs beyond one machine: several replicas share it.
+ * A store's units of work run one at a time, as on SQLite: the hub's parts (a batch of reconciles,
+ * the inbox, the relay) then never interleave their writes to the same rows. Each takes a connection
+ * from the pool and runs `BEGIN ISOLATION LEVEL REPEATABLE READ` … `COMMIT`, so a unit of another
+ * process (a CLI command, a second replica) that wrote the same row meanwhile makes this one fail
+ * (serialization failure, rolled back) rather than lose that write; committed reads go to any
+ * connection, at once. The ports run the same SQL as on SQLite, its `?` placeholders numbered here.
+ *
+ * The schema is brought up to date on open, once: every replica that starts takes the same advisory
+ * lock first, so replicas starting together apply each migration exactly once, and one that finds
+ * the schema newer than it understands refuses to run rather than misread it.
+ */
+import pg from "pg";
+import { EnvironmentError } from "../../model/errors.js";
+import { withoutPassword } from "./location.js";
+import type { Migration } from "./migrations.js";
+import { POSTGRES_MIGRATIONS } from "./postgres-migrations.js";
+import type { Row, Sql } from "./sql/sql.js";
+import { SqlStore } from "./sql/store.js";
+
+/** The advisory lock every replica takes while it migrates (an arbitrary constant, steward's own). */
+const MIGRATION_LOCK = 7_117_018;
+
+/** `text` with its `?` placeholders numbered `$1`, `$2`, … (the ports' SQL has no `?` in a literal). */
+function numbered(text: string): string {
+  let n = 0;
+  return text.replace(/\?/g, () => `$${++n}`);
+}
+
+/** Anything that runs a query: the pool (committed reads) or one unit of work's connection. */
+type Queryable = Pick<pg.Pool, "query"> | pg.PoolClient;
+
+/** A connection (or the pool) as the ports' Sql. */
+class PostgresSql implements Sql {
+  readonly dialect = "postgres" as const;
+
+  constructor(
+    private readonly target: Queryable,
+    private readonly texts: Map<string, string>,
+  ) {}
+
+  private text(text: string): string {
+    let found = this.texts.get(text);
+    if (found === undefined) {
+      found = numbered(text);
+      this.texts.set(text, found);
+    }
+    return found;
+  }
+
+  async get(text: string, params: readonly unknown[] = []): Promise<Row | undefined> {
+    return (await this.target.query(this.text(text), params as unknown[])).rows[0] as Row | undefined;
+  }
+
+  async all(text: string, params: readonly unknown[] = []): Promise<Row[]> {
+    return (await this.target.query(this.text(text), params as unknown[])).rows as Row[];
+  }
+
+  async run(text: string, params: readonly unknown[] = []): Promise<number> {
+    return (await this.target.query(this.text(text), params as unknown[])).rowCount ?? 0;
+  }
+}
+
+/** Options of a PostgreSQL store. */
+export interface PostgresStoreOptions {
+  /** `postgres://user[:password]@host[:port]/database` (the password may come from PGPASSWORD instead). */
+  url: string;
+  /** Connections in the pool (default 8): units of work that may run at once. */
+  connections?: number;
+}
+
+/** The Store over one PostgreSQL database (see the module comment). */
+export class PostgresStore extends SqlStore {
+  private constructor(
+    private readonly pool: pg.Pool,
+    location: string,
+    private readonly texts: Map<string, string>,
+  ) {
+    super(new PostgresSql(pool, texts), location);
+  }
+
+  /** Connects, brings the schema up to date (once, whichever replica gets there first) and opens the store. */
+  static async open(
+    options: PostgresStoreOptions,
+    migrations: readonly Migration[] = POSTGRES_MIGRATIONS,
+  ): Promise<PostgresStore> {
+    const location = withoutPassword(options.url);
+    const pool = new pg.Pool({ connectionString: options.url, max: options.connections ?? 8 });
+    // An idle connection the server closed (a restart) is an error on the pool: the next query reconnects.
+    pool.on("error", () => undefined);
+    try {
+      await migrate(pool, migrations);
+    } catch (error) {
+      await pool.end().catch(() => undefined);
+      if (error instanceof EnvironmentError) throw error;
+      throw new EnvironmentError(`cannot open the hub's store ${location}: ${(error as Error).message}`, {
+        cause: error,
+      });
+    }
+    return new PostgresStore(pool, location, new Map());
+  }
+
+  protected unit<T>(work: (sql: Sql) => Promise<T>): Promise<T> {
+    return this.oneAtATime(() => this.unitNow(work));
+  }
+
+  private async unitNow<T>(work: (sql: Sql) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    let broken = false;
+    try {
+      await client.query("BEGIN ISOLATION LEVEL REPEATABLE READ");
+      try {
+        const result = await work(new PostgresSql(client, this.texts));
+        await client.query("COMMIT");
+        return result;
+      } catch (error) {
+        await client.query("ROLLBACK").catch(() => {
+          broken = true;
+        });
+        throw error;
+      }
+    } finally {
+      // A connection whose rollback failed is not given to the next unit.
+      client.release(broken);
+    }
+  }
+
+  async close(): Promise<void> {
+    // A unit of work still running ends first.
+    await this.settled();
+    await this.pool.end();
+  }
+}
+
+/** Applies the migrations the database has not seen yet, under the migration lock. */
+async function migrate(pool: pg.Pool, migrations: readonly Migration[]): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query("BEGIN");
+    await client.query("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK]);
+    await client.query(
+      'CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT COLLATE "C" NOT NULL, applied_at TEXT COLLATE "C" NOT NULL)',
+    );
+    const applied = new Set(
+      (await client.query<{ version: number }>("SELECT version FROM schema_migrations")).rows.map(
+        (r) => r.version,
+      ),
+    );
+    const newest = Math.max(0, ...applied);
+    const known = Math.max(0, ...migrations.map((m) => m.version));
+    if (newest > known)
+      throw new EnvironmentError(
+        `the hub's store is at schema version ${newest}, newer than this steward understands (${known}): upgrade steward`,
+      );
+    for (const migration of [...migrations].sort((a, b) => a.version - b.version)) {
+      if (applied.has(migration.version)) continue;
+      await client.query(migration.sql);
+      await client.query("INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)", [
+        migration.version,
+        migration.name,
+        new Date().toISOString(),
+      ]);
+    }
+    await client.query("COMMIT");
+  } catch (error) {
+    await client.query("ROLLBACK").catch(() => undefined);
+    throw error;
+  } finally {
+    client.release();
+  }
+}
