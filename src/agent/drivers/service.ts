@@ -35,6 +35,8 @@ export interface ServiceObservation {
 const DEFAULT_STOP_TIMEOUT = "10s";
 const DEFAULT_START_GRACE_MS = 300;
 const MAX_LOG_BYTES = 8 * 1024 * 1024;
+/** How the agent marks each start of a service in its log. */
+const START_MARKER = "--- steward: starting ";
 
 /** Hash of everything a running process depends on: a change means restart. Pure. */
 export function serviceFingerprint(resource: ServiceResource, facts: Pick<PlanFacts, "resources">): string {
@@ -69,7 +71,7 @@ export function observeService(record: ServiceRecord | undefined): ServiceObserv
   return { running: false, ...base, why };
 }
 
-/** The last lines of a log file (reads only its end). */
+/** The last lines a service printed since its latest start (reads only the end of its log). */
 export function logTail(file: string, bytes = 4096): string {
   try {
     const size = statSync(file).size;
@@ -78,7 +80,10 @@ export function logTail(file: string, bytes = 4096): string {
       const length = Math.min(size, bytes);
       const buffer = Buffer.alloc(length);
       readSync(fd, buffer, 0, length, size - length);
-      return tail(buffer.toString("utf8"));
+      // Only the latest process's output: what an earlier start printed is not its evidence.
+      const text = buffer.toString("utf8");
+      const start = text.lastIndexOf(START_MARKER);
+      return tail(start < 0 ? text : text.slice(start));
     } finally {
       closeSync(fd);
     }
@@ -123,7 +128,7 @@ async function start(resource: ServiceResource, fingerprint: string, ctx: Driver
   const startedAt = ctx.clock().toISOString();
   writeFileSync(
     logFile,
-    `--- steward: starting ${JSON.stringify(resource.exec)} in ${cwd} (generation ${ctx.generation}${ctx.attemptId ? `, attempt ${ctx.attemptId}` : ""}) at ${startedAt}\n`,
+    `${START_MARKER}${JSON.stringify(resource.exec)} in ${cwd} (generation ${ctx.generation}${ctx.attemptId ? `, attempt ${ctx.attemptId}` : ""}) at ${startedAt}\n`,
     { flag: "a", mode: 0o600 },
   );
   let child: Awaited<ReturnType<DriverContext["runner"]["spawnDetached"]>>;
