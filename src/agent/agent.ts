@@ -29,7 +29,7 @@ import { DRIVER_KINDS } from "./drivers/index.js";
 import { applyResource, applyResources, driverFor, observeAndPlan, type ResourceRun } from "./engine.js";
 import { asResourceFailure } from "./failure.js";
 import { acquireLock } from "./lock.js";
-import { takeDecision } from "./oneshot.js";
+import { keepLostRuns, takeDecision } from "./oneshot.js";
 import { BundleError } from "./order.js";
 import { HostPaths } from "./paths.js";
 import type { ProbeContext } from "./probes.js";
@@ -380,6 +380,9 @@ export class Agent {
     const ctx = this.context(bundle, bundle.attemptId, this.pathsFor(shared, spec.roots));
     for (const decision of bundle.decisions ?? [])
       takeDecision(this.store, spec.assignment, decision, startedAt);
+    // Earlier generations' runs whose outcome was lost stay questions, whatever this generation
+    // does with their commands (blocks, guards or removes them).
+    keepLostRuns(this.store, spec.assignment, bundle.generation);
     let runs: ResourceRun[];
     try {
       runs = await applyResources(spec.resources, ctx, this.runOnceOf(spec), {
@@ -626,9 +629,8 @@ export class Agent {
     if (record.appliedVersion !== undefined && record.appliedGeneration > 0)
       report.version = record.appliedVersion;
     if (record.lastAttempt) report.lastAttempt = record.lastAttempt;
-    const lost = spec.resources.some((resource) => resource.kind === "command")
-      ? this.store.lostRuns(spec.assignment)
-      : [];
+    // Read whatever the spec holds now: a command removed since may have left a question.
+    const lost = this.store.lostRuns(spec.assignment);
     if (lost.length > 0) report.lostRuns = [...lost];
     return report;
   }

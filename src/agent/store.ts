@@ -98,6 +98,10 @@ export interface RunOnceRecord {
   attemptId?: string;
   /** When the agent was about to spawn it (journalled before the spawn). */
   startedAt?: string;
+  /** The timeout it was started with: an agent that adopts it kills it then. */
+  timeoutMs?: number;
+  /** The command has `creates` or `unless`: its own check decides after a lost run, not a person. */
+  guarded?: boolean;
   /** The wrapper process, the run's session leader (journalled right after the spawn). */
   pid?: number;
   /** Field 22 of /proc/<pid>/stat: with the pid, identifies the process even after pid reuse. */
@@ -429,9 +433,8 @@ export class AgentStore {
 
   /** Runs of earlier generations whose outcome was lost and that no person has answered yet, oldest first. */
   lostRuns(assignment: string): readonly LostRun[] {
-    const path = join(this.dir, "lost", `${encode(assignment)}.json`);
-    // Almost never there: a stat, not a parse, per report.
-    return statOrUndefined(path) ? (this.parsed.read<LostRun[]>(path) ?? []) : [];
+    // Almost never there: one stat, not a parse, per report.
+    return this.parsed.read<LostRun[]>(join(this.dir, "lost", `${encode(assignment)}.json`)) ?? [];
   }
 
   /** Replaces the instance's unanswered lost runs (durably); the newest MAX_LOST_RUNS are kept. */
