@@ -14,13 +14,13 @@
  * state directory: whoever may read that directory may already change the hub's database, and
  * nobody else may ask, whatever address the hub listens on.
  */
-import { createHash, timingSafeEqual } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Hub } from "./hub.js";
 import { sendJson } from "./json-response.js";
 import { revisionProgress } from "./progress.js";
 import { attemptStoryOf, conditionStoryOf, instanceStory, nodeStory } from "./story.js";
+import { sameSecret } from "./web/operators.js";
 import { WebView, type WebViewOptions } from "./web/web.js";
 
 /** The stories served by kind, as `steward describe` tells them. */
@@ -64,9 +64,7 @@ export interface HubHttp {
 /** True when `request` carries `Authorization: Bearer <token>`; compared in constant time. */
 function authorised(request: IncomingMessage, token: string | undefined): boolean {
   const given = /^Bearer (\S+)$/.exec(request.headers.authorization ?? "")?.[1];
-  if (!token || !given) return false;
-  const digest = (text: string) => createHash("sha256").update(text).digest();
-  return timingSafeEqual(digest(given), digest(token));
+  return token !== undefined && given !== undefined && sameSecret(given, token);
 }
 
 async function readBody(request: IncomingMessage, limit = 64 * 1024): Promise<string> {

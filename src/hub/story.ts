@@ -23,7 +23,7 @@ import type {
 import { redact } from "./redact.js";
 import { type DisplayState, intentDisplayState } from "./states.js";
 import type { Store } from "./store/store.js";
-import { type InstanceView, instanceViews } from "./views.js";
+import { type InstanceView, instanceViewByKey, instanceViewOf } from "./views.js";
 
 /** How many resolved conditions and attempts a story shows (the newest). */
 const RECENT = 10;
@@ -273,7 +273,11 @@ function newestFirst(attempts: AttemptRecord[]): AttemptRecord[] {
 export function instanceStory(store: Store, key: string): InstanceStory | undefined {
   const desired = store.desired(key);
   if (!desired) return undefined;
-  const now = instanceViews(store, { retired: true }).find((i) => i.instance === key);
+  const now = instanceViewOf(
+    store,
+    desired,
+    store.openConditionsOf("instance", key).map((c) => c.type),
+  );
   if (!now) return undefined;
   const spec = desired.spec;
   const story: InstanceStory = {
@@ -350,7 +354,9 @@ export function instanceStory(store: Store, key: string): InstanceStory | undefi
 export function nodeStory(store: Store, name: string): NodeStory | undefined {
   const node = store.node(name);
   if (!node) return undefined;
-  const instances = instanceViews(store).filter((i) => i.node === name);
+  const instances = store
+    .activeInstanceKeysOfNode(name)
+    .flatMap((key) => instanceViewByKey(store, key) ?? []);
   const attempts = newestFirst(instances.flatMap((i) => store.attemptsOf(i.instance))).slice(0, RECENT);
   const story: NodeStory = {
     kind: "node",

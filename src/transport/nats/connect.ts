@@ -315,13 +315,23 @@ async function connectOnce(options: NatsConnectOptions): Promise<NatsConnection>
     );
   }
   // Every identity may listen on its own inbox: credentials refused that are another identity's.
-  const refused = await subscribeRefusal(nc, `${subjects.inboxPrefix(options.identity)}.steward-check`);
+  let refused: Error | undefined;
+  try {
+    refused = await subscribeRefusal(nc, `${subjects.inboxPrefix(options.identity)}.steward-check`);
+  } catch (error) {
+    // The check itself failed (the server went away meanwhile): no connection is left behind.
+    await nc.close().catch(() => undefined);
+    throw error;
+  }
   if (refused) {
     await nc.close().catch(() => undefined);
     throw wrongCredentials(label, credentials, refused.message);
   }
   return nc;
 }
+
+/** How long JetStream may stay silent after a server (re)start before it is taken to be off. */
+const JETSTREAM_GRACE_MS = 30_000;
 
 /** Socket errors that say the server is not there (yet): down, restarting, or a network in between. */
 const UNREACHABLE = new Set([
@@ -358,12 +368,23 @@ export function serverUnreachable(error: unknown): boolean {
 export async function untilServerAnswers<T>(
   step: () => Promise<T>,
   onWaiting: (error: Error, attempt: number, retryInMs: number) => void,
+  jetStreamGraceMs = JETSTREAM_GRACE_MS,
 ): Promise<T> {
+  let jetStreamSilentSince: number | undefined;
   for (let attempt = 1; ; attempt++) {
     try {
       return await step();
     } catch (error) {
       if (!serverUnreachable(error)) throw error;
+      // A server that answers while JetStream never does was started without it: waiting is no cure.
+      if (causedBy(error, errors.NoRespondersError) && !causedBy(error, errors.TimeoutError)) {
+        jetStreamSilentSince ??= Date.now();
+        if (Date.now() - jetStreamSilentSince > jetStreamGraceMs)
+          throw new EnvironmentError(
+            `the NATS server answers, but JetStream does not (no responders for $JS.API for ${Math.round(jetStreamGraceMs / 1000)}s): start nats-server with -js, or give its configuration a jetstream {} block`,
+            { cause: error },
+          );
+      } else jetStreamSilentSince = undefined;
       const retryInMs = Math.min(5_000, 250 * 2 ** Math.min(attempt - 1, 5));
       onWaiting(error as Error, attempt, retryInMs);
       await new Promise((resolve) => setTimeout(resolve, retryInMs));
