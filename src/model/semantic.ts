@@ -325,13 +325,13 @@ function checkAssignment(
         });
   }
   for (const finding of facts.findings) push(doc, finding);
-  for (const { index, source } of facts.sources)
+  for (const { index, source, field } of facts.sources)
     if (!context.exists(source))
       push(doc, {
         severity: "error",
         code: "source/missing",
-        path: ["spec", "resources", index, "source"],
-        message: `source file ${JSON.stringify(source)} does not exist in the repository`,
+        path: ["spec", "resources", index, ...field],
+        message: `${field[0] === "source" ? "source" : "secret"} file ${JSON.stringify(source)} does not exist in the repository`,
         fix: "add the file, or fix the path (relative to the repository root)",
       });
   checkConfinement(doc, facts.confined, placed, push);
