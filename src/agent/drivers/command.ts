@@ -43,9 +43,15 @@ export interface CommandObservation {
 const DEFAULT_TIMEOUT = "5m";
 const UNLESS_TIMEOUT_MS = 60_000;
 
-/** Where the command runs (its `cwd` under the root; else the root, if it exists yet) and with what environment. */
-function processOptions(resource: CommandResource, ctx: DriverContext) {
-  const env = { ...ctx.env, ...resource.env };
+/**
+ * Where the command runs (its `cwd` under the root; else the root, if it exists yet) and with what
+ * environment (secret values decrypted, here on the host, only now that it runs).
+ */
+async function processOptions(resource: CommandResource, ctx: DriverContext) {
+  const own = ctx.secrets
+    ? await ctx.secrets.environment(resource.env)
+    : (resource.env as Record<string, string>);
+  const env = { ...ctx.env, ...own };
   const cwd = ctx.paths.workingDirectory(resource.cwd);
   if (!existsSync(cwd))
     throw transient(
@@ -169,7 +175,7 @@ export const commandDriver: Driver<CommandResource, CommandObservation> = {
     if (resource.unless !== undefined && !observed.created) {
       const result = await ctx.runner.run({
         argv: resource.unless,
-        ...processOptions(resource, ctx),
+        ...(await processOptions(resource, ctx)),
         timeoutMs: UNLESS_TIMEOUT_MS,
       });
       observed.unlessExitCode = result.exitCode;
@@ -220,6 +226,7 @@ export const commandDriver: Driver<CommandResource, CommandObservation> = {
         changed: [],
         resources: ctx.resources,
         runOnce: ctx.store.runOnce(ctx.assignment)[resource.name!],
+        ...(ctx.secrets ? { secretDigests: ctx.secrets.digests } : {}),
       });
       if (next.conflict) throw interrupted(resource, now.run, ctx);
       if (next.action !== "run") return { action: "skipped", ...(next.note ? { message: next.note } : {}) };
@@ -233,7 +240,7 @@ export const commandDriver: Driver<CommandResource, CommandObservation> = {
       );
     const result = await runOneShot(oneShot, {
       argv: resource.run,
-      ...processOptions(resource, ctx),
+      ...(await processOptions(resource, ctx)),
       timeoutMs,
     });
     if (!result) {
