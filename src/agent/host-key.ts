@@ -12,6 +12,13 @@ import type { Decrypter } from "age-encryption";
 import { permanent, type ResourceFailure } from "./failure.js";
 import { identityFiles, readAgeIdentity } from "./identity.js";
 
+let decrypted = 0;
+
+/** How many age files this process has decrypted so far (benchmarks and tests count them). */
+export function decryptionsSoFar(): number {
+  return decrypted;
+}
+
 const BECH32 = "qpzry9x8gf2tvdw0s3jn54khce6mua7l";
 const GENERATOR = [0x3b6a57b2, 0x26508e6d, 0x1ea119fa, 0x3d4233dd, 0x2a1462b3];
 
@@ -104,6 +111,7 @@ export class HostKey {
 
   /** The plaintext of a binary age file; throws the decrypter's error for one it cannot open. */
   decrypt(ciphertext: Uint8Array): Promise<Uint8Array> {
+    decrypted++;
     return this.decrypter.decrypt(ciphertext);
   }
 
