@@ -344,6 +344,7 @@ class LoadState {
       ...documents,
       paths,
       exists: (path) => files.has(path),
+      pendingSecrets: !checkSecrets,
     });
     this.rendering.invalidate(all, assignments);
 
@@ -680,8 +681,9 @@ export async function loadRepo(
   options: {
     cache?: AnalysisCache;
     /**
-     * False: leave out the checks of secrets (see secret-checks.ts), for the commands that fix what
-     * they find (`steward secret update` must load a repository whose secrets are not for its nodes).
+     * False: leave out the checks of secrets (see secret-checks.ts), and take a secret file that is
+     * not there yet as one about to be written: for the commands that make and fix secrets
+     * (`steward secret update` must load a repository whose secrets are not for its nodes).
      */
     checkSecrets?: boolean;
   } = {},

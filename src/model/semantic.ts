@@ -252,6 +252,8 @@ interface CheckContext {
   placements: ReadonlyMap<string, readonly Node[]>;
   /** Whether a repo-relative path exists (for `source:`). */
   exists(path: string): boolean;
+  /** Secret files that do not exist yet are no error: the secret commands are about to write them. */
+  pendingSecrets: boolean;
 }
 
 /**
@@ -325,8 +327,8 @@ function checkAssignment(
         });
   }
   for (const finding of facts.findings) push(doc, finding);
-  for (const { index, source, field } of facts.sources)
-    if (!context.exists(source))
+  for (const { index, source, field, secret } of facts.sources)
+    if (!context.exists(source) && !(secret && context.pendingSecrets))
       push(doc, {
         severity: "error",
         code: "source/missing",
@@ -517,6 +519,8 @@ export interface DocumentChanges {
   paths: readonly string[];
   /** Whether a repo-relative path exists now (for `source:`). */
   exists(path: string): boolean;
+  /** See CheckContext.pendingSecrets (keep it the same across the loads of one state). */
+  pendingSecrets?: boolean;
 }
 
 /** Which assignments may render differently after an update. */
@@ -670,6 +674,7 @@ export class FleetChecks {
       invalid: this.invalid,
       placements: this.placements,
       exists: changes.exists,
+      pendingSecrets: changes.pendingSecrets === true,
     };
     const touchedThings = new Set<Thing>();
     const checked: AssignmentState[] = [];

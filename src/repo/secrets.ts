@@ -7,14 +7,23 @@
  * the plaintext is never written into the repository.
  */
 import { randomBytes } from "node:crypto";
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
-import { basename, isAbsolute, join, relative, resolve } from "node:path";
+import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
 import type { NodeDocument } from "../model/documents.js";
 import { EnvironmentError, NotFoundError, StewardError } from "../model/errors.js";
 import { factsOf } from "../model/facts.js";
 import type { Node } from "../model/generated.js";
-import { directorySource, loadRepo, type RepoSource } from "../model/load.js";
+import { directorySource, loadRepo } from "../model/load.js";
 import { NodeIndex } from "../model/placement.js";
 import type { DesiredState } from "../model/render.js";
 import {
@@ -101,21 +110,9 @@ export function operatorIdentities(flag: string | undefined, env: NodeJS.Process
 }
 
 /** The repository's desired state, whatever its secrets say (they are what these commands fix). */
-async function loadDesired(repo: string, writing?: string): Promise<DesiredState> {
-  const files = directorySource(repo);
-  // The secret about to be written may be named by an assignment already: it counts as there.
-  const source: RepoSource =
-    writing === undefined
-      ? files
-      : {
-          files: async () => {
-            const list = await files.files();
-            return list.some((file) => file.path === writing) ? list : [...list, { path: writing }];
-          },
-          read: (file) =>
-            file.path === writing && !existsSync(join(repo, writing)) ? new Uint8Array() : files.read(file),
-        };
-  const loaded = await loadRepo(source, { checkSecrets: false });
+async function loadDesired(repo: string): Promise<DesiredState> {
+  // Secret files not written yet count as there (checkSecrets: false): they are what is being made.
+  const loaded = await loadRepo(directorySource(repo), { checkSecrets: false });
   if (!loaded.ok || !loaded.desired) {
     const first = loaded.diagnostics.find((d) => d.severity === "error");
     throw new SecretRecipientsError(
@@ -240,6 +237,7 @@ function writeSecret(
   ciphertext: Uint8Array,
   recipients: readonly SecretRecipient[],
 ): void {
+  mkdirSync(dirname(file), { recursive: true });
   writeFileSync(file, ciphertext, { mode: 0o644 });
   writeFileSync(manifestPath(file), formatManifest(repoPath, recipients), { mode: 0o644 });
 }
@@ -279,7 +277,7 @@ export async function encryptSecret(request: {
     throw new SecretFileError(
       `${request.from} is encrypted already: give the plaintext (or use steward secret update ${path} to encrypt it for new recipients)`,
     );
-  const desired = await loadDesired(repo, path);
+  const desired = await loadDesired(repo);
   const nodes = placedNodes(request.placement, desired);
   const recipients = recipientsFor(nodes, desired, request.operatorRecipients ?? [], path);
   if (recipients.length === 0)
