@@ -17,11 +17,10 @@ import { dirname, join } from "node:path";
 import { afterAll, beforeEach, describe, expect, it } from "vitest";
 import { Agent } from "../../src/agent/agent.js";
 import { ensureHostIdentity, identityFiles } from "../../src/agent/identity.js";
-import type { CliIo } from "../../src/cli/io.js";
-import { main } from "../../src/cli/main.js";
 import { directorySource, loadRepo } from "../../src/model/load.js";
 import { bundleFor } from "../../src/model/render.js";
 import { attemptId } from "../agent/helpers.js";
+import { type CliRun, runCli } from "../helpers/cli.js";
 import { ageCli, newIdentity } from "../helpers/secrets.js";
 import { assignmentYaml, fleetYaml, nodeYaml } from "../hub/helpers/fleet.js";
 
@@ -30,35 +29,29 @@ afterAll(() => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
 let work: string;
 let repo: string;
 /** Each host's agent state directory, with its identity made there (`steward agent identity`). */
 const hosts = new Map<string, { state: string; recipient: string }>();
 let operatorKey: string;
 
-async function steward(argv: string[], env: NodeJS.ProcessEnv = {}, stdin?: string): Promise<Run> {
-  let stdout = "";
-  let stderr = "";
-  const io: CliIo & { stdin?: () => Promise<Buffer> } = {
-    stdout: (text) => {
-      stdout += text;
-    },
-    stderr: (text) => {
-      stderr += text;
-    },
-    env: { PATH: process.env.PATH, ...env },
-    cwd: work,
-    isTty: false,
-  };
-  if (stdin !== undefined) io.stdin = async () => Buffer.from(stdin);
-  const code = await main(argv, io);
-  return { code, stdout, stderr };
+function steward(argv: string[], env: NodeJS.ProcessEnv = {}, stdin?: string): Promise<CliRun> {
+  return runCli(argv, work, { PATH: process.env.PATH, ...env }, false, stdin);
+}
+
+/** What an operator runs first: the key encrypted for the nodes `db` is placed on. */
+function encryptTheKey(): Promise<CliRun> {
+  return steward([
+    "secret",
+    "encrypt",
+    "--repo",
+    "fleet",
+    "--assignment",
+    "db",
+    "server.key",
+    "--out",
+    "fleet/secrets/server.key.age",
+  ]);
 }
 
 function write(path: string, content: string | Buffer): void {
@@ -108,17 +101,7 @@ function ageDecrypt(identityFile: string, file: string): string {
 
 describe("steward secret - encrypt, edit and update as an operator does", () => {
   it("steward secret encrypt - for the nodes an assignment is placed on and the fleet's operators; age -d -i decrypts it with either identity, age -R reads its manifest, validate passes", async () => {
-    const run = await steward([
-      "secret",
-      "encrypt",
-      "--repo",
-      "fleet",
-      "--assignment",
-      "db",
-      "server.key",
-      "--out",
-      "fleet/secrets/server.key.age",
-    ]);
+    const run = await encryptTheKey();
     expect(run.stderr).toBe("");
     expect(run.code).toBe(0);
     expect(run.stdout).toBe(
@@ -193,7 +176,8 @@ describe("steward secret - encrypt, edit and update as an operator does", () => 
     name: string;
     argv: string[];
     code: number;
-    stderr: string;
+    /** The whole of it, or (for a path of the test's own directory) its shape. */
+    stderr: string | RegExp;
   }
   const refusals: Refusal[] = [
     {
@@ -224,7 +208,8 @@ describe("steward secret - encrypt, edit and update as an operator does", () => 
       name: "an output outside the repository",
       argv: ["secret", "encrypt", "--repo", "fleet", "--assignment", "db", "server.key", "--out", "k.age"],
       code: 2,
-      stderr: `steward: --out ${join(work ?? "", "k.age")} is outside the repository`,
+      stderr:
+        /^steward: --out \/\S+\/k\.age is outside the repository \/\S+\/fleet: write the secret inside it\n$/,
     },
     {
       name: "a plaintext that is not there",
@@ -247,24 +232,13 @@ describe("steward secret - encrypt, edit and update as an operator does", () => 
     it(`steward secret encrypt - refuses ${refusal.name}, in one line with the fix`, async () => {
       const run = await steward(refusal.argv);
       expect(run.code).toBe(refusal.code);
-      if (refusal.name === "an output outside the repository")
-        expect(run.stderr).toContain("is outside the repository");
-      else expect(run.stderr).toBe(refusal.stderr);
+      if (typeof refusal.stderr === "string") expect(run.stderr).toBe(refusal.stderr);
+      else expect(run.stderr).toMatch(refusal.stderr);
       expect(run.stderr).not.toContain("    at ");
     });
 
   it("steward secret edit - decrypts with the operator's identity, runs $EDITOR on a private copy, encrypts again for the same recipients, and leaves no plaintext behind", async () => {
-    await steward([
-      "secret",
-      "encrypt",
-      "--repo",
-      "fleet",
-      "--assignment",
-      "db",
-      "server.key",
-      "--out",
-      "fleet/secrets/server.key.age",
-    ]);
+    await encryptTheKey();
     const file = join(repo, "secrets/server.key.age");
     const manifest = readFileSync(`${file}.recipients`, "utf8");
     const seen = join(work, "editor-saw");
@@ -299,17 +273,7 @@ describe("steward secret - encrypt, edit and update as an operator does", () => 
   });
 
   it("steward secret edit - an identity the secret is not encrypted for, or none, is refused with the fix", async () => {
-    await steward([
-      "secret",
-      "encrypt",
-      "--repo",
-      "fleet",
-      "--assignment",
-      "db",
-      "server.key",
-      "--out",
-      "fleet/secrets/server.key.age",
-    ]);
+    await encryptTheKey();
     const stranger = await newIdentity();
     const run = await steward(["secret", "edit", "fleet/secrets/server.key.age"], {
       EDITOR: "true",
@@ -327,17 +291,7 @@ describe("steward secret - encrypt, edit and update as an operator does", () => 
   });
 
   it("steward secret update - after the assignment is placed on another node, validate names the fix, update re-encrypts, the new node can read it, and a second update changes nothing", async () => {
-    await steward([
-      "secret",
-      "encrypt",
-      "--repo",
-      "fleet",
-      "--assignment",
-      "db",
-      "server.key",
-      "--out",
-      "fleet/secrets/server.key.age",
-    ]);
+    await encryptTheKey();
     write("assignments/db.yaml", dbAssignment(["db-1", "db-2"]));
     const invalid = await steward(["validate", "fleet"]);
     expect(invalid.code).toBe(1);
