@@ -143,7 +143,7 @@ export class InstanceSecrets {
   private readonly learned: Record<string, string> = {};
   private key: HostKey | undefined;
   private prepared: Promise<void> | undefined;
-  private masks: string[] | undefined;
+  private masks: MaskIndex | undefined;
 
   constructor(private readonly options: SecretsOptions) {
     for (const resource of options.spec.resources) {
@@ -413,7 +413,7 @@ export class InstanceSecrets {
   }
 
   /** What stands for the instance's secret values in text: each value, its lines and its base64. */
-  private async loadMasks(): Promise<string[]> {
+  private async loadMasks(): Promise<MaskIndex> {
     if (this.masks) return this.masks;
     const found = new Set<string>();
     const add = (value: string) => {
@@ -435,16 +435,14 @@ export class InstanceSecrets {
       if (plaintext.bytes) add(plaintext.bytes.toString("utf8"));
       for (const value of plaintext.values?.values() ?? []) add(value);
     }
-    this.masks = [...found].sort((a, b) => b.length - a.length);
+    this.masks = new MaskIndex(found);
     return this.masks;
   }
 
   /** `text` with every occurrence of a secret value (or its base64) replaced by `[secret]`. */
   async maskText(text: string): Promise<string> {
     if (!this.any || text === "") return text;
-    let out = text;
-    for (const mask of await this.loadMasks()) if (out.includes(mask)) out = out.split(mask).join(MASK);
-    return out;
+    return (await this.loadMasks()).apply(text);
   }
 
   /**
@@ -455,6 +453,45 @@ export class InstanceSecrets {
     if (!this.any || !hasFreeText(value)) return value;
     await this.loadMasks();
     return (await maskFreeText(value, (text) => this.maskText(text))) as T;
+  }
+}
+
+/**
+ * Texts to mask, indexed by their first characters: masking a message costs a lookup per character
+ * of it, not a search per secret (an instance may hold a thousand secrets, and masks each outcome).
+ */
+class MaskIndex {
+  private readonly byPrefix = new Map<string, string[]>();
+
+  constructor(masks: Iterable<string>) {
+    for (const mask of masks) {
+      const prefix = mask.slice(0, MIN_MASKED_LENGTH);
+      const list = this.byPrefix.get(prefix);
+      if (list) list.push(mask);
+      else this.byPrefix.set(prefix, [mask]);
+    }
+    // The longest first: a value is masked whole, not by a shorter secret inside it.
+    for (const list of this.byPrefix.values()) list.sort((a, b) => b.length - a.length);
+  }
+
+  apply(text: string): string {
+    if (this.byPrefix.size === 0) return text;
+    let out = "";
+    let kept = 0;
+    let at = 0;
+    while (at <= text.length - MIN_MASKED_LENGTH) {
+      const hit = this.byPrefix
+        .get(text.slice(at, at + MIN_MASKED_LENGTH))
+        ?.find((mask) => text.startsWith(mask, at));
+      if (!hit) {
+        at++;
+        continue;
+      }
+      out += `${text.slice(kept, at)}${MASK}`;
+      at += hit.length;
+      kept = at;
+    }
+    return kept === 0 ? text : out + text.slice(kept);
   }
 }
 
