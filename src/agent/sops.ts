@@ -17,7 +17,8 @@
  * Comments, key groups (Shamir) and master keys other than age are not read.
  */
 import { createDecipheriv, createHash } from "node:crypto";
-import { parseSopsDocument } from "../model/secrets.js";
+import { parse } from "yaml";
+import { sopsShaped } from "../model/secrets.js";
 
 /** Why a SOPS file could not be decrypted; `kind` says which failure it is. */
 export class SopsError extends Error {
@@ -115,6 +116,22 @@ function goRfc3339(text: string): string {
   return `${match[1]}${match[2] === "+00:00" || match[2] === "-00:00" ? "Z" : match[2]}`;
 }
 
+/** The file in document order (mappings as Maps): the order its MAC covers the values in. */
+function orderedDocument(bytes: Uint8Array): Map<unknown, unknown> | undefined {
+  try {
+    return sopsShaped(
+      parse(Buffer.from(bytes).toString("utf8"), {
+        mapAsMap: true,
+        schema: "core",
+        uniqueKeys: true,
+        maxAliasCount: 0,
+      }),
+    );
+  } catch {
+    return undefined;
+  }
+}
+
 /** A decrypted SOPS document: its data, keys in document order (the `sops` mapping left out). */
 export type SopsTree = Map<string, unknown>;
 
@@ -126,7 +143,7 @@ export async function decryptSops(
   bytes: Uint8Array,
   unwrap: (armored: string) => Promise<Uint8Array | undefined>,
 ): Promise<SopsTree> {
-  const document = parseSopsDocument(bytes);
+  const document = orderedDocument(bytes);
   if (!document) throw new SopsError("malformed", "not a SOPS YAML or JSON file");
   const sops = document.get("sops") as Map<unknown, unknown>;
   const entries = sops.get("age");

@@ -10,7 +10,7 @@
  * again by hand for other keys shows as a count that differs. The hub and the Action never hold an
  * identity: nothing here can decrypt.
  */
-import { createRequire } from "node:module";
+import jsyaml from "js-yaml";
 
 /** How a secret file is encrypted. */
 export type SecretFormat = "age-armored" | "age-binary" | "sops";
@@ -187,16 +187,21 @@ export interface SopsMetadata {
   lastModified?: string;
 }
 
-type YamlLibrary = typeof import("yaml");
-let yamlLibrary: YamlLibrary | undefined;
-function yaml(): YamlLibrary {
-  yamlLibrary ??= createRequire(import.meta.url)("yaml") as YamlLibrary;
-  return yamlLibrary;
+/** Mappings as Maps (the shape the agent's ordered parse of a SOPS file has too). */
+function asMaps(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(asMaps);
+  if (value !== null && typeof value === "object")
+    return new Map(
+      Object.entries(value as Record<string, unknown>).map(([key, item]) => [key, asMaps(item)]),
+    );
+  return value;
 }
 
 /**
- * A SOPS file's tree in document order (mappings as Maps: the MAC covers values in the order they
- * are written), or undefined when the bytes are not a YAML or JSON document with a `sops` mapping.
+ * A SOPS file's tree (mappings as Maps), or undefined when the bytes are not a YAML or JSON
+ * document with a `sops` mapping. js-yaml reads it (it is bundled wherever validate runs): enough
+ * for its metadata and keys, which is all validate reads; the agent parses the file again in
+ * document order, which its MAC covers (agent/sops.ts).
  */
 export function parseSopsDocument(bytes: Uint8Array): Map<unknown, unknown> | undefined {
   const text = utf8(bytes);
@@ -204,12 +209,16 @@ export function parseSopsDocument(bytes: Uint8Array): Map<unknown, unknown> | un
   if (text === undefined || !text.includes("sops") || !text.includes("ENC[AES256_GCM")) return undefined;
   let value: unknown;
   try {
-    value = yaml().parse(text, { mapAsMap: true, schema: "core", uniqueKeys: true, maxAliasCount: 0 });
+    value = jsyaml.load(text, { schema: jsyaml.CORE_SCHEMA });
   } catch {
     return undefined;
   }
-  if (!(value instanceof Map) || !(value.get("sops") instanceof Map)) return undefined;
-  return value;
+  return sopsShaped(asMaps(value));
+}
+
+/** The document, when it is a mapping with a `sops` mapping (a SOPS file's shape). */
+export function sopsShaped(value: unknown): Map<unknown, unknown> | undefined {
+  return value instanceof Map && value.get("sops") instanceof Map ? value : undefined;
 }
 
 const NOT_AGE = ["kms", "gcp_kms", "azure_kv", "hc_vault", "pgp"];
