@@ -4,9 +4,17 @@
  * plaintext that reports may carry — an HMAC keyed by the identity, so nobody without the host's key
  * can test a guess against it. The identity is read from the agent's state directory
  * (`identity/age.key`, made by `steward agent identity`) and imported once as a CryptoKey: every
- * decryption of an apply shares it.
+ * decryption of the process shares it.
  */
-import { createHash, createHmac } from "node:crypto";
+import {
+  createDecipheriv,
+  createHash,
+  createHmac,
+  createPublicKey,
+  diffieHellman,
+  hkdfSync,
+  KeyObject,
+} from "node:crypto";
 import { type Stats, statSync } from "node:fs";
 import type { Decrypter } from "age-encryption";
 import { permanent, type ResourceFailure } from "./failure.js";
@@ -67,6 +75,57 @@ const PKCS8_X25519 = [
   0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x6e, 0x04, 0x22, 0x04, 0x20,
 ];
 
+const X25519_LABEL = "age-encryption.org/v1/X25519";
+const ZERO_NONCE = Buffer.alloc(12);
+
+/**
+ * The host's X25519 identity as age's Decrypter uses one (age-encryption's Identity interface): it
+ * unwraps the file key from the stanza made for this host, as the age spec says (C2SP age: X25519
+ * recipient type), with Node's native X25519, HKDF and ChaCha20-Poly1305 on the key imported once.
+ * age tries a file's stanzas in turn until one opens; a secret encrypted for ten hosts is tried
+ * five times on average, a thousand times per apply of a thousand secrets, and the native calls
+ * make each try cheap (WebCrypto costs a CryptoKey per peer key). Everything else of the format —
+ * header, MAC, payload — stays age-encryption's.
+ */
+class X25519Stanzas {
+  constructor(
+    private readonly key: KeyObject,
+    private readonly recipient: Uint8Array,
+  ) {}
+
+  unwrapFileKey(stanzas: readonly { args: string[]; body: Uint8Array }[]): Uint8Array | null {
+    for (const stanza of stanzas) {
+      if (stanza.args[0] !== "X25519") continue;
+      const share = stanza.args.length === 2 ? Buffer.from(stanza.args[1]!, "base64") : Buffer.alloc(0);
+      if (share.length !== 32 || stanza.body.length !== 32) throw new Error("invalid X25519 stanza");
+      let secret: Buffer;
+      try {
+        const peer = createPublicKey({
+          key: { kty: "OKP", crv: "X25519", x: share.toString("base64url") },
+          format: "jwk",
+        });
+        secret = diffieHellman({ privateKey: this.key, publicKey: peer });
+      } catch {
+        // A low-order point (an all-zero shared secret): no file key can come of it.
+        throw new Error("invalid X25519 stanza");
+      }
+      const wrapKey = Buffer.from(
+        hkdfSync("sha256", secret, Buffer.concat([share, this.recipient]), X25519_LABEL, 32),
+      );
+      try {
+        const decipher = createDecipheriv("chacha20-poly1305", wrapKey, ZERO_NONCE, { authTagLength: 16 });
+        decipher.setAuthTag(stanza.body.subarray(16));
+        return new Uint8Array(
+          Buffer.concat([decipher.update(stanza.body.subarray(0, 16)), decipher.final()]),
+        );
+      } catch {
+        // Another recipient's stanza: try the next one.
+      }
+    }
+    return null;
+  }
+}
+
 /** What stops the host from decrypting a secret, as a permanent failure naming the fix. */
 export function hostKeyMissing(stateDir: string): ResourceFailure {
   return permanent(
@@ -98,9 +157,9 @@ export class HostKey {
       false,
       ["deriveBits"],
     );
-    const decrypter = new age.Decrypter();
-    decrypter.addIdentity(key);
     const recipient = await age.identityToRecipient(identity);
+    const decrypter = new age.Decrypter();
+    decrypter.addIdentity(new X25519Stanzas(KeyObject.from(key), bech32Bytes(recipient)!.bytes));
     // Derived from the identity, never the identity itself: a digest leaks nothing of the key.
     const digestKey = createHash("sha256")
       .update("steward secret digest v1\0")
