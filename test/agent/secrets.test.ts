@@ -65,6 +65,7 @@ describe("agent secrets - decrypted on the host only", () => {
     expect(readFileSync(box.host("/etc/demo/server.key"), "utf8")).toBe(KEY);
     expect(statSync(box.host("/etc/demo/server.key")).mode & 0o777).toBe(0o600);
     const observed = reported(reply, "tls-key").observed as { hash: string };
+    expect(Object.keys(observed).sort()).toEqual(["exists", "hash", "ownership", "type"]);
     expect(observed.hash).toMatch(/^hmac-sha256:[0-9a-f]{64}$/);
     expect(observed.hash).not.toContain(contentHash(KEY).slice(7));
     expect(reply.report.instances[0]!.converged).toBe(true);

@@ -119,14 +119,12 @@ export const fileDriver: Driver<FileResource, FileObservation, FileSnapshot> = {
     const type = typeOf(stats);
     if (type !== "file") return { exists: true, type };
     const bytes = readContent(host, stats.size);
-    const observation: FileObservation = {
-      exists: true,
-      type,
-      // A secret's content is known by its keyed digest only: a report never carries a plain hash of it.
-      hash: resource.secret === true ? secretsOf(resource, ctx).digestOf(bytes) : sha256(bytes),
-      size: stats.size,
-      ownership: ownershipOf(stats),
-    };
+    const secret = resource.secret === true;
+    // A secret's content is known by its keyed digest only (not even its size): a report never
+    // carries more of it.
+    const observation: FileObservation = secret
+      ? { exists: true, type, hash: secretsOf(resource, ctx).digestOf(bytes), ownership: ownershipOf(stats) }
+      : { exists: true, type, hash: sha256(bytes), size: stats.size, ownership: ownershipOf(stats) };
     if (bytes.length <= REMEMBERED_BYTES) observedBytes.set(observation, bytes);
     return observation;
   },
