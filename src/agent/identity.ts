@@ -39,9 +39,17 @@ export function readNkeySeed(stateDir: string): string | undefined {
   return readTrimmed(identityFiles(stateDir).nkey);
 }
 
-/** The host's age identity (`AGE-SECRET-KEY-1...`), if made (private: never print or send it). */
+/**
+ * The host's age identity (`AGE-SECRET-KEY-1...`), if made (private: never print or send it). The
+ * file may be in age-keygen's format, with `#` comments around the key.
+ */
 export function readAgeIdentity(stateDir: string): string | undefined {
-  return readTrimmed(identityFiles(stateDir).age);
+  const text = readTrimmed(identityFiles(stateDir).age);
+  if (text === undefined) return undefined;
+  return text
+    .split(/\r?\n/)
+    .map((line) => line.trim())
+    .find((line) => line !== "" && !line.startsWith("#"));
 }
 
 /** The host's public identity, when both its parts were made; undefined otherwise. */

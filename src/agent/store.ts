@@ -12,7 +12,8 @@
  *   services/<assignment>/<name>.json, logs/<assignment>/<name>.log   supervised processes
  *   trash/<time>/<path>           what `ensure: absent` moved away, recoverable
  *   kept/<sha256>                 content steward replaced that no generation of its own had declared
- *                                 (a hand edit, what was there before steward), once per content
+ *                                 (a hand edit, what was there before steward), once per content;
+ *   kept/<hmac>.age               the same for a secret file: sealed for the host's own identity
  *   retired/<assignment>.<time>.json   instances no longer managed
  *   containers/<name>.env         a container's environment file
  *   report-seq                    report sequence numbers reserved so far
@@ -39,6 +40,7 @@ import type {
   ResourceOutcome,
 } from "../model/generated.js";
 import { type AtomicFile, type FlushBatch, writeJsonAtomicSync, writeJsonFilesAtomic } from "./atomic.js";
+import type { SecretDigestRecord } from "./secrets.js";
 import { createdDirectory, createTemporary, removeLeftovers, settleTemporary } from "./temporary.js";
 
 /** What the agent remembers of one resource across attempts. */
@@ -78,6 +80,8 @@ export interface InstanceRecord {
     at: string;
   };
   resources: Record<string, ResourceRecord>;
+  /** Digests of the plaintext of the bundle's secrets, so an unchanged secret is not decrypted again. */
+  secrets?: SecretDigestRecord;
 }
 
 /** What is stored of an instance besides its bundle: the record, and which bundle it holds. */
@@ -503,6 +507,17 @@ export class AgentStore {
     const path = join(this.ensureDir(join(this.dir, "kept")), hash.replace(/^sha256:/, ""));
     if (existsSync(path)) return { path };
     return { path, write: { path, data: bytes, options: { mode: 0o600 } } };
+  }
+
+  /**
+   * Where a secret file's replaced content is kept: sealed for the host's own identity (an armored
+   * age file, `armored`), under the keyed digest of the plaintext, never a plain hash of it.
+   */
+  keepSealed(armored: string, digest: string): { path: string; write?: AtomicFile } {
+    const name = `${digest.replace(/^hmac-sha256:/, "")}.age`;
+    const path = join(this.ensureDir(join(this.dir, "kept")), name);
+    if (existsSync(path)) return { path };
+    return { path, write: { path, data: armored, options: { mode: 0o600 } } };
   }
 
   /**

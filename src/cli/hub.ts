@@ -43,6 +43,11 @@ export interface HubRuntimeOptions {
   agentLog?: (line: string) => void;
   /** Who may act in the web view (`--operator-tokens`, read by the command); none: read-only. */
   operators?: ReadonlyMap<string, import("../hub/web/operators.js").Operator>;
+  /**
+   * Called with the declared nodes once the first sync recorded them, before any agent is started
+   * or dispatched to (`steward up` installs the example's demo identities into its local agents).
+   */
+  beforeAgents?: (nodes: readonly import("../hub/records.js").NodeRecord[]) => Promise<void> | void;
 }
 
 /** Every part of a running hub, started in order and stopped in reverse. */
@@ -112,6 +117,7 @@ export class HubRuntime {
       logger.error({ err: error }, "the first sync failed; retrying in the background");
     }
     const declared = await this.recordDeclarations();
+    await this.options.beforeAgents?.(store.nodes());
     this.publisher = await this.statusPublisher();
     if (this.options.localFleet) {
       const { startLocalFleetRuntime } = await import("../transport/nats/runtime.js");

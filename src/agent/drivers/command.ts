@@ -42,9 +42,15 @@ export interface CommandObservation {
 const DEFAULT_TIMEOUT = "5m";
 const UNLESS_TIMEOUT_MS = 60_000;
 
-/** Where the command runs (its `cwd` under the root; else the root, if it exists yet) and with what environment. */
-function processOptions(resource: CommandResource, ctx: DriverContext) {
-  const env = { ...ctx.env, ...resource.env };
+/**
+ * Where the command runs (its `cwd` under the root; else the root, if it exists yet) and with what
+ * environment (secret values decrypted, here on the host, only now that it runs).
+ */
+async function processOptions(resource: CommandResource, ctx: DriverContext) {
+  const own = ctx.secrets
+    ? await ctx.secrets.environment(resource.env)
+    : (resource.env as Record<string, string>);
+  const env = { ...ctx.env, ...own };
   const cwd = ctx.paths.workingDirectory(resource.cwd);
   if (!existsSync(cwd))
     throw transient(
@@ -172,7 +178,7 @@ export const commandDriver: Driver<CommandResource, CommandObservation> = {
     if (resource.unless !== undefined && !observed.created) {
       const result = await ctx.runner.run({
         argv: resource.unless,
-        ...processOptions(resource, ctx),
+        ...(await processOptions(resource, ctx)),
         timeoutMs: UNLESS_TIMEOUT_MS,
       });
       observed.unlessExitCode = result.exitCode;
@@ -225,7 +231,7 @@ export const commandDriver: Driver<CommandResource, CommandObservation> = {
     keepIfLost(ctx.store, ctx.assignment, resource.name!);
     const result = await runOneShot(oneShot, {
       argv: resource.run,
-      ...processOptions(resource, ctx),
+      ...(await processOptions(resource, ctx)),
       timeoutMs,
       guarded: resource.creates !== undefined || resource.unless !== undefined,
     });
@@ -264,6 +270,7 @@ async function decideAfresh(
     changed: [],
     resources: ctx.resources,
     runOnce: ctx.store.runOnce(ctx.assignment)[resource.name!],
+    ...(ctx.secrets ? { secretDigests: ctx.secrets.digests } : {}),
   });
   if (plan.conflict) throw interrupted(resource, observed.run, ctx);
   if (plan.action !== "run")

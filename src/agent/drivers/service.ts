@@ -9,11 +9,12 @@
 import { closeSync, existsSync, openSync, readSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { contentHash } from "../../model/canonical.js";
 import { parseDuration } from "../../model/duration.js";
-import type { ServiceResource } from "../../model/generated.js";
+import type { Resource, ServiceResource } from "../../model/generated.js";
 import type { Applied, Driver, DriverContext, Plan, PlanFacts } from "../driver.js";
 import { tail } from "../evidence.js";
 import { permanent, transient } from "../failure.js";
 import { isSameProcess, readProcess } from "../proc.js";
+import { fingerprintEnv, secretPathsOf } from "../secrets.js";
 import type { ServiceRecord } from "../store.js";
 
 /** A service as its record and /proc show it. */
@@ -38,14 +39,35 @@ const MAX_LOG_BYTES = 8 * 1024 * 1024;
 /** How the agent marks each start of a service in its log. */
 const START_MARKER = "--- steward: starting ";
 
-/** Hash of everything a running process depends on: a change means restart. Pure. */
-export function serviceFingerprint(resource: ServiceResource, facts: Pick<PlanFacts, "resources">): string {
+/**
+ * Hash of everything a running process depends on: a change means restart. Pure. A secret counts by
+ * the digest of its plaintext (PlanFacts.secretDigests), never its ciphertext: a secret encrypted
+ * again for other hosts restarts nothing, a changed value or secret file does.
+ */
+export function serviceFingerprint(
+  resource: ServiceResource,
+  facts: Pick<PlanFacts, "resources" | "secretDigests">,
+): string {
+  const digests = facts.secretDigests ?? {};
   return contentHash({
     exec: resource.exec,
-    env: resource.env ?? {},
+    env: fingerprintEnv(resource.env, digests),
     cwd: resource.cwd ?? "/",
-    restartOn: (resource.restartOn ?? []).map((name) => [name, contentHash(facts.resources[name] ?? null)]),
+    restartOn: (resource.restartOn ?? []).map((name) => {
+      const other = facts.resources[name];
+      const secrets = other ? secretPathsOf(other) : [];
+      const spec = contentHash(other ?? null);
+      return secrets.length === 0
+        ? [name, spec]
+        : [name, spec, secrets.map((path) => fingerprintOf(path, other!, digests))];
+    }),
   });
+}
+
+/** How a secret a `restartOn` resource uses counts in a fingerprint: its file's digest, or its values'. */
+function fingerprintOf(path: string, resource: Resource, digests: Readonly<Record<string, string>>): string {
+  if ("secret" in resource && resource.secret) return digests[path] ?? "unknown";
+  return contentHash(fingerprintEnv((resource as { env?: ServiceResource["env"] }).env, digests));
 }
 
 function describeExit(exit: ServiceRecord["exit"]): string {
@@ -133,10 +155,13 @@ async function start(resource: ServiceResource, fingerprint: string, ctx: Driver
   );
   let child: Awaited<ReturnType<DriverContext["runner"]["spawnDetached"]>>;
   try {
+    const own = ctx.secrets
+      ? await ctx.secrets.environment(resource.env)
+      : (resource.env as Record<string, string> | undefined);
     child = await ctx.runner.spawnDetached({
       argv: resource.exec,
       cwd,
-      env: { ...ctx.env, ...resource.env },
+      env: { ...ctx.env, ...own },
       logFile,
     });
   } catch (error) {
@@ -239,7 +264,10 @@ export const serviceDriver: Driver<ServiceResource, ServiceObservation> = {
         });
       if (plan.action === "stop") return { action: "stopped", message: how };
     }
-    const facts = { resources: ctx.resources };
+    const facts = {
+      resources: ctx.resources,
+      ...(ctx.secrets ? { secretDigests: ctx.secrets.digests } : {}),
+    };
     const started = await start(resource, serviceFingerprint(resource, facts), ctx);
     return plan.action === "restart" ? { ...started, action: "restarted" } : started;
   },
