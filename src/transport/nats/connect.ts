@@ -66,6 +66,11 @@ export interface NatsCredentials {
    * `steward nats config` writes, or the name in a `.creds` file's user JWT.
    */
   owner?: string;
+  /**
+   * What a refusal of these credentials means, when not what it means for a file `steward nats
+   * config` wrote (a key the server does not know yet): e.g. credentials the hub issued and revoked.
+   */
+  refusal?: string;
 }
 
 /** The claims of a user JWT (not verified: the server does that), for its name and subject. */
@@ -104,11 +109,12 @@ export function readNatsCredentials(file: string, flag = "--creds"): NatsCredent
         `--nkey ${file} is a .creds file (a user JWT and its seed), not an nkey seed: pass it with --creds`,
       );
     const claims = jwtClaims(text);
+    const owner = credentialsOwner(text) ?? (claims.name ? `user "${claims.name}"` : undefined);
     return {
       file,
       authenticator: credsAuthenticator(new TextEncoder().encode(text)),
       publicKey: claims.sub ?? "unknown",
-      ...(claims.name ? { owner: `user "${claims.name}"` } : {}),
+      ...(owner ? { owner } : {}),
     };
   }
   const seed = text
@@ -254,6 +260,8 @@ function authorizationMessage(
   if (!credentials)
     return `the NATS server at ${servers} refused ${label.who} without credentials (${reason}): pass ${label.flag} with ${ownCredentials(label)}`;
   const whose = credentials.owner ? `${credentials.owner}'s, ` : "";
+  if (credentials.refusal)
+    return `the NATS server at ${servers} refused the credentials ${credentials.file} (${whose}public key ${shortKey(credentials.publicKey)}) for ${label.who} (${reason}): ${credentials.refusal}`;
   return `the NATS server at ${servers} refused the credentials ${credentials.file} (${whose}public key ${shortKey(credentials.publicKey)}) for ${label.who} (${reason}): it does not know this key — pass ${ownCredentials(label)}; after \`steward nats config\` added a key, reload the server (nats-server --signal reload)`;
 }
 

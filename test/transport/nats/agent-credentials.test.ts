@@ -31,9 +31,9 @@ describe("nats agent credentials - the wrong ones are one line and exit 2, the r
 
   beforeAll(async () => {
     const io = { stdout: () => {}, stderr: () => {}, env: {}, cwd: dir, isTty: false };
-    expect(await main(["nats", "config", "--out", "bus", "--node", "node-a", "--node", "node-b"], io)).toBe(
-      0,
-    );
+    expect(
+      await main(["nats", "config", "--static", "--out", "bus", "--node", "node-a", "--node", "node-b"], io),
+    ).toBe(0);
     server = await startNatsServer({ configFile: join(dir, "bus", "nats-server.conf") });
   });
 

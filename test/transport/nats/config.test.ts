@@ -89,7 +89,9 @@ describe("nats config - planning the server configuration and credentials", () =
     const out: string[] = [];
     const io = { stdout: (t: string) => out.push(t), stderr: () => {}, env: {}, cwd: dir, isTty: false };
     const repo = resolve("examples/repo");
-    expect(await main(["--json", "nats", "config", "--out", "bus", "--nodes-from", repo], io)).toBe(0);
+    expect(
+      await main(["--json", "nats", "config", "--static", "--out", "bus", "--nodes-from", repo], io),
+    ).toBe(0);
     const printed = JSON.parse(out.join(""));
     expect(
       printed.identities
@@ -105,9 +107,9 @@ describe("nats config - planning the server configuration and credentials", () =
     dirs.push(dir);
     const err: string[] = [];
     const io = { stdout: () => {}, stderr: (t: string) => err.push(t), env: {}, cwd: dir, isTty: false };
-    expect(await main(["nats", "config", "--out", "bus", "--node", "a"], io)).toBe(0);
+    expect(await main(["nats", "config", "--static", "--out", "bus", "--node", "a"], io)).toBe(0);
     writeFileSync(join(dir, "bus", "credentials", "hub.nk"), "not a seed\n");
-    expect(await main(["nats", "config", "--out", "bus", "--node", "a"], io)).toBe(2);
+    expect(await main(["nats", "config", "--static", "--out", "bus", "--node", "a"], io)).toBe(2);
     expect(err.join("")).toMatch(/hub\.nk is not an nkey user seed: move it away or fix it, then run again/);
   });
 
@@ -117,7 +119,7 @@ describe("nats config - planning the server configuration and credentials", () =
     const io = { stdout: () => {}, stderr: () => {}, env: {}, cwd: dir, isTty: false };
     const seed = seeds[9] as string;
     const file = (path: string) => join(dir, "bus", "credentials", path);
-    expect(await main(["nats", "config", "--out", "bus", "--node", "edge-2"], io)).toBe(0);
+    expect(await main(["nats", "config", "--static", "--out", "bus", "--node", "edge-2"], io)).toBe(0);
     for (const [path, line] of [
       ["hub.nk", "# steward hub hub: "],
       ["nodes/edge-2.nk", "# steward node edge-2: "],
@@ -127,7 +129,7 @@ describe("nats config - planning the server configuration and credentials", () =
       expect(readFileSync(file(path), "utf8").split("\n")[0], path).toMatch(new RegExp(`^${line}`));
     // Written by an earlier steward: the seed alone.
     writeFileSync(file("nodes/edge-2.nk"), `${seed}\n`, { mode: 0o600 });
-    expect(await main(["nats", "config", "--out", "bus", "--node", "edge-2"], io)).toBe(0);
+    expect(await main(["nats", "config", "--static", "--out", "bus", "--node", "edge-2"], io)).toBe(0);
     expect(readFileSync(file("nodes/edge-2.nk"), "utf8")).toBe(
       `# steward node edge-2: NATS credentials from \`steward nats config\`; keep this file 0600\n${seed}\n`,
     );
