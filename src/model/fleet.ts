@@ -1,5 +1,12 @@
 import { parseDuration } from "./duration.js";
-import type { Budget, FleetSpec, SigningPolicy, Stage, StatusSettings } from "./generated.js";
+import type {
+  Budget,
+  EnrolmentSettings,
+  FleetSpec,
+  SigningPolicy,
+  Stage,
+  StatusSettings,
+} from "./generated.js";
 
 /** Retry budget in effect for an instance: transient failures are retried within it. */
 export interface EffectiveBudget {
@@ -15,6 +22,8 @@ export interface FleetSettings {
   ignore: string[];
   status: StatusSettings;
   signing?: SigningPolicy;
+  /** How approved hosts' Node documents are written (`steward enrolments approve`). */
+  enrolment?: EnrolmentSettings;
 }
 
 export const DEFAULT_BUDGET: EffectiveBudget = { attempts: 5, withinMs: 30 * 60_000 };
@@ -39,5 +48,6 @@ export function fleetSettings(spec: FleetSpec | undefined): FleetSettings {
     status: spec?.status ?? { providers: [{ type: "gitnotes" }] },
   };
   if (spec?.signing) settings.signing = spec.signing;
+  if (spec?.enrolment) settings.enrolment = spec.enrolment;
   return settings;
 }

@@ -126,6 +126,7 @@ export type FailureClass = "transient" | "permanent" | "ambiguous";
 export interface StewardSchemas {
   Fleet?: Fleet;
   FleetSpec?: FleetSpec;
+  EnrolmentSettings?: EnrolmentSettings;
   StatusSettings?: StatusSettings;
   StatusProvider?: StatusProvider;
   SigningPolicy?: SigningPolicy;
@@ -239,6 +240,7 @@ export interface FleetSpec {
   ignore?: string[];
   status?: StatusSettings;
   signing?: SigningPolicy;
+  enrolment?: EnrolmentSettings;
 }
 /**
  * How long transient failures are retried (with backoff) before the instance is `Stuck`.
@@ -325,6 +327,20 @@ export interface SigningPolicy {
      */
     key: string;
   }[];
+}
+/**
+ * How hosts that ask to join are admitted (`steward enrolments approve`).
+ *
+ * This interface was referenced by `StewardSchemas`'s JSON-Schema
+ * via the `definition` "EnrolmentSettings".
+ */
+export interface EnrolmentSettings {
+  /**
+   * The `spec.roots` an approved host's Node document gets when `steward enrolments approve` is given no `--roots`.
+   *
+   * @minItems 1
+   */
+  roots?: AbsolutePath[];
 }
 /**
  * A host steward delivers to.
