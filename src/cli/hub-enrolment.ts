@@ -151,10 +151,11 @@ export class HubEnrolment {
 
   private async keepOnce(): Promise<void> {
     const { logger, hub } = this.options;
+    // Up to the next second: JWTs count time in seconds, and one signed this second must be covered.
     const desired = credentialRevocations(
       this.options.store,
       this.enrolments,
-      Math.floor(hub.clock.now().getTime() / 1000),
+      Math.floor(hub.clock.now().getTime() / 1000) + 1,
     );
     const health = hub.eventsFor("nats").health;
     try {

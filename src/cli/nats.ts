@@ -6,8 +6,8 @@
  * node, made here, from `--node` and the `nats` nodes of a fleet repository (`--nodes-from`); a new
  * node then needs a server reload.
  */
-import { existsSync, statSync } from "node:fs";
-import { resolve } from "node:path";
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { join, resolve } from "node:path";
 import { Command } from "commander";
 import { EnvironmentError, UsageError } from "../model/errors.js";
 import { directorySource, loadRepo } from "../model/load.js";
@@ -90,6 +90,10 @@ export async function natsOperatorConfig(
       ...(tls ? { tls } : {}),
     },
     (path) => readOperatorSeed(dir, path),
+    (account) => {
+      const stored = join(dir, "jwt", `${account}.jwt`);
+      return existsSync(stored) ? readFileSync(stored, "utf8").trim() : undefined;
+    },
   );
   writeOperatorConfig(plan);
   return plan;

@@ -127,7 +127,7 @@ export function receiveEnrolment(ctx: EnrolmentContext, request: EnrolmentInput)
           message:
             verdict.record.status === "approved" && proposal
               ? `approved by ${verdict.record.decidedBy}: waiting for commit ${proposal.commit.slice(0, 12)} (${proposal.path} on ${proposal.branch}) to reach the tracked branch`
-              : `already asked: waiting for a person to decide${task ? ` (task ${task})` : ""}`,
+              : `still queued: a person decides${task ? ` (task ${task})` : ""}`,
           ...(task ? { task } : {}),
         };
       }
@@ -191,7 +191,7 @@ export function receiveEnrolment(ctx: EnrolmentContext, request: EnrolmentInput)
         const task = taskOf(store, condition);
         return {
           status: "queued",
-          message: `asked to join as "${request.node}": waiting for a person to approve${task ? ` (task ${task})` : ""}`,
+          message: `queued: a person decides${task ? ` (task ${task})` : ""}`,
           ...(task ? { task } : {}),
         };
       }

@@ -234,11 +234,15 @@ export function jwtClaims<T>(jwt: string): ClaimsData<T> {
 /**
  * Plans the operator-mode configuration. `seedIn(path)` returns the seed an earlier run wrote at
  * `path` (a key file or a `.creds` file), so keys and credentials in use are kept; new ones are made.
- * Throws UsageError on a bad name or address.
+ * `storedAccount(key)` returns the account JWT the server keeps in its resolver directory, if any:
+ * its revocations are carried into the preloaded account (newer, so the server takes it at its
+ * next start), so running this again never lets a revoked node back in. Throws UsageError on a bad
+ * name or address.
  */
 export async function planOperatorConfig(
   input: OperatorConfigInput,
   seedIn: (path: string) => string | undefined,
+  storedAccount: (publicKey: string) => string | undefined = () => undefined,
 ): Promise<OperatorConfigPlan> {
   if (!isAbsolute(input.dir)) throw new UsageError(`--out ${input.dir} must be an absolute path`);
   const listen = input.listen ?? "127.0.0.1:4222";
@@ -296,10 +300,15 @@ export async function planOperatorConfig(
     },
     { signer: keys.operator },
   );
+  const stored = storedAccount(account);
+  const revocations = stored ? jwtClaims<Account>(stored).nats.revocations : undefined;
   const accountJwt = await encodeAccount(
     STEWARD_ACCOUNT,
     keys.account,
-    stewardAccountClaims(account, keys.accountSigning.getPublicKey(), system),
+    {
+      ...stewardAccountClaims(account, keys.accountSigning.getPublicKey(), system),
+      ...(revocations && Object.keys(revocations).length > 0 ? { revocations } : {}),
+    },
     { signer: keys.operator },
   );
   const issuerAccount = {
