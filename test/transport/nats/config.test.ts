@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { createUser } from "@nats-io/nkeys";
@@ -132,6 +132,65 @@ describe("nats config - planning the server configuration and credentials", () =
     expect(await main(["nats", "config", "--static", "--out", "bus", "--node", "edge-2"], io)).toBe(0);
     expect(readFileSync(file("nodes/edge-2.nk"), "utf8")).toBe(
       `# steward node edge-2: NATS credentials from \`steward nats config\`; keep this file 0600\n${seed}\n`,
+    );
+  });
+
+  it("nats config - operator mode (the default): no user listed, the accounts preloaded, every key and credential 0600 and kept across runs", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "steward-nats-cfg-"));
+    dirs.push(dir);
+    const out: string[] = [];
+    const io = { stdout: (t: string) => out.push(t), stderr: () => {}, env: {}, cwd: dir, isTty: false };
+    expect(await main(["--json", "nats", "config", "--out", "bus"], io)).toBe(0);
+    const printed = JSON.parse(out.join(""));
+    expect(printed).toMatchObject({ mode: "operator", issuer: "credentials/hub-issuer.json" });
+    expect(
+      printed.credentials.map((c: { role: string; credentials: string }) => [c.role, c.credentials]),
+    ).toEqual([
+      ["hub", "credentials/hub.creds"],
+      ["viewer", "credentials/viewer.creds"],
+      ["task-agent", "credentials/task-agents/tasks.creds"],
+      ["enrol", "credentials/enrol.creds"],
+    ]);
+    const config = readFileSync(join(dir, "bus", "nats-server.conf"), "utf8");
+    expect(config).toMatch(/^operator: eyJ/m);
+    expect(config).toMatch(/^resolver: \{\n {2}type: full\n {2}dir: ".*\/bus\/jwt"/m);
+    expect(config).toContain(`  ${printed.account}: eyJ`);
+    expect(config).not.toMatch(/users:|nkey: U/);
+    const secrets = [
+      "keys/operator.nk",
+      "keys/operator-signing.nk",
+      "keys/account.nk",
+      "keys/account-signing.nk",
+      "keys/system-account.nk",
+      "keys/system-user.nk",
+      "credentials/hub.creds",
+      "credentials/viewer.creds",
+      "credentials/enrol.creds",
+      "credentials/task-agents/tasks.creds",
+      "credentials/hub-issuer.json",
+    ];
+    const before = secrets.map((path) => readFileSync(join(dir, "bus", path), "utf8"));
+    for (const path of secrets) expect(statSync(join(dir, "bus", path)).mode & 0o777, path).toBe(0o600);
+    expect(readFileSync(join(dir, "bus", "credentials/enrol.creds"), "utf8").split("\n")[0]).toMatch(
+      /^# steward enrol enrol: /,
+    );
+    // Nothing secret is printed.
+    for (const text of before)
+      for (const seed of text.match(/S[OAU][A-Z2-7]{56}/g) ?? []) expect(out.join("")).not.toContain(seed);
+    expect(await main(["nats", "config", "--out", "bus"], io)).toBe(0);
+    const seedsOf = (text: string) => text.match(/S[OAU][A-Z2-7]{56}/g);
+    for (const [i, path] of secrets.entries())
+      expect(seedsOf(readFileSync(join(dir, "bus", path), "utf8")), path).toEqual(seedsOf(before[i]!));
+  });
+
+  it("nats config - per-node credentials without --static are refused with the fix", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "steward-nats-cfg-"));
+    dirs.push(dir);
+    const err: string[] = [];
+    const io = { stdout: () => {}, stderr: (t: string) => err.push(t), env: {}, cwd: dir, isTty: false };
+    expect(await main(["nats", "config", "--out", "bus", "--node", "edge-2"], io)).toBe(2);
+    expect(err.join("")).toMatch(
+      /^steward: --node writes per-node credentials, which operator mode does not need: each host makes its own identity .* or add --static for a server not run in operator mode\n/,
     );
   });
 });
