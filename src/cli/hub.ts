@@ -404,7 +404,7 @@ export function hubCommand(io: CliIo, globals: () => GlobalOptions, _exit: (code
         runtime.onDeclarations((changes) => admitted.declarationsChanged(changes));
       }
       io.stderr(
-        `steward hub: serving ${runtime.http.url} (transports: ${runtime.transports.join(", ")}); the fleet: ${runtime.http.url}/ (${operators ? `${operators.size} operator${operators.size === 1 ? "" : "s"} may act` : "read-only"})\n`,
+        `steward hub: serving ${runtime.http.url} (transports: ${runtime.transports.join(", ")}${enrolment ? "; admitting the hosts Git declares" : ""}); the fleet: ${runtime.http.url}/ (${operators ? `${operators.size} operator${operators.size === 1 ? "" : "s"} may act` : "read-only"})\n`,
       );
       await untilSignal();
     } finally {

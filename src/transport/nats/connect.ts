@@ -93,8 +93,11 @@ export function readNatsCredentials(file: string, flag = "--creds"): NatsCredent
   try {
     text = readFileSync(file, "utf8");
   } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? String(error);
     throw new EnvironmentError(
-      `cannot read NATS credentials ${file}: ${(error as NodeJS.ErrnoException).code ?? String(error)} — pass the file \`steward nats config\` wrote for this identity`,
+      flag === "--token-file"
+        ? `cannot read --token-file ${file}: ${code} — pass a copy of the enrolment credential \`steward nats config\` wrote (credentials/enrol.creds)`
+        : `cannot read NATS credentials ${file}: ${code} — pass the file \`steward nats config\` wrote for this identity`,
       { cause: error },
     );
   }
@@ -257,8 +260,12 @@ function authorizationMessage(
   credentials: NatsCredentials | undefined,
   reason: string,
 ): string {
+  // In operator mode a node has no file of its own to pass: it asks the hub, which issues them.
+  const ask = label.who.startsWith("node ")
+    ? "; on an operator-mode server, pass --token-file FILE (the enrolment credential) for the hub to issue them"
+    : "";
   if (!credentials)
-    return `the NATS server at ${servers} refused ${label.who} without credentials (${reason}): pass ${label.flag} with ${ownCredentials(label)}`;
+    return `the NATS server at ${servers} refused ${label.who} without credentials (${reason}): pass ${label.flag} with ${ownCredentials(label)}${ask}`;
   const whose = credentials.owner ? `${credentials.owner}'s, ` : "";
   if (credentials.refusal)
     return `the NATS server at ${servers} refused the credentials ${credentials.file} (${whose}public key ${shortKey(credentials.publicKey)}) for ${label.who} (${reason}): ${credentials.refusal}`;

@@ -88,7 +88,7 @@ describe("nats agent credentials - the wrong ones are one line and exit 2, the r
       [
         "none",
         [],
-        `steward: the NATS server at ${server.url} refused node "node-a" without credentials (Authorization Violation): pass --creds FILE or --nkey FILE with ${own}\n`,
+        `steward: the NATS server at ${server.url} refused node "node-a" without credentials (Authorization Violation): pass --creds FILE or --nkey FILE with ${own}; on an operator-mode server, pass --token-file FILE (the enrolment credential) for the hub to issue them\n`,
       ],
     ];
     for (const [what, args, stderr] of cases) {
