@@ -44,6 +44,7 @@ export interface InstallFile {
   summary?: string;
 }
 
+/** What install writes and makes, and the service's command line. */
 export interface InstallPlan {
   unit: string;
   unitFile: string;

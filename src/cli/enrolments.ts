@@ -47,6 +47,7 @@ interface ApproveOptions extends OutputOptions {
   as?: string;
 }
 
+/** The `enrolments` command and its `approve` and `deny` subcommands. */
 export function enrolmentsCommand(
   io: CliIo,
   globals: () => GlobalOptions,

@@ -25,6 +25,7 @@ import type { NatsTransport } from "../transport/nats/hub.js";
 import { type NatsIssuer, signNodeUser } from "../transport/nats/operator.js";
 import { AccountRevocations } from "../transport/nats/revocations.js";
 
+/** The running hub's parts admission works with, and the server it keeps the account on. */
 export interface HubEnrolmentOptions {
   hub: Hub;
   store: SqliteStore;

@@ -29,6 +29,7 @@ export interface EnrolmentFacts {
 /** Undecided requests past which new ones are refused. */
 export const MAX_UNDECIDED = 100;
 
+/** The decision: admit, refuse (why), a conflict (with which key), a duplicate (of which request), or queue. */
 export type EnrolmentVerdict =
   | { kind: "admit" }
   | { kind: "refuse"; reason: "Denied" | "NotNats" | "TooManyWaiting"; message: string }

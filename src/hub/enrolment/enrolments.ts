@@ -12,7 +12,7 @@ import type { Node } from "../../model/generated.js";
 import { closeCondition, markOpen, markResolved } from "../conditions.js";
 import type { ConditionRecord, NodeRecord } from "../records.js";
 import type { Store } from "../store/store.js";
-import { resolveTask } from "../tasks.js";
+import { closeTaskOf, resolveTask } from "../tasks.js";
 import { decideEnrolment, MAX_UNDECIDED } from "./decide.js";
 import type { EnrolmentInput, EnrolmentRecord, EnrolmentStore, IssuedCredential } from "./records.js";
 
@@ -322,14 +322,17 @@ export function denyEnrolment(
     enrolments.saveRequest(denied);
     const action = `denied${decision.reason ? `: ${decision.reason}` : ""}`;
     const condition = answerTask(ctx, record, decision.by, action);
-    if (condition?.status === "open")
-      closeCondition(
+    if (condition?.status === "open") {
+      const closed = closeCondition(
         store,
         condition,
         now,
         `request of key ${shortKey(record.nkey)} ${action} (by ${decision.by})`,
         "operator",
       );
+      // A task someone else had claimed is closed with it: nothing is left to do about it.
+      closeTaskOf(store, closed, now);
+    }
     return denied;
   });
 }

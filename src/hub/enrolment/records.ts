@@ -38,6 +38,7 @@ export interface EnrolmentInput {
  */
 export type EnrolmentStatus = "queued" | "conflict" | "approved" | "denied" | "admitted";
 
+/** One host's request to join as `node` with `nkey`, and what became of it. */
 export interface EnrolmentRecord {
   node: string;
   nkey: string;

@@ -13,6 +13,7 @@ import type {
   IssuedCredential,
 } from "./records.js";
 
+/** The enrolment tables (4xx): listed with the hub database's other migrations. */
 export const ENROLMENT_MIGRATIONS: readonly Migration[] = [
   {
     version: 401,

@@ -201,6 +201,7 @@ export class EnrolmentRefusedError extends EnvironmentError {
   }
 }
 
+/** Where, as whom and how often a new host asks to join. */
 export interface AskToJoinOptions {
   servers: string | string[];
   /** The shared enrolment credential (`credentials/enrol.creds`). */

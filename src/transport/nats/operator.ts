@@ -50,6 +50,7 @@ const SYSTEM_ACCOUNT = "SYS";
 /** Roles whose credentials `steward nats config` writes in operator mode. */
 export type OperatorRole = "hub" | "viewer" | "task-agent" | "enrol";
 
+/** What `steward nats config` is told in operator mode. */
 export interface OperatorConfigInput {
   /** Absolute output directory. */
   dir: string;
@@ -73,6 +74,7 @@ export interface PlannedCredential {
   created: boolean;
 }
 
+/** What `steward nats config` writes in operator mode: the files, and what is safe to print of them. */
 export interface OperatorConfigPlan {
   dir: string;
   serverConfig: string;

@@ -48,6 +48,7 @@ export class RevocationError extends EnvironmentError {
   }
 }
 
+/** The server, and the issuer whose system user and operator signing key update the account. */
 export interface AccountRevocationsOptions {
   servers: string | string[];
   issuer: NatsIssuer;
