@@ -62,6 +62,9 @@ export class HubRuntime {
   private fleet: import("../transport/nats/runtime.js").LocalFleetRuntime | undefined;
   private closeDb: (() => void) | undefined;
   private readonly analyses: import("../model/load.js").AnalysisCache = new Map();
+  private readonly declarationListeners = new Set<
+    (changes: import("../hub/desired.js").DeclarationChanges) => void
+  >();
 
   constructor(readonly options: HubRuntimeOptions) {}
 
@@ -158,10 +161,17 @@ export class HubRuntime {
     const { host, port } = listenAddress("--listen", this.options.listen);
     const { randomBytes } = await import("node:crypto");
     const operatorToken = randomBytes(32).toString("base64url");
+    const { loadAgentArtifact } = await import("../transport/ssh/artifact.js");
+    let agentFile: import("../transport/ssh/artifact.js").AgentArtifact | undefined;
     this.http = await startHubHttp({
       hub: this.hub,
       host,
       port,
+      // Read on the first request, and kept: the file a running hub serves does not change under it.
+      agentFile: () => {
+        agentFile ??= loadAgentArtifact();
+        return agentFile;
+      },
       web: {
         ...(this.options.operators ? { operators: this.options.operators } : {}),
         rollout: (await import("../hub/web/rollout.js")).rolloutControlOf(this.hub),
@@ -204,6 +214,12 @@ export class HubRuntime {
     return first;
   }
 
+  /** Calls `listener` whenever the served revision's declarations changed after start (nodes, policies). */
+  onDeclarations(listener: (changes: import("../hub/desired.js").DeclarationChanges) => void): () => void {
+    this.declarationListeners.add(listener);
+    return () => this.declarationListeners.delete(listener);
+  }
+
   /**
    * A task agent's claim or resolution from the bus, recorded by the hub. The bus delivers none
    * before the hub starts its transports; one that comes anyway is not acknowledged and comes again.
@@ -222,7 +238,10 @@ export class HubRuntime {
     try {
       const changes = await this.recordDeclarations();
       this.hub.takeInRevisions();
-      if (changes) this.hub.declarationsChanged(changes);
+      if (changes) {
+        this.hub.declarationsChanged(changes);
+        for (const listener of this.declarationListeners) listener(changes);
+      }
     } catch (error) {
       this.options.logger.error({ err: error }, "recording the revision's declarations failed");
     }
@@ -372,13 +391,30 @@ export function hubCommand(io: CliIo, globals: () => GlobalOptions, _exit: (code
       ...(settings.webhookSecret ? { webhookSecret: settings.webhookSecret } : {}),
       ...(operators ? { operators } : {}),
     });
+    let enrolment: import("./hub-enrolment.js").HubEnrolment | undefined;
     try {
       await runtime.start();
+      if (settings.natsIssuer && nats && settings.nats) {
+        const { HubEnrolment } = await import("./hub-enrolment.js");
+        enrolment = new HubEnrolment({
+          hub: runtime.hub,
+          store: runtime.store,
+          transport: nats,
+          issuer: settings.natsIssuer,
+          servers: settings.nats.servers ?? "nats://127.0.0.1:4222",
+          ...(settings.nats.tls ? { tls: settings.nats.tls } : {}),
+          logger: logger.child({ component: "enrolment" }),
+        });
+        await enrolment.start();
+        const admitted = enrolment;
+        runtime.onDeclarations((changes) => admitted.declarationsChanged(changes));
+      }
       io.stderr(
-        `steward hub: serving ${runtime.http.url} (transports: ${runtime.transports.join(", ")}); the fleet: ${runtime.http.url}/ (${operators ? `${operators.size} operator${operators.size === 1 ? "" : "s"} may act` : "read-only"})\n`,
+        `steward hub: serving ${runtime.http.url} (transports: ${runtime.transports.join(", ")}${enrolment ? "; admitting the hosts Git declares" : ""}); the fleet: ${runtime.http.url}/ (${operators ? `${operators.size} operator${operators.size === 1 ? "" : "s"} may act` : "read-only"})\n`,
       );
       await untilSignal();
     } finally {
+      await enrolment?.stop();
       await runtime.stop();
     }
   });

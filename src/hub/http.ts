@@ -9,6 +9,10 @@
  * and its actions; a client that does not ask for HTML gets the JSON as before. It listens on
  * loopback unless told otherwise.
  *
+ * `GET /agent/steward-agent.mjs` serves the single-file agent this hub uploads to SSH hosts, so a
+ * new host needs only Node.js: fetched over plain HTTP, it is checked against the sha256 the
+ * operator's own steward prints (`steward agent checksum`), never against one this hub serves.
+ *
  * `POST /sync` takes an operator's decision (`acceptRewrite` adopts a rewritten branch) and answers
  * with the fleet repository's diagnostics, so it needs the operator token the hub wrote to its
  * state directory: whoever may read that directory may already change the hub's database, and
@@ -50,6 +54,11 @@ export interface HubHttpOptions {
   port?: number;
   /** The web view's operators, rollout control or feed; `false`: no web view (JSON only). */
   web?: Omit<WebViewOptions, "hub"> | false;
+  /**
+   * The single-file agent `GET /agent/steward-agent.mjs` serves (its bytes and sha256); throws,
+   * with the fix in its message, when it is not built. 404 when absent.
+   */
+  agentFile?: () => { bytes: Uint8Array; sha256: string };
 }
 
 export interface HubHttp {
@@ -99,6 +108,24 @@ export async function startHubHttp(options: HubHttpOptions): Promise<HubHttp> {
       const text = await hub.metrics.text();
       response.writeHead(200, { "content-type": hub.metrics.registry.contentType });
       response.end(text);
+      return;
+    }
+    if (route === "GET /agent/steward-agent.mjs") {
+      if (!options.agentFile) return sendJson(response, 404, { error: "this hub serves no agent file" });
+      let agent: { bytes: Uint8Array; sha256: string };
+      try {
+        agent = options.agentFile();
+      } catch (error) {
+        return sendJson(response, 404, { error: (error as Error).message });
+      }
+      response.writeHead(200, {
+        "content-type": "text/javascript; charset=utf-8",
+        "content-length": agent.bytes.length,
+        "content-disposition": 'attachment; filename="steward-agent.mjs"',
+        "x-content-type-options": "nosniff",
+        "cache-control": "no-cache",
+      });
+      response.end(agent.bytes);
       return;
     }
     if (route === "POST /webhook") {

@@ -21,6 +21,7 @@ import { type Clock, systemClock } from "./clock.js";
 import { markOpen, markResolved } from "./conditions.js";
 import { DEFAULT_TIMING, type Timing } from "./decide.js";
 import { type DeclarationChanges, declaredRevision } from "./desired.js";
+import { observeHostIdentity, reviewHostIdentities } from "./enrolment/identities.js";
 import { idFactory } from "./ids.js";
 import { Liveness } from "./liveness.js";
 import { HubMetrics } from "./metrics.js";
@@ -470,6 +471,8 @@ export class Hub {
 
   /** Declarations that changed without a new generation (nodes, policies): reconcile what they touch. */
   declarationsChanged(changes: DeclarationChanges): void {
+    // What a host presented is compared with what its node declares now.
+    reviewHostIdentities(this.store, changes.nodes, this.nowIso(), this.newId);
     for (const assignment of changes.assignments)
       this.enqueue(this.store.activeInstanceKeysOfAssignment(assignment));
     for (const name of changes.nodes) {
@@ -837,6 +840,10 @@ export class Hub {
           "health",
           this.deliver("health", transport, () => this.ingestHealth(transport, event)),
         ),
+      identity: (node: string, identity: { nkey: string; age: string }) =>
+        this.deliver("identity", transport, () =>
+          observeHostIdentity(this.store, { node, identity, transport }, this.nowIso(), this.newId),
+        ),
     };
   }
 
@@ -1070,6 +1077,16 @@ export class Hub {
     const subjectKind = event.node ? "node" : "transport";
     const subject = event.node ?? transport;
     const now = this.nowIso();
+    // A node removed from Git (its credentials revoked, its agent cut off) is nothing steward owns now.
+    if (event.status === "degraded" && event.node && this.store.node(event.node)?.removedAt) {
+      this.log.info(
+        { transport, node: event.node, reason: event.reason },
+        "%s (node %s is no longer declared)",
+        event.message,
+        event.node,
+      );
+      return;
+    }
     if (event.status === "degraded") {
       const { change } = markOpen(
         this.store,

@@ -24,6 +24,9 @@ const JUDGEMENT: ReadonlySet<ConditionType> = new Set<ConditionType>([
   "RolloutPaused",
   "HumanProcedureRequired",
   "OneShotInterrupted",
+  "EnrolmentRequested",
+  "IdentityConflict",
+  "IdentityUndeclared",
 ]);
 
 /** The decisions an answer to a task of each type may carry. */

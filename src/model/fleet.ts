@@ -1,5 +1,13 @@
 import { parseDuration } from "./duration.js";
-import type { Budget, FleetSpec, SecretSettings, SigningPolicy, Stage, StatusSettings } from "./generated.js";
+import type {
+  Budget,
+  EnrolmentSettings,
+  FleetSpec,
+  SecretSettings,
+  SigningPolicy,
+  Stage,
+  StatusSettings,
+} from "./generated.js";
 
 /** Retry budget in effect for an instance: transient failures are retried within it. */
 export interface EffectiveBudget {
@@ -17,6 +25,8 @@ export interface FleetSettings {
   signing?: SigningPolicy;
   /** Who besides the hosts may read secrets (`steward secret encrypt|update` encrypt for them too). */
   secrets?: SecretSettings;
+  /** How approved hosts' Node documents are written (`steward enrolments approve`). */
+  enrolment?: EnrolmentSettings;
 }
 
 export const DEFAULT_BUDGET: EffectiveBudget = { attempts: 5, withinMs: 30 * 60_000 };
@@ -42,5 +52,6 @@ export function fleetSettings(spec: FleetSpec | undefined): FleetSettings {
   };
   if (spec?.signing) settings.signing = spec.signing;
   if (spec?.secrets) settings.secrets = spec.secrets;
+  if (spec?.enrolment) settings.enrolment = spec.enrolment;
   return settings;
 }

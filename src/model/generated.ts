@@ -133,6 +133,7 @@ export type FailureClass = "transient" | "permanent" | "ambiguous";
 export interface StewardSchemas {
   Fleet?: Fleet;
   FleetSpec?: FleetSpec;
+  EnrolmentSettings?: EnrolmentSettings;
   StatusSettings?: StatusSettings;
   StatusProvider?: StatusProvider;
   SigningPolicy?: SigningPolicy;
@@ -251,6 +252,7 @@ export interface FleetSpec {
   status?: StatusSettings;
   signing?: SigningPolicy;
   secrets?: SecretSettings;
+  enrolment?: EnrolmentSettings;
 }
 /**
  * How long transient failures are retried (with backoff) before the instance is `Stuck`.
@@ -355,6 +357,20 @@ export interface SecretSettings {
     name: string;
     recipient: AgeRecipient;
   }[];
+}
+/**
+ * How hosts that ask to join are admitted (`steward enrolments approve`).
+ *
+ * This interface was referenced by `StewardSchemas`'s JSON-Schema
+ * via the `definition` "EnrolmentSettings".
+ */
+export interface EnrolmentSettings {
+  /**
+   * The `spec.roots` an approved host's Node document gets when `steward enrolments approve` is given no `--roots`.
+   *
+   * @minItems 1
+   */
+  roots?: AbsolutePath[];
 }
 /**
  * A host steward delivers to.

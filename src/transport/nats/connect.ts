@@ -66,6 +66,11 @@ export interface NatsCredentials {
    * `steward nats config` writes, or the name in a `.creds` file's user JWT.
    */
   owner?: string;
+  /**
+   * What a refusal of these credentials means, when not what it means for a file `steward nats
+   * config` wrote (a key the server does not know yet): e.g. credentials the hub issued and revoked.
+   */
+  refusal?: string;
 }
 
 /** The claims of a user JWT (not verified: the server does that), for its name and subject. */
@@ -88,8 +93,11 @@ export function readNatsCredentials(file: string, flag = "--creds"): NatsCredent
   try {
     text = readFileSync(file, "utf8");
   } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? String(error);
     throw new EnvironmentError(
-      `cannot read NATS credentials ${file}: ${(error as NodeJS.ErrnoException).code ?? String(error)} — pass the file \`steward nats config\` wrote for this identity`,
+      flag === "--token-file"
+        ? `cannot read --token-file ${file}: ${code} — pass a copy of the enrolment credential \`steward nats config\` wrote (credentials/enrol.creds)`
+        : `cannot read NATS credentials ${file}: ${code} — pass the file \`steward nats config\` wrote for this identity`,
       { cause: error },
     );
   }
@@ -104,11 +112,12 @@ export function readNatsCredentials(file: string, flag = "--creds"): NatsCredent
         `--nkey ${file} is a .creds file (a user JWT and its seed), not an nkey seed: pass it with --creds`,
       );
     const claims = jwtClaims(text);
+    const owner = credentialsOwner(text) ?? (claims.name ? `user "${claims.name}"` : undefined);
     return {
       file,
       authenticator: credsAuthenticator(new TextEncoder().encode(text)),
       publicKey: claims.sub ?? "unknown",
-      ...(claims.name ? { owner: `user "${claims.name}"` } : {}),
+      ...(owner ? { owner } : {}),
     };
   }
   const seed = text
@@ -251,9 +260,15 @@ function authorizationMessage(
   credentials: NatsCredentials | undefined,
   reason: string,
 ): string {
+  // In operator mode a node has no file of its own to pass: it asks the hub, which issues them.
+  const ask = label.who.startsWith("node ")
+    ? "; on an operator-mode server, pass --token-file FILE (the enrolment credential) for the hub to issue them"
+    : "";
   if (!credentials)
-    return `the NATS server at ${servers} refused ${label.who} without credentials (${reason}): pass ${label.flag} with ${ownCredentials(label)}`;
+    return `the NATS server at ${servers} refused ${label.who} without credentials (${reason}): pass ${label.flag} with ${ownCredentials(label)}${ask}`;
   const whose = credentials.owner ? `${credentials.owner}'s, ` : "";
+  if (credentials.refusal)
+    return `the NATS server at ${servers} refused the credentials ${credentials.file} (${whose}public key ${shortKey(credentials.publicKey)}) for ${label.who} (${reason}): ${credentials.refusal}`;
   return `the NATS server at ${servers} refused the credentials ${credentials.file} (${whose}public key ${shortKey(credentials.publicKey)}) for ${label.who} (${reason}): it does not know this key — pass ${ownCredentials(label)}; after \`steward nats config\` added a key, reload the server (nats-server --signal reload)`;
 }
 
