@@ -10,6 +10,7 @@ import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import {
   chmodSync,
   chownSync,
+  copyFileSync,
   existsSync,
   lstatSync,
   mkdirSync,
@@ -20,11 +21,12 @@ import {
   writeFileSync,
 } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { defaultStateDir } from "../../src/agent/state.js";
 import type { AgentReply, Resource } from "../../src/model/generated.js";
 import { binPath } from "../helpers/cli.js";
+import { testAgentFile } from "../transport/ssh/fixtures.js";
 import { bundle, eventually, killServices } from "./helpers.js";
 
 const NOBODY = 65534;
@@ -57,9 +59,12 @@ function apply(options: {
   const file = join(options.cwd, `bundle-${Date.now()}-${Math.random()}.json`);
   writeFileSync(file, JSON.stringify(options.bundle));
   if (options.as !== undefined) chownSync(file, options.as, options.as);
+  // Nobody may not read the checkout (a clone under a 0700 directory): it runs the single-file
+  // agent, copied into its own workspace.
+  const entry = options.as !== undefined ? agentCopyIn(dirname(options.cwd)) : binPath;
   const argv = [
     process.execPath,
-    binPath,
+    entry,
     ...(options.state ? ["--state", options.state] : []),
     "agent",
     "apply",
@@ -84,6 +89,16 @@ function apply(options: {
     stderr: run.stderr,
     reply: run.stdout ? (JSON.parse(run.stdout) as AgentReply) : undefined,
   };
+}
+
+/** The single-file agent (scripts/build-agent.mjs), copied into `dir` for a user who may read only that. */
+function agentCopyIn(dir: string): string {
+  const copy = join(dir, "steward-agent.mjs");
+  if (!existsSync(copy)) {
+    copyFileSync(testAgentFile(), copy);
+    chmodSync(copy, 0o644);
+  }
+  return copy;
 }
 
 function servicePid(reply: AgentReply | undefined): number | undefined {
