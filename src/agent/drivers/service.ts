@@ -208,6 +208,8 @@ async function start(resource: ServiceResource, fingerprint: string, ctx: Driver
   const until = Date.now() + graceMs;
   while (Date.now() < until && !exited && (record.startTime === "" || isSameProcess(record))) await sleep(20);
   if (exited || !isSameProcess(record)) {
+    // Gone: this agent is its parent, so how it ended is a moment away.
+    if (!exited) exited = await Promise.race([child.exited, sleep(500).then(() => undefined)]);
     const how = exited ? describeExit({ ...exited, at: "" }) : "exited at once";
     throw transient(
       "ServiceExited",
