@@ -275,11 +275,16 @@ class LoadState {
     } else if (gone.includes(FLEET_FILE)) ignore = [];
     const toAnalyze: RepoFile[] = [];
     const ignoreChanged = ignore.join("\0") !== this.ignore.join("\0");
-    // picomatch is loaded only for a repository that ignores something.
+    // picomatch is loaded only for a repository that ignores something (with the free `require`
+    // of bundles, so they inline it: see yaml() in yaml.ts).
     if (ignoreChanged)
       ignored =
         ignore.length > 0
-          ? (createRequire(import.meta.url)("picomatch") as typeof import("picomatch"))(ignore, { dot: true })
+          ? (
+              (typeof require === "function"
+                ? require("picomatch")
+                : createRequire(import.meta.url)("picomatch")) as typeof import("picomatch")
+            )(ignore, { dot: true })
           : notIgnored;
     // A symlink that is not followed is reported whatever its name; YAML files are read.
     const readable = (file: RepoFile) =>
