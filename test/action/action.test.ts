@@ -89,7 +89,7 @@ describe("action - the bundle on its own", () => {
     copyFileSync(ENTRY, join(action, "action", "dist", "index.mjs"));
     const broken = {
       ...baseFleet(),
-      "steward.yaml": fleetYaml("ignore:\n  - \"docs/**\""),
+      "steward.yaml": fleetYaml('ignore:\n  - "docs/**"'),
       "docs/not-steward.yaml": "just: some yaml\n",
       // A duplicate key is reported by the positional parser, which loads the `yaml` library.
       "nodes/db-1.yaml": `${nodeYaml("db-1")}metadata:\n  name: db-1\n`,
