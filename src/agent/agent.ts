@@ -29,11 +29,12 @@ import { DRIVER_KINDS } from "./drivers/index.js";
 import { applyResource, applyResources, driverFor, observeAndPlan, type ResourceRun } from "./engine.js";
 import { asResourceFailure } from "./failure.js";
 import { acquireLock } from "./lock.js";
-import { takeDecision } from "./oneshot.js";
+import { keepLostRuns, takeDecision } from "./oneshot.js";
 import { BundleError } from "./order.js";
 import { HostPaths } from "./paths.js";
 import type { ProbeContext } from "./probes.js";
 import { nodeProcessRunner, type ProcessRunner } from "./runner.js";
+import { InstanceSecrets, secretPathsOf } from "./secrets.js";
 import { AgentStore, type InstanceRecord, type RunOnceRecord } from "./store.js";
 import type { Supervisor, SupervisorOptions } from "./supervisor.js";
 import { budgetOf, countersOf, recordOutcome, resourceStatus } from "./tracking.js";
@@ -70,6 +71,8 @@ interface FreshInstance {
   record: InstanceRecord;
   runs?: ResourceRun[];
   probes?: ProbeReport[];
+  /** The apply's secrets: what it decrypted is not decrypted again for the report. */
+  secrets?: InstanceSecrets;
 }
 
 /** What an observation of one resource found, before it becomes a report entry. */
@@ -163,10 +166,19 @@ export class Agent {
     return run;
   }
 
-  /** A driver context for one instance at the bundle's generation (`attemptId` set while applying). */
-  /** `paths`: shared resolution (see pathsFor); a fresh one by default. */
-  private context(bundle: Bundle, attemptId?: string, paths?: HostPaths): DriverContext {
+  /**
+   * A driver context for one instance at the bundle's generation (`attemptId` set while applying).
+   * `paths`: shared resolution (see pathsFor); a fresh one by default. `secrets`: the instance's
+   * secrets already at work (an apply's, for the report that follows it); new ones by default.
+   */
+  private context(
+    bundle: Bundle,
+    attemptId?: string,
+    paths?: HostPaths,
+    secrets?: InstanceSecrets,
+  ): DriverContext {
     const spec = bundle.spec;
+    const usesSecrets = secrets ?? this.secretsFor(bundle, attemptId !== undefined);
     const resources: Record<string, Resource> = {};
     for (const resource of spec.resources) resources[resource.name ?? ""] = resource;
     return {
@@ -195,7 +207,27 @@ export class Agent {
       memo: new Map(),
       onServiceExit: (assignment, name) =>
         void this.supervisor?.then((s) => s.serviceExited(assignment, name)),
+      ...(usesSecrets ? { secrets: usesSecrets } : {}),
     };
+  }
+
+  /**
+   * The instance's secrets, when its bundle uses any: digests remembered by its record, and (for an
+   * apply) the secrets of the bundle held before, read only if a replaced file needs them.
+   */
+  private secretsFor(bundle: Bundle, applying: boolean): InstanceSecrets | undefined {
+    const spec = bundle.spec;
+    if (spec.secrets === undefined && !spec.resources.some((resource) => secretPathsOf(resource).length > 0))
+      return undefined;
+    const assignment = spec.assignment;
+    const remembered = this.store.history(assignment)?.secrets;
+    return new InstanceSecrets({
+      spec,
+      stateDir: this.store.dir,
+      node: this.node,
+      ...(remembered ? { remembered } : {}),
+      ...(applying ? { held: () => this.store.instance(assignment)?.bundle.spec.secrets } : {}),
+    });
   }
 
   /** The resources of the bundle held for `assignment` before this apply, by name; read on first use. */
@@ -322,7 +354,7 @@ export class Agent {
           }
           if (!remembered) this.store.rememberNode(this.node);
           remembered = true;
-          const { result, record, runs, probes, dirty } = await this.applyBundle(bundle, paths);
+          const { result, record, runs, probes, secrets, dirty } = await this.applyBundle(bundle, paths);
           for (const dir of dirty) applied.add(dir);
           pending.push({ index: outcomes.length, result, ...(record ? { record } : {}) });
           if (record)
@@ -330,6 +362,7 @@ export class Agent {
               record,
               ...(runs ? { runs } : {}),
               ...(probes ? { probes } : {}),
+              ...(secrets ? { secrets } : {}),
             });
           outcomes.push({ result });
         } catch (error) {
@@ -350,6 +383,7 @@ export class Agent {
     record?: InstanceRecord;
     runs?: ResourceRun[];
     probes?: ProbeReport[];
+    secrets?: InstanceSecrets;
     dirty: Iterable<string>;
   }> {
     const spec = bundle.spec;
@@ -380,11 +414,17 @@ export class Agent {
     const ctx = this.context(bundle, bundle.attemptId, this.pathsFor(shared, spec.roots));
     for (const decision of bundle.decisions ?? [])
       takeDecision(this.store, spec.assignment, decision, startedAt);
+    // Earlier generations' runs whose outcome was lost stay questions, whatever this generation
+    // does with their commands (blocks, guards or removes them).
+    keepLostRuns(this.store, spec.assignment, bundle.generation);
+    await ctx.secrets?.prepare();
     let runs: ResourceRun[];
     try {
       runs = await applyResources(spec.resources, ctx, this.runOnceOf(spec), {
         concurrency: this.concurrency,
       });
+      // What a resource's outcome says leaves the host: no secret value in it (a command's output).
+      if (ctx.secrets) for (const run of runs) run.outcome = await ctx.secrets.mask(run.outcome);
     } catch (error) {
       if (!(error instanceof BundleError)) throw error;
       return {
@@ -407,6 +447,7 @@ export class Agent {
     if (complete && spec.state === "running" && spec.probes.length > 0) {
       const { probeUntilSettled } = await import("./probes.js");
       probes = await probeUntilSettled(spec.probes, this.probeContext(ctx), this.probeSettleMs);
+      if (ctx.secrets) probes = await ctx.secrets.mask(probes);
       this.rememberProbes(spec.assignment, probes);
     }
     const failingProbes = (probes ?? []).filter((probe) => !probe.ok);
@@ -421,6 +462,8 @@ export class Agent {
     if (previous?.appliedHash) record.appliedHash = previous.appliedHash;
     if (previous?.appliedState) record.appliedState = previous.appliedState;
     if (previous?.appliedVersion) record.appliedVersion = previous.appliedVersion;
+    const secrets = ctx.secrets?.remember();
+    if (secrets) record.secrets = secrets;
     if (complete) {
       record.appliedGeneration = bundle.generation;
       record.appliedHash = bundle.hash;
@@ -465,7 +508,14 @@ export class Agent {
       at: finishedAt,
     };
     if (result.failureClass) record.lastAttempt.failureClass = result.failureClass;
-    return { result, record, runs, ...(probes ? { probes } : {}), dirty: ctx.dirty };
+    return {
+      result,
+      record,
+      runs,
+      ...(probes ? { probes } : {}),
+      ...(ctx.secrets ? { secrets: ctx.secrets } : {}),
+      dirty: ctx.dirty,
+    };
   }
 
   private rememberProbes(assignment: string, probes: readonly ProbeReport[]): void {
@@ -551,13 +601,14 @@ export class Agent {
 
   private async observeInstance(
     record: InstanceRecord,
-    fresh: { runs?: ResourceRun[]; probes?: ProbeReport[] } | undefined,
+    fresh: { runs?: ResourceRun[]; probes?: ProbeReport[]; secrets?: InstanceSecrets } | undefined,
     cachedProbes: boolean,
     paths: HostPaths,
   ): Promise<InstanceReport> {
     const { bundle } = record;
     const spec = bundle.spec;
-    const ctx = this.context(bundle, undefined, paths);
+    const ctx = this.context(bundle, undefined, paths, fresh?.secrets);
+    await ctx.secrets?.prepare();
     const now = this.clock();
     const budget = budgetOf(bundle);
     const runOnce = this.runOnceOf(spec);
@@ -626,11 +677,11 @@ export class Agent {
     if (record.appliedVersion !== undefined && record.appliedGeneration > 0)
       report.version = record.appliedVersion;
     if (record.lastAttempt) report.lastAttempt = record.lastAttempt;
-    const lost = spec.resources.some((resource) => resource.kind === "command")
-      ? this.store.lostRuns(spec.assignment)
-      : [];
+    // Read whatever the spec holds now: a command removed since may have left a question.
+    const lost = this.store.lostRuns(spec.assignment);
     if (lost.length > 0) report.lostRuns = [...lost];
-    return report;
+    // Evidence, messages and lost runs' output leave the host: no secret value in them.
+    return ctx.secrets ? ctx.secrets.mask(report) : report;
   }
 
   /**
@@ -742,6 +793,7 @@ export class Agent {
     if (!record || !resource) return;
     const attemptId = record.lastAttempt?.attemptId;
     const ctx = this.context(record.bundle, attemptId);
+    await ctx.secrets?.prepare();
     const run = await applyResource(
       0,
       resource,
@@ -750,6 +802,7 @@ export class Agent {
       this.store.runOnce(assignment)[resourceName],
       [],
     );
+    if (ctx.secrets) run.outcome = await ctx.secrets.mask(run.outcome);
     const previous = record.resources[resourceName];
     if (run.outcome.action === "failed" || (previous?.counters.consecutiveFailures ?? 0) === 0) {
       record.resources[resourceName] = recordOutcome(

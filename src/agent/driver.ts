@@ -7,6 +7,7 @@ import type { Resource, ResourceOutcome } from "../model/generated.js";
 import type { FlushBatch } from "./atomic.js";
 import type { HostPaths } from "./paths.js";
 import type { ProcessRunner } from "./runner.js";
+import type { InstanceSecrets } from "./secrets.js";
 import type { AgentStore, RunOnceRecord } from "./store.js";
 
 /** Settings for drivers that call host tools; tests point them at local fixtures. */
@@ -52,6 +53,8 @@ export interface DriverContext {
   heldBefore?: (name: string) => Resource | undefined;
   /** Called when a process this agent started exits (the supervisor listens). */
   onServiceExit?: (assignment: string, name: string) => void;
+  /** The instance's secrets, decrypted on this host only (absent when it uses none). */
+  secrets?: InstanceSecrets;
 }
 
 /** Facts a plan needs beyond desired and observed state, all plain data. */
@@ -64,6 +67,11 @@ export interface PlanFacts {
   resources: Readonly<Record<string, Resource>>;
   /** The run-once record of this resource, for commands. */
   runOnce?: RunOnceRecord;
+  /**
+   * Digests of the instance's secrets' plaintext (InstanceSecrets.digests: `PATH`, `PATH#KEY`):
+   * what a plan compares a secret file's observed digest with, and fingerprints a secret value by.
+   */
+  secretDigests?: Readonly<Record<string, string>>;
 }
 
 /** What a plan does to a resource; `none` and `skip` mean it is as desired. */

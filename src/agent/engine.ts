@@ -65,6 +65,8 @@ export async function observeAndPlan(
   changed: readonly string[],
 ): Promise<{ driver: AnyDriver; observed: unknown; plan: Plan }> {
   const driver = await driverFor(resource);
+  // A secret this host cannot open fails the resource before anything of it is looked at.
+  ctx.secrets?.check(resource);
   const observed = await driver.observe(resource, ctx);
   const plan = driver.plan(resource, observed, {
     generation: ctx.generation,
@@ -72,6 +74,7 @@ export async function observeAndPlan(
     changed,
     resources: ctx.resources,
     runOnce,
+    ...(ctx.secrets ? { secretDigests: ctx.secrets.digests } : {}),
   });
   return { driver, observed, plan };
 }

@@ -14,10 +14,13 @@ import { writeFileAtomicSync } from "./atomic.js";
 /** A host's public identity: what `spec.identity` of its Node document holds. */
 export type HostIdentity = Required<NodeIdentity>;
 
-/** Where the private parts are kept, under the agent's state directory. */
-export function identityFiles(stateDir: string): { dir: string; nkey: string; age: string } {
+/**
+ * Where the private parts are kept, under the agent's state directory, and the user JWT the hub
+ * issued for the nkey (`nats.jwt`: public, but kept beside the key it goes with).
+ */
+export function identityFiles(stateDir: string): { dir: string; nkey: string; age: string; jwt: string } {
   const dir = join(stateDir, "identity");
-  return { dir, nkey: join(dir, "nkey.seed"), age: join(dir, "age.key") };
+  return { dir, nkey: join(dir, "nkey.seed"), age: join(dir, "age.key"), jwt: join(dir, "nats.jwt") };
 }
 
 function readTrimmed(path: string): string | undefined {
@@ -39,9 +42,29 @@ export function readNkeySeed(stateDir: string): string | undefined {
   return readTrimmed(identityFiles(stateDir).nkey);
 }
 
-/** The host's age identity (`AGE-SECRET-KEY-1...`), if made (private: never print or send it). */
+/**
+ * The host's age identity (`AGE-SECRET-KEY-1...`), if made (private: never print or send it). The
+ * file may be in age-keygen's format, with `#` comments around the key.
+ */
 export function readAgeIdentity(stateDir: string): string | undefined {
-  return readTrimmed(identityFiles(stateDir).age);
+  const text = readTrimmed(identityFiles(stateDir).age);
+  if (text === undefined) return undefined;
+  return text
+    .split(/\r?\n/)
+    .map((line) => line.trim())
+    .find((line) => line !== "" && !line.startsWith("#"));
+}
+
+/** The user JWT the hub issued this host (see `writeIssuedJwt`), if it has one. */
+export function readIssuedJwt(stateDir: string): string | undefined {
+  return readTrimmed(identityFiles(stateDir).jwt);
+}
+
+/** Keeps the user JWT the hub issued this host, so a restarted agent connects without asking again. */
+export function writeIssuedJwt(stateDir: string, jwt: string): void {
+  const files = identityFiles(stateDir);
+  mkdirSync(files.dir, { recursive: true, mode: 0o700 });
+  writeFileAtomicSync(files.jwt, `${jwt}\n`, { mode: 0o600 });
 }
 
 /** The host's public identity, when both its parts were made; undefined otherwise. */

@@ -12,7 +12,8 @@
  *   services/<assignment>/<name>.json, logs/<assignment>/<name>.log   supervised processes
  *   trash/<time>/<path>           what `ensure: absent` moved away, recoverable
  *   kept/<sha256>                 content steward replaced that no generation of its own had declared
- *                                 (a hand edit, what was there before steward), once per content
+ *                                 (a hand edit, what was there before steward), once per content;
+ *   kept/<hmac>.age               the same for a secret file: sealed for the host's own identity
  *   retired/<assignment>.<time>.json   instances no longer managed
  *   containers/<name>.env         a container's environment file
  *   report-seq                    report sequence numbers reserved so far
@@ -39,6 +40,7 @@ import type {
   ResourceOutcome,
 } from "../model/generated.js";
 import { type AtomicFile, type FlushBatch, writeJsonAtomicSync, writeJsonFilesAtomic } from "./atomic.js";
+import type { SecretDigestRecord } from "./secrets.js";
 import { createdDirectory, createTemporary, removeLeftovers, settleTemporary } from "./temporary.js";
 
 /** What the agent remembers of one resource across attempts. */
@@ -78,6 +80,8 @@ export interface InstanceRecord {
     at: string;
   };
   resources: Record<string, ResourceRecord>;
+  /** Digests of the plaintext of the bundle's secrets, so an unchanged secret is not decrypted again. */
+  secrets?: SecretDigestRecord;
 }
 
 /** What is stored of an instance besides its bundle: the record, and which bundle it holds. */
@@ -98,6 +102,10 @@ export interface RunOnceRecord {
   attemptId?: string;
   /** When the agent was about to spawn it (journalled before the spawn). */
   startedAt?: string;
+  /** The timeout it was started with: an agent that adopts it kills it then. */
+  timeoutMs?: number;
+  /** The command has `creates` or `unless`: its own check decides after a lost run, not a person. */
+  guarded?: boolean;
   /** The wrapper process, the run's session leader (journalled right after the spawn). */
   pid?: number;
   /** Field 22 of /proc/<pid>/stat: with the pid, identifies the process even after pid reuse. */
@@ -429,9 +437,8 @@ export class AgentStore {
 
   /** Runs of earlier generations whose outcome was lost and that no person has answered yet, oldest first. */
   lostRuns(assignment: string): readonly LostRun[] {
-    const path = join(this.dir, "lost", `${encode(assignment)}.json`);
-    // Almost never there: a stat, not a parse, per report.
-    return statOrUndefined(path) ? (this.parsed.read<LostRun[]>(path) ?? []) : [];
+    // Almost never there: one stat, not a parse, per report.
+    return this.parsed.read<LostRun[]>(join(this.dir, "lost", `${encode(assignment)}.json`)) ?? [];
   }
 
   /** Replaces the instance's unanswered lost runs (durably); the newest MAX_LOST_RUNS are kept. */
@@ -500,6 +507,17 @@ export class AgentStore {
     const path = join(this.ensureDir(join(this.dir, "kept")), hash.replace(/^sha256:/, ""));
     if (existsSync(path)) return { path };
     return { path, write: { path, data: bytes, options: { mode: 0o600 } } };
+  }
+
+  /**
+   * Where a secret file's replaced content is kept: sealed for the host's own identity (an armored
+   * age file, `armored`), under the keyed digest of the plaintext, never a plain hash of it.
+   */
+  keepSealed(armored: string, digest: string): { path: string; write?: AtomicFile } {
+    const name = `${digest.replace(/^hmac-sha256:/, "")}.age`;
+    const path = join(this.ensureDir(join(this.dir, "kept")), name);
+    if (existsSync(path)) return { path };
+    return { path, write: { path, data: armored, options: { mode: 0o600 } } };
   }
 
   /**

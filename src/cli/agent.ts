@@ -3,13 +3,20 @@
  * attempt's bundle once and prints the result and a fresh report (the SSH transport runs exactly
  * `steward agent apply --bundle - --json`); exit 0 when the attempt succeeded, 1 when it failed,
  * 2 for a bundle that cannot be applied at all. `steward agent observe` prints a report and changes
- * nothing; exit 0 when every instance is as desired, 1 when one is not (drift, a failed resource). The agent code is imported only when a subcommand runs.
+ * nothing; exit 0 when every instance is as desired, 1 when one is not (drift, a failed resource).
+ * `identity` makes and prints the host's identity, `enrol` asks the hub to admit the host,
+ * `install`/`uninstall` run it as a systemd service, `checksum` prints the single-file agent's
+ * sha256. The state directory is `--state`, else /var/lib/steward for root and
+ * ~/.local/state/steward otherwise (src/agent/state.ts); an older agent's `.steward/agent` is moved
+ * there first. The agent code is imported only when a subcommand runs.
  */
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { Command } from "commander";
-import { EnvironmentError, isStewardError } from "../model/errors.js";
+import { parseDuration } from "../model/duration.js";
+import { EnvironmentError, isStewardError, UsageError } from "../model/errors.js";
 import type { AgentReply, AttemptResult, Report } from "../model/generated.js";
+import { addInstallCommands } from "./agent-install.js";
 import { type CliIo, EXIT, type GlobalOptions } from "./io.js";
 import { addNatsAgent } from "./nats-agent.js";
 import { addOutputOptions, type OutputOptions, outputFormat, printResult } from "./output.js";
@@ -32,13 +39,27 @@ function readStdin(): Promise<string> {
   });
 }
 
-/** The agent's state directory: `--state` when given, else `.steward/agent`. */
-function stateDir(command: Command, io: CliIo): string {
+/**
+ * The agent's state directory: `--state` when given, else `configured` (a config file's), else the
+ * default for this user. An older agent's state in `.steward/agent` of the working directory is
+ * moved into it first (once), and `say` tells.
+ */
+async function stateDir(
+  command: Command,
+  io: CliIo,
+  say: (line: string) => void = (line) => io.stderr(`steward: ${line}\n`),
+  configured?: string,
+): Promise<string> {
   let program: Command = command;
   while (program.parent) program = program.parent;
   const explicit = program.getOptionValueSource("state") === "cli";
-  const state = program.opts<GlobalOptions>().state;
-  return resolve(io.cwd, explicit ? state : `${state}/agent`);
+  const { adoptLegacyState, defaultStateDir, describeAdoption } = await import("../agent/state.js");
+  const dir = explicit
+    ? resolve(io.cwd, program.opts<GlobalOptions>().state)
+    : (configured ?? defaultStateDir(io.env));
+  const adoption = await adoptLegacyState(io.cwd, dir);
+  if (adoption) say(describeAdoption(adoption));
+  return dir;
 }
 
 const QUIET = new Set(["unchanged", "skipped"]);
@@ -139,7 +160,10 @@ export function agentCommand(
       let reply: AgentReply;
       try {
         const bundle = await parseBundle(text, source);
-        const agentOptions = { node: options.node ?? bundle.spec.node, stateDir: stateDir(command, io) };
+        const agentOptions = {
+          node: options.node ?? bundle.spec.node,
+          stateDir: await stateDir(command, io),
+        };
         reply = await new Agent(
           options.root ? { ...agentOptions, root: resolve(io.cwd, options.root) } : agentOptions,
         ).apply(bundle);
@@ -169,7 +193,7 @@ export function agentCommand(
         import("../agent/store.js"),
         import("node:os"),
       ]);
-      const dir = stateDir(command, io);
+      const dir = await stateDir(command, io);
       const node = options.node ?? new AgentStore(dir).node() ?? hostname();
       const agentOptions = { node, stateDir: dir };
       const report = await new Agent(
@@ -189,7 +213,7 @@ export function agentCommand(
   ).action(async (_local: OutputOptions, command: Command) => {
     const options = command.optsWithGlobals<OutputOptions>();
     const { ensureHostIdentity, identityFiles } = await import("../agent/identity.js");
-    const dir = stateDir(command, io);
+    const dir = await stateDir(command, io);
     const { identity, created } = await ensureHostIdentity(dir);
     // The private parts stay where they are: only the public identity is ever printed.
     io.stderr(
@@ -205,7 +229,103 @@ export function agentCommand(
     exit(EXIT.ok);
   });
 
-  return addNatsAgent(agent, io, (command) => stateDir(command, io));
+  addEnrolCommand(agent, io, globals, exit);
+  addInstallCommands(agent, io, globals, exit);
+  agent
+    .command("checksum")
+    .description(
+      "print the sha256 of the single-file agent this steward serves and uploads (check a copy fetched from the hub's GET /agent/steward-agent.mjs against it)",
+    )
+    .action(async () => {
+      const { loadAgentArtifact } = await import("../transport/ssh/artifact.js");
+      const artifact = loadAgentArtifact();
+      io.stdout(
+        globals().json
+          ? `${JSON.stringify({ file: artifact.file, sha256: artifact.sha256, version: artifact.version })}\n`
+          : `${artifact.sha256}  steward-agent.mjs\n`,
+      );
+      exit(EXIT.ok);
+    });
+  return addNatsAgent(agent, io, (command, say, configured) => stateDir(command, io, say, configured));
+}
+
+interface EnrolOptions extends OutputOptions {
+  nats?: string;
+  node?: string;
+  tokenFile?: string;
+  labels?: string;
+  tlsCa?: string;
+  tlsCert?: string;
+  tlsKey?: string;
+}
+
+/**
+ * `steward agent enrol --nats URL --token-file FILE --node NAME [--labels k=v,...]`: makes the
+ * host's identity (once), asks the hub to admit it, says each answer while it waits, and once Git
+ * admits it keeps the credentials the hub issued in the state directory (exit 0). Refused: exit 2
+ * with the hub's words.
+ */
+function addEnrolCommand(
+  agent: Command,
+  io: CliIo,
+  globals: () => GlobalOptions,
+  exit: (code: number) => void,
+): void {
+  const enrol = agent
+    .command("enrol")
+    .description(
+      "ask the hub to admit this host as a node, with the shared enrolment credential; wait until Git admits it (a person approves: `steward enrolments approve`), then keep its credentials",
+    )
+    .option("--nats <url>", "the NATS server (required)")
+    .option("--token-file <file>", "the shared enrolment credential, credentials/enrol.creds (required)")
+    .option("--node <name>", "the node name to ask for (required)")
+    .option("--labels <k=v,...>", "the labels to ask for, e.g. role=web,zone=eu")
+    .option("--tls-ca <file>", "CA that signed the NATS server's certificate")
+    .option("--tls-cert <file>", "client certificate, when the server verifies clients")
+    .option("--tls-key <file>", "the client certificate's key");
+  addOutputOptions(enrol).action(async (_local: EnrolOptions, command: Command) => {
+    // The agent command knows --nats, --node, --token-file... too: they arrive as its options.
+    const options = command.optsWithGlobals<EnrolOptions>();
+    for (const [flag, value, what] of [
+      ["--nats", options.nats, "URL: the NATS server"],
+      ["--token-file", options.tokenFile, "FILE: the shared enrolment credential (credentials/enrol.creds)"],
+      ["--node", options.node, "NAME: the node name this host asks for"],
+    ] as const)
+      if (!value) throw new UsageError(`${flag} ${what} is required`);
+    if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(options.node!))
+      throw new UsageError(
+        `--node ${options.node} is not a DNS label: use lower-case letters, digits and "-" (e.g. web-3)`,
+      );
+    const { parseLabels, tlsFlags } = await import("./agent-config.js");
+    const { enrolHost } = await import("./nats-agent.js");
+    const tls = tlsFlags(options, io.cwd);
+    const dir = await stateDir(command, io);
+    const say = (_fields: object, message: string) => io.stderr(`steward: ${message}\n`);
+    const credentials = await enrolHost({
+      servers: options.nats!,
+      node: options.node!,
+      tokenFile: resolve(io.cwd, options.tokenFile!),
+      labels: parseLabels(options.labels),
+      stateDir: dir,
+      log: { debug() {}, info: say, warn: say, error: say },
+      ...(Object.keys(tls).length > 0 ? { tls } : {}),
+      ...(io.env.STEWARD_ENROL_INTERVAL ? { intervalMs: parseDuration(io.env.STEWARD_ENROL_INTERVAL) } : {}),
+    });
+    await printResult(
+      io,
+      outputFormat(options, globals()),
+      {
+        node: options.node,
+        status: "admitted",
+        publicKey: credentials.publicKey,
+        credentials: credentials.file,
+        stateDir: dir,
+      },
+      () =>
+        `admitted as node "${options.node}": the credentials the hub issued are in ${credentials.file}\nrun it as a service: steward agent install --nats ${options.nats} --node ${options.node}${dir !== "/var/lib/steward" ? ` (add --state ${dir} to keep this state directory)` : ""}\n`,
+    );
+    exit(EXIT.ok);
+  });
 }
 
 /**

@@ -47,6 +47,8 @@ export interface HubSettings {
   ssh: SshTransportOptions;
   /** The NATS transport's options, with --nats. */
   nats?: NatsTransportOptions;
+  /** With --nats-issuer: the hub's signing keys, to admit enrolled hosts and revoke removed ones. */
+  natsIssuer?: import("../transport/nats/operator.js").NatsIssuer;
 }
 
 /** The directory the hub was started in is not a fleet repository (and no --repo was given). */
@@ -234,6 +236,12 @@ export async function hubSettings(
     );
   const ssh = sshOptionsFromFlags(flags, context.cwd, context.env);
   const nats = await natsSettings(flags, context.cwd);
+  if (flags.natsIssuer !== undefined && !nats)
+    throw new UsageError("--nats-issuer only applies with --nats URL: add --nats, or leave it out");
+  const natsIssuer =
+    flags.natsIssuer !== undefined
+      ? (await import("../transport/nats/operator.js")).readNatsIssuer(resolve(context.cwd, flags.natsIssuer))
+      : undefined;
   checkStatusFlags(flags, context.env);
 
   const given = flags.repo ?? ".";
@@ -261,5 +269,6 @@ export async function hubSettings(
     ...(webhookSecret ? { webhookSecret } : {}),
     ssh,
     ...(nats ? { nats } : {}),
+    ...(natsIssuer ? { natsIssuer } : {}),
   };
 }

@@ -131,7 +131,7 @@ export function removeHubFile(paths: StatePaths, pid: number): void {
  */
 export async function nudgeHub(
   paths: StatePaths,
-  scope: { node?: string; revision?: string } = {},
+  scope: { node?: string; revision?: string; sync?: boolean } = {},
 ): Promise<boolean> {
   const hub = readHubFile(paths);
   if (!hub) return false;

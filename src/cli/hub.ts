@@ -43,6 +43,11 @@ export interface HubRuntimeOptions {
   agentLog?: (line: string) => void;
   /** Who may act in the web view (`--operator-tokens`, read by the command); none: read-only. */
   operators?: ReadonlyMap<string, import("../hub/web/operators.js").Operator>;
+  /**
+   * Called with the declared nodes once the first sync recorded them, before any agent is started
+   * or dispatched to (`steward up` installs the example's demo identities into its local agents).
+   */
+  beforeAgents?: (nodes: readonly import("../hub/records.js").NodeRecord[]) => Promise<void> | void;
 }
 
 /** Every part of a running hub, started in order and stopped in reverse. */
@@ -56,6 +61,9 @@ export class HubRuntime {
   private local: import("../transport/local.js").LocalTransport | undefined;
   private fleet: import("../transport/nats/runtime.js").LocalFleetRuntime | undefined;
   private readonly analyses: import("../model/load.js").AnalysisCache = new Map();
+  private readonly declarationListeners = new Set<
+    (changes: import("../hub/desired.js").DeclarationChanges) => void
+  >();
 
   constructor(readonly options: HubRuntimeOptions) {}
 
@@ -108,6 +116,7 @@ export class HubRuntime {
     }
     const declared = await this.recordDeclarations();
     await this.readFleetSettings();
+    await this.options.beforeAgents?.(await store.nodes.list());
     this.publisher = await this.statusPublisher();
     if (this.options.localFleet) {
       const { startLocalFleetRuntime } = await import("../transport/nats/runtime.js");
@@ -145,10 +154,17 @@ export class HubRuntime {
     const { host, port } = listenAddress("--listen", this.options.listen);
     const { randomBytes } = await import("node:crypto");
     const operatorToken = randomBytes(32).toString("base64url");
+    const { loadAgentArtifact } = await import("../transport/ssh/artifact.js");
+    let agentFile: import("../transport/ssh/artifact.js").AgentArtifact | undefined;
     this.http = await startHubHttp({
       hub: this.hub,
       host,
       port,
+      // Read on the first request, and kept: the file a running hub serves does not change under it.
+      agentFile: () => {
+        agentFile ??= loadAgentArtifact();
+        return agentFile;
+      },
       web: {
         ...(this.options.operators ? { operators: this.options.operators } : {}),
         rollout: (await import("../hub/web/rollout.js")).rolloutControlOf(this.hub),
@@ -194,6 +210,12 @@ export class HubRuntime {
     return first;
   }
 
+  /** Calls `listener` whenever the served revision's declarations changed after start (nodes, policies). */
+  onDeclarations(listener: (changes: import("../hub/desired.js").DeclarationChanges) => void): () => void {
+    this.declarationListeners.add(listener);
+    return () => this.declarationListeners.delete(listener);
+  }
+
   /**
    * A task agent's claim or resolution from the bus, recorded by the hub. The bus delivers none
    * before the hub starts its transports; one that comes anyway is not acknowledged and comes again.
@@ -213,7 +235,10 @@ export class HubRuntime {
       const changes = await this.recordDeclarations();
       if (changes) await this.readFleetSettings();
       await this.hub.takeInRevisions();
-      if (changes) await this.hub.declarationsChanged(changes);
+      if (changes) {
+        await this.hub.declarationsChanged(changes);
+        for (const listener of this.declarationListeners) listener(changes);
+      }
     } catch (error) {
       this.options.logger.error({ err: error }, "recording the revision's declarations failed");
     }
@@ -379,13 +404,30 @@ export function hubCommand(io: CliIo, globals: () => GlobalOptions, _exit: (code
       ...(settings.webhookSecret ? { webhookSecret: settings.webhookSecret } : {}),
       ...(operators ? { operators } : {}),
     });
+    let enrolment: import("./hub-enrolment.js").HubEnrolment | undefined;
     try {
       await runtime.start();
+      if (settings.natsIssuer && nats && settings.nats) {
+        const { HubEnrolment } = await import("./hub-enrolment.js");
+        enrolment = new HubEnrolment({
+          hub: runtime.hub,
+          store: runtime.store,
+          transport: nats,
+          issuer: settings.natsIssuer,
+          servers: settings.nats.servers ?? "nats://127.0.0.1:4222",
+          ...(settings.nats.tls ? { tls: settings.nats.tls } : {}),
+          logger: logger.child({ component: "enrolment" }),
+        });
+        await enrolment.start();
+        const admitted = enrolment;
+        runtime.onDeclarations((changes) => admitted.declarationsChanged(changes));
+      }
       io.stderr(
-        `steward hub: serving ${runtime.http.url} (transports: ${runtime.transports.join(", ")}); the fleet: ${runtime.http.url}/ (${operators ? `${operators.size} operator${operators.size === 1 ? "" : "s"} may act` : "read-only"})\n`,
+        `steward hub: serving ${runtime.http.url} (transports: ${runtime.transports.join(", ")}${enrolment ? "; admitting the hosts Git declares" : ""}); the fleet: ${runtime.http.url}/ (${operators ? `${operators.size} operator${operators.size === 1 ? "" : "s"} may act` : "read-only"})\n`,
       );
       await untilSignal();
     } finally {
+      await enrolment?.stop();
       await runtime.stop();
     }
   });

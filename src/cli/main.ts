@@ -23,6 +23,8 @@ const COMMANDS: CommandRegistry = {
   tasks: async () => (await import("./tasks.js")).tasksCommand,
   rollout: async () => (await import("./rollout.js")).rolloutCommand,
   nats: async () => (await import("./nats.js")).natsCommand,
+  secret: async () => (await import("./secret.js")).secretCommand,
+  enrolments: async () => (await import("./enrolments.js")).enrolmentsCommand,
 };
 
 /** Runs the CLI with `argv` (without `node` and the script) and returns the exit code. */

@@ -1,10 +1,13 @@
 /**
- * `steward nats config --out DIR`: writes a nats-server configuration and per-identity credentials
- * for a fleet on NATS (see src/transport/nats/config.ts). Nodes come from `--node` and from the
- * `nats` nodes of a fleet repository (`--nodes-from`).
+ * `steward nats config --out DIR`: writes a nats-server configuration and credentials for a fleet on
+ * NATS. By default in operator mode (src/transport/nats/operator.ts): no node is listed, each host
+ * makes its own identity and the hub issues its user JWT once Git admits it. With `--static`, the
+ * configuration of servers not run in operator mode (src/transport/nats/config.ts): one nkey per
+ * node, made here, from `--node` and the `nats` nodes of a fleet repository (`--nodes-from`); a new
+ * node then needs a server reload.
  */
-import { existsSync, statSync } from "node:fs";
-import { resolve } from "node:path";
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { join, resolve } from "node:path";
 import { Command } from "commander";
 import { EnvironmentError, UsageError } from "../model/errors.js";
 import { directorySource, loadRepo } from "../model/load.js";
@@ -16,11 +19,18 @@ import {
   readSeed,
   writeNatsConfig,
 } from "../transport/nats/config.js";
+import {
+  type OperatorConfigPlan,
+  planOperatorConfig,
+  readOperatorSeed,
+  writeOperatorConfig,
+} from "../transport/nats/operator.js";
 import { type CliIo, EXIT, type GlobalOptions } from "./io.js";
 import { addOutputOptions, type OutputOptions, outputFormat, printResult } from "./output.js";
 
 interface NatsConfigOptions {
   out: string;
+  static?: boolean;
   node: string[];
   nodesFrom?: string;
   taskAgent: string[];
@@ -47,7 +57,49 @@ export async function natsNodesOf(repo: string): Promise<string[]> {
     .map((doc) => doc.value.metadata.name);
 }
 
-/** Plans and writes the configuration; returns the plan (seeds are in files only, never printed). */
+/** The TLS files of the flags, resolved from `cwd`; undefined without any. */
+function tlsOf(options: NatsConfigOptions, cwd: string): NatsConfigInput["tls"] {
+  if (!options.tlsCa && !options.tlsCert && !options.tlsKey) return undefined;
+  return {
+    ...(options.tlsCa ? { ca: resolve(cwd, options.tlsCa) } : {}),
+    ...(options.tlsCert ? { cert: resolve(cwd, options.tlsCert) } : {}),
+    ...(options.tlsKey ? { key: resolve(cwd, options.tlsKey) } : {}),
+  };
+}
+
+/**
+ * Plans and writes the operator-mode configuration; returns the plan (seeds are in files only,
+ * never printed). Nodes are refused: in operator mode each host makes its own key.
+ */
+export async function natsOperatorConfig(
+  options: NatsConfigOptions,
+  cwd: string,
+): Promise<OperatorConfigPlan> {
+  if (options.node.length > 0 || options.nodesFrom)
+    throw new UsageError(
+      `${options.node.length > 0 ? "--node" : "--nodes-from"} writes per-node credentials, which operator mode does not need: each host makes its own identity (\`steward agent enrol\`) and the hub issues its credentials once Git admits it — leave it out, or add --static for a server not run in operator mode`,
+    );
+  const dir = resolve(cwd, options.out);
+  const tls = tlsOf(options, cwd);
+  const plan = await planOperatorConfig(
+    {
+      dir,
+      taskAgents: options.taskAgent.length > 0 ? options.taskAgent : ["tasks"],
+      listen: options.listen,
+      ...(options.storeDir ? { storeDir: resolve(cwd, options.storeDir) } : {}),
+      ...(tls ? { tls } : {}),
+    },
+    (path) => readOperatorSeed(dir, path),
+    (account) => {
+      const stored = join(dir, "jwt", `${account}.jwt`);
+      return existsSync(stored) ? readFileSync(stored, "utf8").trim() : undefined;
+    },
+  );
+  writeOperatorConfig(plan);
+  return plan;
+}
+
+/** Plans and writes the static configuration (`--static`); returns the plan (seeds are in files only, never printed). */
 export async function natsConfig(options: NatsConfigOptions, cwd: string): Promise<NatsConfigPlan> {
   const dir = resolve(cwd, options.out);
   const nodes = [...options.node];
@@ -59,12 +111,8 @@ export async function natsConfig(options: NatsConfigOptions, cwd: string): Promi
     listen: options.listen,
     ...(options.storeDir ? { storeDir: resolve(cwd, options.storeDir) } : {}),
   };
-  if (options.tlsCa || options.tlsCert || options.tlsKey)
-    input.tls = {
-      ...(options.tlsCa ? { ca: resolve(cwd, options.tlsCa) } : {}),
-      ...(options.tlsCert ? { cert: resolve(cwd, options.tlsCert) } : {}),
-      ...(options.tlsKey ? { key: resolve(cwd, options.tlsKey) } : {}),
-    };
+  const tls = tlsOf(options, cwd);
+  if (tls) input.tls = tls;
   const plan = planNatsConfig(input, (path) => readSeed(dir, path), newUserSeed);
   writeNatsConfig(plan);
   return plan;
@@ -77,11 +125,18 @@ export function natsCommand(io: CliIo, globals: () => GlobalOptions, exit: (code
   const config = nats
     .command("config")
     .description(
-      "write a nats-server configuration (JetStream, store, accounts) and per-node credentials whose permissions confine each node to its own subjects",
+      "write a nats-server configuration in operator mode (hosts admitted in Git connect without a reload; --static: per-node credentials made here) whose permissions confine each node to its own subjects",
     )
-    .requiredOption("--out <dir>", "directory to write nats-server.conf and credentials/ into")
-    .option("--node <name>", "a node to write credentials for (repeatable)", collect, [])
-    .option("--nodes-from <repo>", "also every node of this fleet repository with `transport: nats`")
+    .requiredOption("--out <dir>", "directory to write nats-server.conf, credentials/ and keys/ into")
+    .option(
+      "--static",
+      "for a server not run in operator mode: users listed in the configuration, an nkey per node made here (a new node needs a server reload)",
+    )
+    .option("--node <name>", "with --static: a node to write credentials for (repeatable)", collect, [])
+    .option(
+      "--nodes-from <repo>",
+      "with --static: also every node of this fleet repository with `transport: nats`",
+    )
     .option("--task-agent <name>", "a task agent identity (repeatable; default `tasks`)", collect, [])
     .option("--listen <host:port>", "address the server listens on", "127.0.0.1:4222")
     .option("--store-dir <dir>", "JetStream store directory (default <out>/jetstream)")
@@ -89,6 +144,12 @@ export function natsCommand(io: CliIo, globals: () => GlobalOptions, exit: (code
     .option("--tls-cert <file>", "the server's TLS certificate")
     .option("--tls-key <file>", "the server's TLS key");
   addOutputOptions(config).action(async (options: NatsConfigOptions & OutputOptions) => {
+    if (!options.static) {
+      const plan = await natsOperatorConfig(options, io.cwd);
+      await printOperatorPlan(io, outputFormat(options, globals()), plan);
+      exit(EXIT.ok);
+      return;
+    }
     const plan = await natsConfig(options, io.cwd);
     const summary = {
       dir: plan.dir,
@@ -112,4 +173,42 @@ export function natsCommand(io: CliIo, globals: () => GlobalOptions, exit: (code
     exit(EXIT.ok);
   });
   return nats;
+}
+
+/** What `nats config` says it wrote in operator mode, and how to start each part. */
+async function printOperatorPlan(
+  io: CliIo,
+  format: ReturnType<typeof outputFormat>,
+  plan: OperatorConfigPlan,
+): Promise<void> {
+  const summary = {
+    mode: "operator",
+    dir: plan.dir,
+    config: `${plan.dir}/nats-server.conf`,
+    storeDir: plan.storeDir,
+    resolverDir: plan.resolverDir,
+    listen: plan.listen,
+    operator: plan.operator,
+    account: plan.account,
+    credentials: plan.credentials,
+    issuer: plan.issuerFile,
+  };
+  const url = `nats://${plan.listen}`;
+  await printResult(io, format, summary, () => {
+    const lines = [
+      `wrote ${plan.dir}/nats-server.conf (operator mode: listen ${plan.listen}, store ${plan.storeDir}, accounts kept in ${plan.resolverDir})`,
+    ];
+    for (const credential of plan.credentials)
+      lines.push(
+        `  ${credential.role.padEnd(10)} ${credential.name.padEnd(20)} ${credential.credentials}${credential.created ? "" : " (kept)"}${credential.role === "enrol" ? "  shared by hosts asking to join" : ""}`,
+      );
+    lines.push(
+      `  ${"issuer".padEnd(10)} ${"hub".padEnd(20)} ${plan.issuerFile}  the hub's signing keys: keep it on the hub's machine`,
+      `  keys/ holds the operator's and the accounts' keys: keep them with the operator`,
+      `start the server: nats-server -c ${plan.dir}/nats-server.conf`,
+      `run the hub:      steward hub --nats ${url} --nats-creds ${plan.dir}/credentials/hub.creds --nats-issuer ${plan.dir}/${plan.issuerFile}`,
+      `add a host:       steward agent enrol --nats ${url} --token-file enrol.creds --node NAME   (on the host, with a copy of credentials/enrol.creds)`,
+    );
+    return `${lines.join("\n")}\n`;
+  });
 }

@@ -1,8 +1,8 @@
 /**
  * `steward up`: the whole product on one machine — SQLite in the state directory, the agent in
  * process (the local transport) applying under `--root` (each node in `<root>/<node>/`), and without
- * `--repo` the example fleet copied into a fresh Git repository under the state directory. It
- * shows each node converging; `--once` ends, as soon as nothing else is moving or when `--timeout`
+ * `--repo` the example fleet copied into a fresh Git repository under the state directory (its local
+ * agents get the example's demo identities, see demo-identities.ts). It shows each node converging; `--once` ends, as soon as nothing else is moving or when `--timeout`
  * passes, with the answer `steward status` gives for what this hub reaches: right (exit 0),
  * converging (exit 3: a failure within budget, with the time of its next retry, or work still in
  * flight at the timeout) or not right (exit 1). Nodes on transports this hub does not run are
@@ -234,6 +234,18 @@ export function upCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: 
         ? { localFleet: { steward: [process.execPath, process.argv[1] ?? ""] } }
         : {}),
       ...(operators ? { operators } : {}),
+      beforeAgents: async (nodes) => {
+        const { installDemoIdentities } = await import("./demo-identities.js");
+        const demo = await installDemoIdentities(nodes, paths.dir);
+        if (demo.installed.length > 0)
+          say(
+            `steward up: installed the example's DEMO identities (examples/identities: published, never to be used elsewhere) into the local agents of ${demo.installed.join(", ")}\n`,
+          );
+        for (const node of demo.differing)
+          io.stderr(
+            `steward up: warning: node ${node} declares a demo identity but its agent (${display(join(paths.dir, "agents", node))}) holds another: the secrets placed on ${node} will not decrypt there\n`,
+          );
+      },
     });
     const started = Date.now();
     try {

@@ -249,7 +249,9 @@ export async function conditionViolations(store: StoreReads): Promise<string[]> 
     if (condition.status === "open") {
       const key = `${condition.type}|${condition.subjectKind}|${condition.subject}|${identityReason(condition.type, condition.reason) ?? ""}|${identityGeneration(condition.type, condition.generation) ?? ""}`;
       if (open.has(key))
-        violations.push(`${label}: a second open condition for the same type and subject (and reason)`);
+        violations.push(
+          `${label}: a second open condition for the same type and subject (and reason or generation)`,
+        );
       open.set(key, condition.id);
       if (condition.resolvedAt || condition.resolution)
         violations.push(`${label}: open but has a resolution`);

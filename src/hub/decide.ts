@@ -6,11 +6,15 @@
  * reconciler gathers the input and writes the output in one transaction, and tests call it directly.
  *
  * The order of the checks is the policy:
- *  1. retired → stop managing; 2. observed converged → done (observation wins over any record);
+ *  0. whatever else holds, a one-shot the node reports lost (started, gone, no exit status) is a
+ *     question for a person, one per generation, until answered (OneShotInterrupted);
+ *  1. retired → stop managing; 2. observed converged → done (observation wins over any record),
+ *     with one attempt to carry answers the node has not had yet;
  *  3. an attempt in flight → wait for its result until its lease ends, then it is ambiguous;
  *  4. an ambiguous attempt → wait for a report taken after its dispatch, then compare again;
  *  5. count the finished attempt once: permanent → blocked, transient → backoff (then stuck),
- *     success without convergence → wait for probes, then count it as a failure;
+ *     success without convergence → wait for probes, then count it as a failure; a generation
+ *     blocked by an interrupted one-shot is blocked no longer once every such run is answered;
  *  6. gates for a new attempt: node known, transport enabled, observe-only, drain, dependsOn
  *     (waiting spends no budget), backoff, rollout (only for a first attempt); else dispatch.
  */
@@ -67,6 +71,8 @@ export interface DecideInput {
   node?: NodeRecord;
   transportEnabled: boolean;
   dependencies: DependencyState[];
+  /** The one-shots the node reports lost (interruptedOneShots), when the caller read them already. */
+  interrupted?: readonly InterruptedOneShot[];
   /** Runs of interrupted one-shots a person has answered (the decision goes with the next attempt). */
   answeredRuns?: ReadonlySet<string>;
   /**
@@ -287,7 +293,7 @@ export function decide(input: DecideInput): Decision {
 
   // What only a person can answer holds whatever else happens: a one-shot whose outcome is lost,
   // one question per generation, until a person answers it.
-  const reported = interruptedOneShots(desired, input.observed);
+  const reported = input.interrupted ?? interruptedOneShots(desired, input.observed);
   const answered = (oneShot: InterruptedOneShot) =>
     oneShot.run !== undefined && (input.answeredRuns?.has(oneShot.run) ?? false);
   const generations = new Map<number, InterruptedOneShot[]>();
@@ -308,8 +314,11 @@ export function decide(input: DecideInput): Decision {
     for (const field of ["firstFailureAt", "nextAttemptAt", "deadlineAt", "failureClass", "reason"] as const)
       delete intent[field];
     setMessage(undefined);
-    if (attempt && attempt.status !== "dispatched" && attempt.status !== "queued")
-      intent.accountedAttemptId = attempt.id;
+    const inFlight = attempt?.status === "dispatched" || attempt?.status === "queued";
+    if (attempt && !inFlight) intent.accountedAttemptId = attempt.id;
+    // Converged, but the node still asks about an earlier generation's run someone has answered:
+    // only an attempt carries the answer to it (and nothing else is changed by it).
+    if (!inFlight && reported.some(answered)) return finish("deliver-answers", { dispatch: true });
     return finish("converged");
   }
 

@@ -9,18 +9,22 @@
  * and its actions; a client that does not ask for HTML gets the JSON as before. It listens on
  * loopback unless told otherwise.
  *
+ * `GET /agent/steward-agent.mjs` serves the single-file agent this hub uploads to SSH hosts, so a
+ * new host needs only Node.js: fetched over plain HTTP, it is checked against the sha256 the
+ * operator's own steward prints (`steward agent checksum`), never against one this hub serves.
+ *
  * `POST /sync` takes an operator's decision (`acceptRewrite` adopts a rewritten branch) and answers
  * with the fleet repository's diagnostics, so it needs the operator token the hub wrote to its
  * state directory: whoever may read that directory may already change the hub's database, and
  * nobody else may ask, whatever address the hub listens on.
  */
-import { createHash, timingSafeEqual } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Hub } from "./hub.js";
 import { sendJson } from "./json-response.js";
 import { revisionProgress } from "./progress.js";
 import { attemptStoryOf, conditionStoryOf, instanceStory, nodeStory } from "./story.js";
+import { sameSecret } from "./web/operators.js";
 import { WebView, type WebViewOptions } from "./web/web.js";
 
 /** The stories served by kind, as `steward describe` tells them. */
@@ -50,6 +54,11 @@ export interface HubHttpOptions {
   port?: number;
   /** The web view's operators, rollout control or feed; `false`: no web view (JSON only). */
   web?: Omit<WebViewOptions, "hub"> | false;
+  /**
+   * The single-file agent `GET /agent/steward-agent.mjs` serves (its bytes and sha256); throws,
+   * with the fix in its message, when it is not built. 404 when absent.
+   */
+  agentFile?: () => { bytes: Uint8Array; sha256: string };
 }
 
 export interface HubHttp {
@@ -64,9 +73,7 @@ export interface HubHttp {
 /** True when `request` carries `Authorization: Bearer <token>`; compared in constant time. */
 function authorised(request: IncomingMessage, token: string | undefined): boolean {
   const given = /^Bearer (\S+)$/.exec(request.headers.authorization ?? "")?.[1];
-  if (!token || !given) return false;
-  const digest = (text: string) => createHash("sha256").update(text).digest();
-  return timingSafeEqual(digest(given), digest(token));
+  return token !== undefined && given !== undefined && sameSecret(given, token);
 }
 
 async function readBody(request: IncomingMessage, limit = 64 * 1024): Promise<string> {
@@ -101,6 +108,24 @@ export async function startHubHttp(options: HubHttpOptions): Promise<HubHttp> {
       const text = await hub.metrics.text();
       response.writeHead(200, { "content-type": hub.metrics.registry.contentType });
       response.end(text);
+      return;
+    }
+    if (route === "GET /agent/steward-agent.mjs") {
+      if (!options.agentFile) return sendJson(response, 404, { error: "this hub serves no agent file" });
+      let agent: { bytes: Uint8Array; sha256: string };
+      try {
+        agent = options.agentFile();
+      } catch (error) {
+        return sendJson(response, 404, { error: (error as Error).message });
+      }
+      response.writeHead(200, {
+        "content-type": "text/javascript; charset=utf-8",
+        "content-length": agent.bytes.length,
+        "content-disposition": 'attachment; filename="steward-agent.mjs"',
+        "x-content-type-options": "nosniff",
+        "cache-control": "no-cache",
+      });
+      response.end(agent.bytes);
       return;
     }
     if (route === "POST /webhook") {

@@ -18,6 +18,7 @@ import { BusFeed, type HubBus, type TaskEvent } from "./bus.js";
 import { type Clock, systemClock } from "./clock.js";
 import { DEFAULT_TIMING, type Timing } from "./decide.js";
 import type { DeclarationChanges } from "./desired.js";
+import { observeHostIdentity, reviewHostIdentities } from "./enrolment/identities.js";
 import { idFactory } from "./ids.js";
 import { HubStoppedError, Inbox } from "./inbox.js";
 import { Ingest } from "./ingest.js";
@@ -328,6 +329,8 @@ export class Hub {
 
   /** Declarations that changed without a new generation (nodes, policies): reconcile what they touch. */
   async declarationsChanged(changes: DeclarationChanges): Promise<void> {
+    // What a host presented is compared with what its node declares now.
+    await reviewHostIdentities(this.store, changes.nodes, this.nowIso(), this.newId);
     if (changes.nodes.length > 0 || changes.assignments.length > 0) await this.liveness.settingsChanged();
     for (const assignment of changes.assignments)
       this.enqueue(await this.store.desired.activeKeysOfAssignment(assignment));
@@ -485,6 +488,10 @@ export class Hub {
         bestEffort(
           "health",
           this.inbox.deliver("health", transport, (tx) => this.ingest.health(tx, transport, event)),
+        ),
+      identity: (node: string, identity: { nkey: string; age: string }) =>
+        this.inbox.deliver("identity", transport, (tx) =>
+          observeHostIdentity(tx, { node, identity, transport }, this.nowIso(), this.newId),
         ),
     };
   }

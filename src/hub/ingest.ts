@@ -156,6 +156,16 @@ export class Ingest {
     const subjectKind = event.node ? "node" : "transport";
     const subject = event.node ?? transport;
     const now = this.now();
+    // A node removed from Git (its credentials revoked, its agent cut off) is nothing steward owns now.
+    if (event.status === "degraded" && event.node && (await store.nodes.get(event.node))?.removedAt) {
+      this.options.log.info(
+        { transport, node: event.node, reason: event.reason },
+        "%s (node %s is no longer declared)",
+        event.message,
+        event.node,
+      );
+      return;
+    }
     if (event.status === "degraded") {
       const { change } = await markOpen(
         store,

@@ -28,7 +28,6 @@ import type {
   IntentRecord,
   IntentStatus,
   NodeRecord,
-  Observation,
   Resolver,
 } from "./records.js";
 import { type CanaryState, maxInFlight, rolloutGate } from "./rollout.js";
@@ -142,11 +141,16 @@ export function bundleOf(
 export async function answeredOneShots(
   store: StoreReads,
   desired: DesiredInstance,
-  observed: Observation | undefined,
+  reported: readonly InterruptedOneShot[],
 ): Promise<OneShotDecision[]> {
-  const reported = interruptedOneShots(desired, observed).filter((oneShot) => oneShot.run !== undefined);
-  if (reported.length === 0) return [];
-  const wanted = new Set(reported.map((oneShot) => `${oneShot.resource}\0${oneShot.run}`));
+  const runs = reported.filter((oneShot) => oneShot.run !== undefined);
+  if (runs.length === 0) return [];
+  // A question opened before any report named the run (from the attempt's word alone) names its
+  // resource and generation: its answer is about that run all the same.
+  const byRun = new Map(runs.map((oneShot) => [`${oneShot.resource}\0${oneShot.run}`, oneShot]));
+  const byGeneration = new Map(
+    runs.map((oneShot) => [`${oneShot.resource}\0@${oneShot.generation}`, oneShot]),
+  );
   const decisions: OneShotDecision[] = [];
   for (const condition of await store.conditions.list({
     type: "OneShotInterrupted",
@@ -156,15 +160,18 @@ export async function answeredOneShots(
     const task = await store.tasks.ofCondition(condition.id);
     // Only ran and rerun answer a one-shot's question (tasks.ts checks the outcome against the type).
     if (task?.status !== "resolved" || (task.outcome !== "ran" && task.outcome !== "rerun")) continue;
-    const outcome = task.outcome;
-    for (const oneShot of (condition.evidence.oneShots ?? []) as InterruptedOneShot[]) {
-      const key = `${oneShot.resource}\0${oneShot.run}`;
-      if (!oneShot.run || !wanted.has(key)) continue;
-      wanted.delete(key);
+    for (const asked of (condition.evidence.oneShots ?? []) as InterruptedOneShot[]) {
+      const key = asked.run
+        ? `${asked.resource}\0${asked.run}`
+        : `${asked.resource}\0@${asked.generation ?? condition.generation}`;
+      const found = byRun.get(key) ?? byGeneration.get(key);
+      if (!found?.run) continue;
+      byRun.delete(`${found.resource}\0${found.run}`);
+      byGeneration.delete(`${found.resource}\0@${found.generation}`);
       decisions.push({
-        resource: oneShot.resource,
-        run: oneShot.run,
-        outcome,
+        resource: found.resource,
+        run: found.run,
+        outcome: task.outcome,
         task: task.id,
         by: task.resolvedBy ?? "operator",
       });
@@ -257,7 +264,10 @@ export async function reconcileInstance(
   if (attempt) input.attempt = attempt;
   const observed = await store.observations.get(key);
   if (observed) input.observed = observed;
-  const answered = await answeredOneShots(store, desired, observed);
+  // Asked once per reconcile; decide gets what the node reports and what was answered of it.
+  const reported = interruptedOneShots(desired, observed);
+  const answered = await answeredOneShots(store, desired, reported);
+  input.interrupted = reported;
   if (answered.length > 0) input.answeredRuns = new Set(answered.map((decision) => decision.run));
   if (report) input.reportTakenAt = Date.parse(report.takenAt);
   if (node) input.node = node;

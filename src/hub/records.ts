@@ -193,7 +193,13 @@ export type ConditionType =
   | "StatusWriteFailing"
   | "HumanProcedureRequired"
   /** A one-shot command started and left no outcome: a person decides whether it ran (`--outcome ran|rerun`). */
-  | "OneShotInterrupted";
+  | "OneShotInterrupted"
+  /** A host asks to join as a node: a person approves (`steward enrolments approve`) or denies it. */
+  | "EnrolmentRequested"
+  /** A host presents, for a node, another identity than the fleet declares or another host asked with. */
+  | "IdentityConflict"
+  /** A host reached over SSH has an identity its Node document does not declare yet: add it. */
+  | "IdentityUndeclared";
 
 export type SubjectKind = "node" | "instance" | "revision" | "rollout" | "transport" | "status";
 

@@ -7,7 +7,7 @@
  * condition; nothing here resolves it: the hub does, by observation, once the rollout is seen moving
  * again. A running hub takes a decision in when nudged (or at its next start).
  */
-import { NotFoundError } from "../model/errors.js";
+import { NotFoundError, UsageError } from "../model/errors.js";
 import { markOpen } from "./conditions.js";
 import type { ConditionRecord, RolloutDecisionRecord } from "./records.js";
 import type { StoreReads, Transactional, UnitOfWork } from "./store/store.js";
@@ -45,6 +45,11 @@ const short = (sha: string) => sha.slice(0, 12);
  * rolled nothing out or the assignment is not among its rollouts.
  */
 async function rolloutsOf(store: StoreReads, input: RolloutDecisionInput): Promise<string[]> {
+  // Every decision says why, whoever takes it: the CLI, the web view, a program with a token.
+  if (input.reason.trim() === "")
+    throw new UsageError(
+      `say why the rollout of ${short(input.revision)} is paused or resumed: --reason TEXT`,
+    );
   const revision = await store.desired.revision(input.revision);
   const assignments = [
     ...new Set((await store.desired.generationsOf(input.revision)).map((g) => g.assignment)),

@@ -11,7 +11,7 @@
  *  4. a held intent is named by why it is held (observe-only, drained, skipped, held by rollout);
  *  5. otherwise the intent's status names it.
  */
-import type { HoldReason, IntentStatus, SkipReason } from "./records.js";
+import type { ConditionType, HoldReason, IntentStatus, SkipReason } from "./records.js";
 
 /** A state as shown. */
 export type DisplayState =
@@ -79,11 +79,8 @@ export const DISPLAY_STATES: Readonly<Record<DisplayState, DisplayStateInfo>> = 
   retired: info("retired", "retired", "·", "muted", "excluded"),
 };
 
-/**
- * The condition type of a one-shot command whose run was interrupted and needs a person to say
- * whether it ran. Compared as a string: the type is added to the condition types separately.
- */
-export const ONE_SHOT_INTERRUPTED = "OneShotInterrupted";
+/** The condition type of a one-shot whose outcome was lost: a person says whether it ran. */
+const ONE_SHOT_INTERRUPTED: ConditionType = "OneShotInterrupted";
 
 const BY_HOLD: Readonly<Record<HoldReason, DisplayState>> = {
   observe: "observe-only",

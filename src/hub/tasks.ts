@@ -2,8 +2,9 @@
  * Tasks: conditions that need judgement, as work on a queue for an agent (a person or a program).
  * A task carries what steward knows (its condition); an agent claims it and resolves it with the
  * action it took, which is recorded. Resolving a task does not resolve its condition: only
- * observation does — except `HumanProcedureRequired`, which nothing can observe, so the person who
- * did the procedure closes it. A task whose condition resolved by observation is closed.
+ * observation does — except `HumanProcedureRequired` and `OneShotInterrupted`, which nothing can
+ * observe (the procedure was done; whether a lost run took effect), so the person's answer closes
+ * them. A task whose condition resolved by observation is closed.
  */
 import { NotFoundError, StewardError } from "../model/errors.js";
 import { closeCondition } from "./conditions.js";
@@ -23,6 +24,9 @@ const JUDGEMENT: ReadonlySet<ConditionType> = new Set<ConditionType>([
   "RolloutPaused",
   "HumanProcedureRequired",
   "OneShotInterrupted",
+  "EnrolmentRequested",
+  "IdentityConflict",
+  "IdentityUndeclared",
 ]);
 
 /** The decisions an answer to a task of each type may carry. */
@@ -91,7 +95,6 @@ const RETRY_AFTER: ReadonlySet<ConditionType> = new Set<ConditionType>([
   "Blocked",
   "DestructiveRepairNeeded",
   "Stuck",
-  "OneShotInterrupted",
 ]);
 
 /**

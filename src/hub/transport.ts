@@ -29,6 +29,12 @@ export interface TransportEvents {
   lost(attemptId: string, node: string, reason: string): void | Promise<void>;
   /** Something about the transport itself: degraded (with a reason) or recovered. */
   health(event: TransportHealth): void | Promise<void>;
+  /**
+   * The host's public identity (`steward agent identity`), as the transport collected it (SSH on
+   * first contact): compared with the Node document's `spec.identity`. Optional for transports
+   * that learn none.
+   */
+  identity?(node: string, identity: { nkey: string; age: string }): void | Promise<void>;
 }
 
 export interface TransportHealth {

@@ -6,7 +6,7 @@
  */
 import { posix } from "node:path";
 import type { Finding } from "./findings.js";
-import type { Assignment, Resource } from "./generated.js";
+import type { Assignment, Resource, SecretValue } from "./generated.js";
 import { hasDotSegments } from "./paths.js";
 import { didYouMean } from "./suggest.js";
 import { type Reference, references } from "./template.js";
@@ -129,8 +129,13 @@ export interface AssignmentFacts {
   confined: readonly ConfinedPath[];
   /** What each resource owns on a host (before per-node substitution). */
   owned: readonly OwnedThing[];
-  /** Well-formed `source:` paths, which must exist in the repository. */
-  sources: readonly { index: number; source: string }[];
+  /**
+   * Well-formed repository paths the resources read, which must exist in the repository: `source:`
+   * files and the files of `{secret, key}` values, at `field` of resource `index`. `secret` says the
+   * file must be encrypted (and for whom is checked against the nodes); a plain `source:` must not
+   * be. `key` is the entry a value takes from a secret map.
+   */
+  sources: readonly SourceUse[];
   /** Resources already reported as duplicates: not reported again as a conflict with themselves. */
   duplicates: ReadonlySet<number> | undefined;
   /** Every `${...}` of its resources and probes, in the order substitution meets them. */
@@ -141,6 +146,31 @@ export interface AssignmentFacts {
    * for each node, as the agent checks its bundle. Paths are checked with confinement.
    */
   substituted: readonly { part: "resources" | "probes"; index: number }[];
+}
+
+/** A repository file a resource reads (see AssignmentFacts.sources). */
+export interface SourceUse {
+  index: number;
+  source: string;
+  field: readonly (string | number)[];
+  secret: boolean;
+  key?: string;
+}
+
+const SOURCE = ["source"] as const;
+
+/** The `{secret, key}` values of a resource's `env`, by variable name. */
+export function secretValues(resource: Resource): [string, SecretValue][] {
+  if (resource.kind !== "command" && resource.kind !== "service" && resource.kind !== "container") return [];
+  const out: [string, SecretValue][] = [];
+  for (const [name, value] of Object.entries(resource.env ?? {}))
+    if (typeof value === "object") out.push([name, value]);
+  return out;
+}
+
+/** Whether `path` is a repository path steward reads: relative to the root, without `.` or `..`. */
+function repositoryPath(path: string): boolean {
+  return !(path.startsWith("/") || hasDotSegments(path) || path.startsWith("./"));
 }
 
 /** Fields of resources whose `${...}` may make a name the schema refuses. */
@@ -165,7 +195,7 @@ export function factsOf(assignment: Assignment): AssignmentFacts {
   const findings: Finding[] = [];
   const confined: ConfinedPath[] = [];
   const owned: OwnedThing[] = [];
-  const sources: { index: number; source: string }[] = [];
+  const sources: SourceUse[] = [];
   const refs: Reference[] = [];
   let duplicates: Set<number> | undefined;
   const names = new Map<string, number>();
@@ -201,7 +231,7 @@ export function factsOf(assignment: Assignment): AssignmentFacts {
     }
     if ((resource.kind === "file" || resource.kind === "systemd-unit") && resource.source !== undefined) {
       const source = resource.source;
-      if (source.startsWith("/") || hasDotSegments(source) || source.startsWith("./"))
+      if (!repositoryPath(source))
         findings.push({
           severity: "error",
           code: "source/path",
@@ -209,7 +239,26 @@ export function factsOf(assignment: Assignment): AssignmentFacts {
           message: `source ${JSON.stringify(source)} must be a path relative to the repository root, without \`.\` or \`..\``,
           fix: 'write it like "files/nginx.conf"',
         });
-      else sources.push({ index: i, source });
+      else sources.push({ index: i, source, field: SOURCE, secret: resource.secret === true });
+    } else if ((resource.kind === "file" || resource.kind === "systemd-unit") && resource.secret === true)
+      findings.push({
+        severity: "error",
+        code: "secret/content",
+        path: ["spec", "resources", i, "secret"],
+        message: `secret: true takes the content from an encrypted \`source\` file, but resource "${resName}" has ${resource.kind === "file" && resource.content === undefined ? "no source" : "its content in the clear, in Git"}`,
+        fix: `encrypt the content (steward secret encrypt --assignment ${name} FILE --out FILE.age) and give it as source: FILE.age`,
+      });
+    for (const [variable, value] of secretValues(resource)) {
+      const field = ["env", variable, "secret"];
+      if (!repositoryPath(value.secret))
+        findings.push({
+          severity: "error",
+          code: "source/path",
+          path: ["spec", "resources", i, ...field],
+          message: `secret ${JSON.stringify(value.secret)} must be a path relative to the repository root, without \`.\` or \`..\``,
+          fix: 'write it like "secrets/db.yaml.age"',
+        });
+      else sources.push({ index: i, source: value.secret, field, secret: true, key: value.key });
     }
     const thing = ownedThing(resource, i);
     if (thing) owned.push(thing);

@@ -1,5 +1,13 @@
 import { parseDuration } from "./duration.js";
-import type { Budget, FleetSpec, SigningPolicy, Stage, StatusSettings } from "./generated.js";
+import type {
+  Budget,
+  EnrolmentSettings,
+  FleetSpec,
+  SecretSettings,
+  SigningPolicy,
+  Stage,
+  StatusSettings,
+} from "./generated.js";
 
 /** Retry budget in effect for an instance: transient failures are retried within it. */
 export interface EffectiveBudget {
@@ -15,6 +23,10 @@ export interface FleetSettings {
   ignore: string[];
   status: StatusSettings;
   signing?: SigningPolicy;
+  /** Who besides the hosts may read secrets (`steward secret encrypt|update` encrypt for them too). */
+  secrets?: SecretSettings;
+  /** How approved hosts' Node documents are written (`steward enrolments approve`). */
+  enrolment?: EnrolmentSettings;
 }
 
 export const DEFAULT_BUDGET: EffectiveBudget = { attempts: 5, withinMs: 30 * 60_000 };
@@ -39,5 +51,7 @@ export function fleetSettings(spec: FleetSpec | undefined): FleetSettings {
     status: spec?.status ?? { providers: [{ type: "gitnotes" }] },
   };
   if (spec?.signing) settings.signing = spec.signing;
+  if (spec?.secrets) settings.secrets = spec.secrets;
+  if (spec?.enrolment) settings.enrolment = spec.enrolment;
   return settings;
 }

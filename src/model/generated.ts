@@ -22,6 +22,13 @@ export type Stage = "observe" | "apply";
  */
 export type Duration = string;
 /**
+ * An age X25519 recipient (`age1...`, 62 characters).
+ *
+ * This interface was referenced by `StewardSchemas`'s JSON-Schema
+ * via the `definition` "AgeRecipient".
+ */
+export type AgeRecipient = string;
+/**
  * An absolute path, without control characters (NUL, line breaks, tabs), at most 4096 characters.
  *
  * This interface was referenced by `StewardSchemas`'s JSON-Schema
@@ -126,12 +133,15 @@ export type FailureClass = "transient" | "permanent" | "ambiguous";
 export interface StewardSchemas {
   Fleet?: Fleet;
   FleetSpec?: FleetSpec;
+  EnrolmentSettings?: EnrolmentSettings;
   StatusSettings?: StatusSettings;
   StatusProvider?: StatusProvider;
   SigningPolicy?: SigningPolicy;
+  SecretSettings?: SecretSettings;
   Node?: Node;
   NodeSpec?: NodeSpec;
   NodeIdentity?: NodeIdentity;
+  AgeRecipient?: AgeRecipient;
   SshTarget?: SshTarget;
   Assignment?: Assignment;
   AssignmentSpec?: AssignmentSpec;
@@ -163,10 +173,12 @@ export interface StewardSchemas {
   Ensure?: Ensure;
   Argv?: Argv;
   Env?: Env;
+  SecretValue?: SecretValue;
   Duration?: Duration;
   Stage?: Stage;
   ResourcePath?: ResourcePath;
   InstanceSpec?: InstanceSpec;
+  SecretCiphertext?: SecretCiphertext;
   Bundle?: Bundle;
   OneShotDecision?: OneShotDecision;
   LostRun?: LostRun;
@@ -239,6 +251,8 @@ export interface FleetSpec {
   ignore?: string[];
   status?: StatusSettings;
   signing?: SigningPolicy;
+  secrets?: SecretSettings;
+  enrolment?: EnrolmentSettings;
 }
 /**
  * How long transient failures are retried (with backoff) before the instance is `Stuck`.
@@ -327,6 +341,38 @@ export interface SigningPolicy {
   }[];
 }
 /**
+ * Who besides the hosts may read the fleet's secrets: `steward secret encrypt` and `update` encrypt every secret for these operators too, so people can still edit it (`steward secret edit`).
+ *
+ * This interface was referenced by `StewardSchemas`'s JSON-Schema
+ * via the `definition` "SecretSettings".
+ */
+export interface SecretSettings {
+  /**
+   * Operators' age recipients (each made with `age-keygen`; the identity stays with its operator).
+   */
+  operators?: {
+    /**
+     * Who holds the identity, e.g. `alice`: named in each secret's recipient manifest.
+     */
+    name: string;
+    recipient: AgeRecipient;
+  }[];
+}
+/**
+ * How hosts that ask to join are admitted (`steward enrolments approve`).
+ *
+ * This interface was referenced by `StewardSchemas`'s JSON-Schema
+ * via the `definition` "EnrolmentSettings".
+ */
+export interface EnrolmentSettings {
+  /**
+   * The `spec.roots` an approved host's Node document gets when `steward enrolments approve` is given no `--roots`.
+   *
+   * @minItems 1
+   */
+  roots?: AbsolutePath[];
+}
+/**
  * A host steward delivers to.
  *
  * This interface was referenced by `StewardSchemas`'s JSON-Schema
@@ -412,10 +458,7 @@ export interface NodeIdentity {
    * The host's NATS user public key (`U...`): the hub issues it a user JWT with the node's permissions.
    */
   nkey?: string;
-  /**
-   * The host's age X25519 recipient (`age1...`): secrets placed on the node are encrypted for it.
-   */
-  age?: string;
+  age?: AgeRecipient;
 }
 /**
  * A named, ordered bundle of resources placed on nodes.
@@ -488,6 +531,10 @@ export interface FileResource {
    * Path of a file in this repository (relative to the repository root) whose bytes become the content.
    */
   source?: string;
+  /**
+   * When true, `source` is an age file (armored or binary) or a SOPS file encrypted for the node's age recipient: the hub and the bus carry it encrypted, and only the agent on the host decrypts it, with the host's own identity. Requires `source`.
+   */
+  secret?: boolean;
   /**
    * How `content` is written: `utf-8` (default) or `base64` for binary content. A binary `source` file is rendered as base64.
    */
@@ -562,9 +609,20 @@ export interface CommandResource {
  */
 export interface Env {
   /**
-   * Any text without a NUL byte (a process cannot be given one).
+   * A value: any text without a NUL byte, or `{secret: PATH, key: NAME}` (a SecretValue: taken on the host from an encrypted map).
    */
-  [k: string]: string;
+  [k: string]:
+    | string
+    | {
+        /**
+         * Path of the encrypted file in this repository (relative to the repository root).
+         */
+        secret: string;
+        /**
+         * The entry of the decrypted map whose value is used.
+         */
+        key: string;
+      };
 }
 /**
  * A long-running process supervised by the agent. Restarted when its definition changes, when it dies, or per `restart`.
@@ -612,6 +670,10 @@ export interface SystemdUnitResource {
    * Repository path of the unit file.
    */
   source?: string;
+  /**
+   * When true, `source` is an age file (armored or binary) or a SOPS file encrypted for the node's age recipient: the hub and the bus carry it encrypted, and only the agent on the host decrypts it, with the host's own identity. Requires `source`.
+   */
+  secret?: boolean;
   /**
    * Default true.
    */
@@ -763,7 +825,23 @@ export interface Rollout {
   maxFailures?: number;
 }
 /**
- * One assignment rendered for one node: everything the agent needs, with `source` files inlined as `content` and every resource named. Its canonical JSON is what the instance's hash covers.
+ * A value taken on the host from a secret: `secret` is the repository path of an age file holding a YAML map of strings (or a SOPS YAML or JSON file encrypted for the node's age recipient), `key` the entry of that map. Only the agent on the host decrypts it.
+ *
+ * This interface was referenced by `StewardSchemas`'s JSON-Schema
+ * via the `definition` "SecretValue".
+ */
+export interface SecretValue {
+  /**
+   * Path of the encrypted file in this repository (relative to the repository root).
+   */
+  secret: string;
+  /**
+   * The entry of the decrypted map whose value is used.
+   */
+  key: string;
+}
+/**
+ * One assignment rendered for one node: everything the agent needs, with `source` files inlined as `content` (secret ones carried encrypted in `secrets`) and every resource named. Its canonical JSON is what the instance's hash covers.
  *
  * This interface was referenced by `StewardSchemas`'s JSON-Schema
  * via the `definition` "InstanceSpec".
@@ -777,6 +855,25 @@ export interface InstanceSpec {
   roots: string[];
   resources: Resource[];
   probes: Probe[];
+  /**
+   * The ciphertext of every secret the resources use (`secret: true` sources, `{secret, key}` values), by repository path: as encrypted in Git. Only the agent decrypts it, with the host's identity. Absent when the instance uses none.
+   */
+  secrets?: {
+    [k: string]: SecretCiphertext;
+  };
+}
+/**
+ * One secret file as it is in the repository: an age file (armored, or binary as base64) or a SOPS file. Never plaintext.
+ *
+ * This interface was referenced by `StewardSchemas`'s JSON-Schema
+ * via the `definition` "SecretCiphertext".
+ */
+export interface SecretCiphertext {
+  content: string;
+  /**
+   * `base64` for a binary age file.
+   */
+  encoding?: "utf-8" | "base64";
 }
 /**
  * One attempt: the instance's full desired spec at a generation (never a delta).

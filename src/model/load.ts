@@ -20,12 +20,14 @@ import type { Diagnostic } from "./diagnostics.js";
 import { hasErrors, sortDiagnostics } from "./diagnostics.js";
 import { type AnyDocument, FLEET_FILE, type FleetDocument, type SourcedDocument } from "./documents.js";
 import { EnvironmentError } from "./errors.js";
+import { secretValues } from "./facts.js";
 import type { Finding } from "./findings.js";
 import { fleetSettings } from "./fleet.js";
 import type { Assignment } from "./generated.js";
 import { followedName, type LinkedTree, type LinkProblem, linkedFiles, type RepoEntry } from "./links.js";
 import { DeferredInstances, type DesiredState, Rendering, type SourceContent } from "./render.js";
 import { quoteFix } from "./schema.js";
+import { SecretChecks } from "./secret-checks.js";
 import { FleetChecks } from "./semantic.js";
 import { locate, yamlText } from "./yaml.js";
 
@@ -124,13 +126,18 @@ interface FileEntry {
   diagnostics: Diagnostic[];
 }
 
-/** `source:` paths of an analysis' valid assignments. */
+/**
+ * Repository files an analysis' valid assignments read as content: `source:` files and the secret
+ * files of `{secret, key}` values (never documents, even when they are YAML).
+ */
 function sourcesOf(analysis: FileAnalysis): string[] {
   const out: string[] = [];
   for (const doc of analysis.documents)
     if (doc.kind === "Assignment" && doc.findings.length === 0)
-      for (const resource of (doc.value as Assignment).spec.resources)
+      for (const resource of (doc.value as Assignment).spec.resources) {
         if ("source" in resource && resource.source) out.push(resource.source);
+        for (const [, value] of secretValues(resource)) out.push(value.secret);
+      }
   return out;
 }
 
@@ -177,6 +184,7 @@ class LoadState {
   private readonly idRefs = new Map<string, number>();
   private readonly checks = new FleetChecks();
   private readonly rendering = new Rendering();
+  private readonly secrets = new SecretChecks();
   private sources = new Map<string, SourceContent>();
   private fleetDocument?: FleetDocument;
   /** Located diagnostics of findings, for findings that survive a load unchanged. */
@@ -186,7 +194,7 @@ class LoadState {
   >();
   busy = false;
 
-  async load(source: RepoSource, cache: AnalysisCache | undefined): Promise<LoadResult> {
+  async load(source: RepoSource, cache: AnalysisCache | undefined, checkSecrets = true): Promise<LoadResult> {
     this.unrendered?.render();
     // What changed: files gone, and files new or with other content (no id: always read again);
     // `paths` are the files added or removed.
@@ -267,11 +275,16 @@ class LoadState {
     } else if (gone.includes(FLEET_FILE)) ignore = [];
     const toAnalyze: RepoFile[] = [];
     const ignoreChanged = ignore.join("\0") !== this.ignore.join("\0");
-    // picomatch is loaded only for a repository that ignores something.
+    // picomatch is loaded only for a repository that ignores something (with the free `require`
+    // of bundles, so they inline it: see yaml() in yaml.ts).
     if (ignoreChanged)
       ignored =
         ignore.length > 0
-          ? (createRequire(import.meta.url)("picomatch") as typeof import("picomatch"))(ignore, { dot: true })
+          ? (
+              (typeof require === "function"
+                ? require("picomatch")
+                : createRequire(import.meta.url)("picomatch")) as typeof import("picomatch")
+            )(ignore, { dot: true })
           : notIgnored;
     // A symlink that is not followed is reported whatever its name; YAML files are read.
     const readable = (file: RepoFile) =>
@@ -336,6 +349,7 @@ class LoadState {
       ...documents,
       paths,
       exists: (path) => files.has(path),
+      pendingSecrets: !checkSecrets,
     });
     this.rendering.invalidate(all, assignments);
 
@@ -386,6 +400,23 @@ class LoadState {
     }
     const fleet = fleetSettings(fleetDocument?.value.spec);
     if (!(await this.readSources(source, files, diagnostics))) return result(false);
+    const secretFindings = !checkSecrets
+      ? []
+      : await this.secrets.check({
+          assignments: this.checks.assignments,
+          placements: this.checks.placements,
+          nodes: this.checks.nodes,
+          sources: this.sources,
+          readFile: (path) => {
+            const file = files.get(path);
+            if (!file || file.problem) return undefined;
+            // A file without an id (a working directory) is read each time: manifests are small.
+            return { id: file.id ?? `${path}\0${version}`, bytes: () => source.read(file) };
+          },
+        });
+    for (const { document, finding } of secretFindings)
+      diagnostics.push(this.locate(document, finding, textOf));
+    if (hasErrors(diagnostics)) return result(false);
     const declared = this.checks.assignments;
     const missing = this.rendering.check(declared, this.checks.placements);
     if (missing.length > 0) {
@@ -652,7 +683,15 @@ const states = new WeakMap<AnalysisCache, LoadState>();
  */
 export async function loadRepo(
   source: RepoSource,
-  options: { cache?: AnalysisCache } = {},
+  options: {
+    cache?: AnalysisCache;
+    /**
+     * False: leave out the checks of secrets (see secret-checks.ts), and take a secret file that is
+     * not there yet as one about to be written: for the commands that make and fix secrets
+     * (`steward secret update` must load a repository whose secrets are not for its nodes).
+     */
+    checkSecrets?: boolean;
+  } = {},
 ): Promise<LoadResult> {
   let cache = options.cache;
   let state = cache ? states.get(cache) : undefined;
@@ -667,7 +706,7 @@ export async function loadRepo(
   }
   state.busy = true;
   try {
-    return await state.load(source, cache);
+    return await state.load(source, cache, options.checkSecrets ?? true);
   } catch (error) {
     // Never leave a half-updated state behind: the next load starts afresh.
     if (cache) {

@@ -9,7 +9,16 @@ import { canonicalJson } from "./canonical.js";
 import type { AssignmentDocument, NodeDocument } from "./documents.js";
 import { factsOf, resourceName } from "./facts.js";
 import { type EffectiveBudget, effectiveBudget, type FleetSettings } from "./fleet.js";
-import type { Assignment, Bundle, InstanceSpec, Node, Probe, Resource, Rollout } from "./generated.js";
+import type {
+  Assignment,
+  Bundle,
+  InstanceSpec,
+  Node,
+  Probe,
+  Resource,
+  Rollout,
+  SecretCiphertext,
+} from "./generated.js";
 import { NodeIndex } from "./placement.js";
 import { emptySorted, SortedMap } from "./sorted.js";
 import { hasReferences, lookup, substitute } from "./template.js";
@@ -61,17 +70,49 @@ export function selects(assignment: Assignment, node: Node): boolean {
   return Object.entries(match).every(([key, value]) => labels[key] === value);
 }
 
-/** The resource as the agent receives it: named, with a `source:` file's bytes inlined as content. */
+/**
+ * The resource as the agent receives it: named, with a `source:` file's bytes inlined as content.
+ * A secret source stays a path: its ciphertext travels once per instance, in the spec's `secrets`.
+ */
 function renderResource(resource: Resource, sources: ReadonlyMap<string, SourceContent>): Resource {
   const rendered = { ...resource, name: resourceName(resource) } as Resource & { source?: string };
   if ((rendered.kind !== "file" && rendered.kind !== "systemd-unit") || rendered.source === undefined)
     return rendered;
+  if (rendered.secret === true) return rendered;
   const { source, ...rest } = rendered;
   const bytes = sources.get(source)?.bytes ?? new Uint8Array();
   const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const utf8 = buffer.toString("utf8");
   if (Buffer.from(utf8, "utf8").equals(buffer)) return { ...rest, content: utf8 } as Resource;
   return { ...rest, content: buffer.toString("base64"), encoding: "base64" } as Resource;
+}
+
+/**
+ * The ciphertext of every secret file an assignment's resources use, by path (sorted), as the
+ * repository holds it: text as text, a binary age file as base64. Undefined when it uses none.
+ */
+function renderSecrets(
+  assignment: Assignment,
+  sources: ReadonlyMap<string, SourceContent>,
+): Record<string, SecretCiphertext> | undefined {
+  const paths = [
+    ...new Set(
+      factsOf(assignment)
+        .sources.filter((use) => use.secret)
+        .map((use) => use.source),
+    ),
+  ];
+  if (paths.length === 0) return undefined;
+  const secrets: Record<string, SecretCiphertext> = {};
+  for (const path of paths.sort()) {
+    const bytes = sources.get(path)?.bytes ?? new Uint8Array();
+    const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    const text = buffer.toString("utf8");
+    secrets[path] = Buffer.from(text, "utf8").equals(buffer)
+      ? { content: text }
+      : { content: buffer.toString("base64"), encoding: "base64" };
+  }
+  return secrets;
 }
 
 /**
@@ -86,6 +127,8 @@ interface AssignmentPlan {
   key: string;
   resources: Part<Resource>[];
   probes: Part<Probe>[];
+  /** The secrets the resources use (the same on every node), and their canonical JSON. */
+  secrets: { value: Record<string, SecretCiphertext>; json: string } | undefined;
   rollout: Rollout;
   budget: EffectiveBudget;
   /** Instances of the last rendering by node value: an unchanged node gets the same instance back. */
@@ -102,13 +145,15 @@ function planFor(
 ): AssignmentPlan {
   const spec = assignment.value.spec;
   let sourceIds = "";
-  for (const r of spec.resources)
-    if ("source" in r && r.source) sourceIds += `${sources.get(r.source)?.id ?? "missing"},`;
+  for (const { source } of factsOf(assignment.value).sources)
+    sourceIds += `${sources.get(source)?.id ?? "missing"},`;
   const key = `${sourceIds}\0${fleet.budget.attempts}/${fleet.budget.withinMs}/${fleet.mode}\0${assignment.file}`;
   const known = plans.get(assignment.value);
   if (known?.key === key) return known;
+  const secrets = renderSecrets(assignment.value, sources);
   const plan: AssignmentPlan = {
     key,
+    secrets: secrets ? { value: secrets, json: canonicalJson(secrets) } : undefined,
     resources: spec.resources.map((raw) =>
       hasReferences(raw) ? { fixed: false, raw } : { fixed: true, value: renderResource(raw, sources) },
     ),
@@ -141,7 +186,8 @@ function specHash(plan: AssignmentPlan, spec: InstanceSpec): string {
   const json =
     `{"assignment":${JSON.stringify(spec.assignment)},"dependsOn":${canonicalJson(spec.dependsOn)}` +
     `,"node":${JSON.stringify(spec.node)},"probes":[${probes.join(",")}],"resources":[${resources.join(",")}]` +
-    `,"roots":${canonicalJson(spec.roots)},"state":${JSON.stringify(spec.state)}` +
+    `,"roots":${canonicalJson(spec.roots)}${plan.secrets ? `,"secrets":${plan.secrets.json}` : ""}` +
+    `,"state":${JSON.stringify(spec.state)}` +
     `${spec.version === undefined ? "" : `,"version":${JSON.stringify(spec.version)}`}}`;
   return `sha256:${createHash("sha256").update(json).digest("hex")}`;
 }
@@ -182,6 +228,7 @@ function render(
     probes,
   };
   if (spec.version !== undefined) instanceSpec.version = spec.version;
+  if (plan.secrets) instanceSpec.secrets = plan.secrets.value;
   return {
     key: instanceKey(name, node.metadata.name),
     assignment: name,

@@ -246,14 +246,15 @@ function toFinding(error: ErrorObject, all: ErrorObject[]): Finding | undefined 
       };
     }
     case "type": {
-      const expected = String(params.type);
+      // Several types come joined with commas (`string,object`).
+      const expected = String(params.type).split(",");
       const got = error.data;
-      const unquoted = expected === "string" && (typeof got === "number" || typeof got === "boolean");
+      const unquoted = expected.includes("string") && (typeof got === "number" || typeof got === "boolean");
       const finding: Finding = {
         severity: "error",
         code: "schema/type",
         path,
-        message: `${where} must be ${typeName(expected)} (got ${describe(got)})`,
+        message: `${where} must be ${expected.map(typeName).join(" or ")} (got ${describe(got)})`,
         fix: unquoted ? quoteFix(path, got) : schemaDescription(error.parentSchema),
       };
       if (unquoted) finding.unquoted = got;

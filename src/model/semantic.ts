@@ -252,6 +252,8 @@ interface CheckContext {
   placements: ReadonlyMap<string, readonly Node[]>;
   /** Whether a repo-relative path exists (for `source:`). */
   exists(path: string): boolean;
+  /** Secret files that do not exist yet are no error: the secret commands are about to write them. */
+  pendingSecrets: boolean;
 }
 
 /**
@@ -325,13 +327,13 @@ function checkAssignment(
         });
   }
   for (const finding of facts.findings) push(doc, finding);
-  for (const { index, source } of facts.sources)
-    if (!context.exists(source))
+  for (const { index, source, field, secret } of facts.sources)
+    if (!context.exists(source) && !(secret && context.pendingSecrets))
       push(doc, {
         severity: "error",
         code: "source/missing",
-        path: ["spec", "resources", index, "source"],
-        message: `source file ${JSON.stringify(source)} does not exist in the repository`,
+        path: ["spec", "resources", index, ...field],
+        message: `${field[0] === "source" ? "source" : "secret"} file ${JSON.stringify(source)} does not exist in the repository`,
         fix: "add the file, or fix the path (relative to the repository root)",
       });
   checkConfinement(doc, facts.confined, placed, push);
@@ -517,6 +519,8 @@ export interface DocumentChanges {
   paths: readonly string[];
   /** Whether a repo-relative path exists now (for `source:`). */
   exists(path: string): boolean;
+  /** See CheckContext.pendingSecrets (keep it the same across the loads of one state). */
+  pendingSecrets?: boolean;
 }
 
 /** Which assignments may render differently after an update. */
@@ -670,6 +674,7 @@ export class FleetChecks {
       invalid: this.invalid,
       placements: this.placements,
       exists: changes.exists,
+      pendingSecrets: changes.pendingSecrets === true,
     };
     const touchedThings = new Set<Thing>();
     const checked: AssignmentState[] = [];

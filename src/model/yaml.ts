@@ -14,9 +14,16 @@ import type { LineCounter, Node as YamlNode } from "yaml";
 
 type YamlLibrary = typeof import("yaml");
 let yamlLibrary: YamlLibrary | undefined;
-/** The `yaml` library, loaded on first use: most runs never need a position, and loading it is not free. */
+/**
+ * The `yaml` library, loaded on first use: most runs never need a position, and loading it is not
+ * free (about 40 ms). Written with the free `require` that bundles define (the Action, the
+ * single-file agent), so the bundler inlines the package — a checkout of the Action has no
+ * node_modules; plain Node's ES modules have no `require` and take it from node_modules.
+ */
 function yaml(): YamlLibrary {
-  yamlLibrary ??= createRequire(import.meta.url)("yaml") as YamlLibrary;
+  yamlLibrary ??= (
+    typeof require === "function" ? require("yaml") : createRequire(import.meta.url)("yaml")
+  ) as YamlLibrary;
   return yamlLibrary;
 }
 

@@ -88,3 +88,19 @@ export class RollbackRefusedError extends RepoError {
     super(`E_ROLLBACK_${reason.toUpperCase()}`, message, { data: { reason, ...data } });
   }
 }
+
+/**
+ * `steward enrolments approve` cannot write the Node document: the repository or branch is not
+ * as it must be (uncommitted changes, the branch moved, the proposal branch exists), or the fleet
+ * with the document would be invalid.
+ */
+export class EnrolmentProposalError extends RepoError {
+  override readonly name = "EnrolmentProposalError";
+  constructor(
+    reason: "dirty" | "moved" | "exists" | "invalid" | "author" | "unpushed" | "declared",
+    message: string,
+    data?: Record<string, unknown>,
+  ) {
+    super(`E_ENROLMENT_${reason.toUpperCase()}`, message, { data: { reason, ...data } });
+  }
+}

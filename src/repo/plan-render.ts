@@ -2,7 +2,7 @@
  * A Plan as text (for the terminal) and as Markdown (for a pull request comment). Both list nodes,
  * then instances, then resources, then the rollout; neither adds information the Plan lacks.
  */
-import type { FieldChange, InstancePlan, Plan, ResourceChange, RolloutPlan } from "./plan.js";
+import type { FieldChange, InstancePlan, Plan, ResourceChange, RolloutPlan, SecretChange } from "./plan.js";
 
 /** The revisions a plan goes between, for the heading. */
 export interface PlanHeading {
@@ -23,6 +23,11 @@ function value(v: unknown): string {
 
 function field(change: FieldChange): string {
   return `${change.path}: ${value(change.before)} → ${value(change.after)}`;
+}
+
+/** A secret's change: its ciphertext hashes, never its content (the hub and the Action cannot read it). */
+function secretLine(secret: SecretChange): string {
+  return `secret changed: ${secret.path}, ciphertext ${shortHash(secret.before) || "(new)"} → ${shortHash(secret.after) || "(none)"} (the content is not shown: only the hosts can read it)`;
 }
 
 function shortHash(hash: string | undefined): string {
@@ -83,6 +88,7 @@ export function renderPlanText(plan: Plan, heading: PlanHeading = {}): string {
         for (const resource of list) {
           out.push(`      ${MARKS[resource.change]} ${label}${resourceTitle(resource)}`);
           for (const change of resource.fields) out.push(`          ${field(change)}`);
+          for (const secret of resource.secrets ?? []) out.push(`          ${secretLine(secret)}`);
           if (resource.diff)
             for (const line of resource.diff.trimEnd().split("\n")) out.push(`          ${line}`);
         }
@@ -128,6 +134,10 @@ export function renderPlanMarkdown(plan: Plan, heading: PlanHeading = {}): strin
           out.push(
             `  - ${resource.change} ${code(label + resourceTitle(resource))}${fields.length ? `: ${fields.join(", ")}` : ""}`,
           );
+          for (const secret of resource.secrets ?? [])
+            out.push(
+              `    - secret changed: ${code(secret.path)}, ciphertext ${code(shortHash(secret.before) || "(new)")} → ${code(shortHash(secret.after) || "(none)")} (the content is not shown: only the hosts can read it)`,
+            );
           if (resource.diff) {
             const lines = resource.diff.trimEnd().split("\n");
             const shown = lines.slice(0, MARKDOWN_DIFF_LINES);

@@ -6,8 +6,8 @@
  * the GitHub Action posts it on pull requests, tests assert it. Rendering is in plan-render.ts.
  */
 import { createTwoFilesPatch, FILE_HEADERS_ONLY } from "diff";
-import { canonicalJson } from "../model/canonical.js";
-import type { InstanceSpec, Rollout } from "../model/generated.js";
+import { bytesHash, canonicalJson } from "../model/canonical.js";
+import type { InstanceSpec, Rollout, SecretCiphertext } from "../model/generated.js";
 import type { DesiredState, Instance } from "../model/render.js";
 
 /** A changed value at a path inside a spec or resource (`state`, `mode`, `exec[1]`...). */
@@ -26,6 +26,18 @@ export interface ResourceChange {
   fields: FieldChange[];
   /** Unified diff of the content (files, systemd units); for binary content a one-line note. */
   diff?: string;
+  /**
+   * Secrets the resource uses whose ciphertext changed (or that it uses anew): never their
+   * content, which only the host can read — the hashes of the ciphertext as it is in Git.
+   */
+  secrets?: SecretChange[];
+}
+
+/** A secret file whose ciphertext differs: `sha256:` of its bytes before and after. */
+export interface SecretChange {
+  path: string;
+  before?: string;
+  after?: string;
 }
 
 /** What happens to one instance. */
@@ -219,14 +231,66 @@ function instancePlan(
     const y = b[field];
     if (canonicalJson(x) !== canonicalJson(y)) plan.fields.push(fieldChange(field, x, y));
   }
-  plan.resources = namedChanges(a?.resources ?? [], b.resources, subject.node);
+  plan.resources = namedChanges(a?.resources ?? [], b.resources, subject.node, {
+    before: a?.secrets ?? {},
+    after: b.secrets ?? {},
+  });
   plan.probes = namedChanges(a?.probes ?? [], b.probes, subject.node);
   return plan;
 }
 
+/** The ciphertext of each secret of two specs, to compare by hash. */
+interface SecretSides {
+  before: NonNullable<InstanceSpec["secrets"]>;
+  after: NonNullable<InstanceSpec["secrets"]>;
+}
+
+/** `sha256:` of a secret's bytes as the repository holds them. */
+function ciphertextHash(secret: SecretCiphertext | undefined): string | undefined {
+  if (!secret) return undefined;
+  return bytesHash(Buffer.from(secret.content, secret.encoding === "base64" ? "base64" : "utf8"));
+}
+
+/** The secret files a resource uses: a secret source, and the files of `{secret, key}` values. */
+function secretPaths(resource: Record<string, unknown>): string[] {
+  const paths = new Set<string>();
+  if (resource.secret === true && typeof resource.source === "string") paths.add(resource.source);
+  const env = resource.env;
+  if (env && typeof env === "object")
+    for (const value of Object.values(env as Record<string, unknown>))
+      if (value && typeof value === "object" && typeof (value as { secret?: unknown }).secret === "string")
+        paths.add((value as { secret: string }).secret);
+  return [...paths].sort(compare);
+}
+
+/** The secrets of `resource` whose ciphertext is not what `previous` used. */
+function secretChanges(
+  previous: Record<string, unknown> | undefined,
+  resource: Record<string, unknown>,
+  sides: SecretSides,
+): SecretChange[] {
+  const used = previous ? new Set(secretPaths(previous)) : new Set<string>();
+  const out: SecretChange[] = [];
+  for (const path of secretPaths(resource)) {
+    const before = used.has(path) ? ciphertextHash(sides.before[path]) : undefined;
+    const after = ciphertextHash(sides.after[path]);
+    if (before === after) continue;
+    const change: SecretChange = { path };
+    if (before) change.before = before;
+    if (after) change.after = after;
+    out.push(change);
+  }
+  return out;
+}
+
 type Named = InstanceSpec["resources"][number] | InstanceSpec["probes"][number];
 
-function namedChanges(before: readonly Named[], after: readonly Named[], node: string): ResourceChange[] {
+function namedChanges(
+  before: readonly Named[],
+  after: readonly Named[],
+  node: string,
+  secrets?: SecretSides,
+): ResourceChange[] {
   const out: ResourceChange[] = [];
   const old = new Map(before.map((r) => [r.name ?? r.kind, r]));
   const seen = new Set<string>();
@@ -234,7 +298,14 @@ function namedChanges(before: readonly Named[], after: readonly Named[], node: s
     const name = item.name ?? item.kind;
     seen.add(name);
     const previous = old.get(name);
-    if (previous && canonicalJson(previous) === canonicalJson(item)) continue;
+    const secretChanged = secrets
+      ? secretChanges(
+          previous as Record<string, unknown> | undefined,
+          item as unknown as Record<string, unknown>,
+          secrets,
+        )
+      : [];
+    if (previous && canonicalJson(previous) === canonicalJson(item) && secretChanged.length === 0) continue;
     const change: ResourceChange = {
       name,
       kind: item.kind,
@@ -249,10 +320,12 @@ function namedChanges(before: readonly Named[], after: readonly Named[], node: s
       if (previous && canonicalJson(x[key]) !== canonicalJson(y[key]))
         change.fields.push(fieldChange(key, x[key], y[key]));
     }
-    if (hasContent) {
+    // A secret's content is never shown: it is not in the spec, only its ciphertext is.
+    if (hasContent && y.secret !== true) {
       const diff = contentDiff(previous ? x : undefined, y, node);
       if (diff) change.diff = diff;
     }
+    if (secretChanged.length > 0) change.secrets = secretChanged;
     out.push(change);
   }
   for (const [name, item] of old)

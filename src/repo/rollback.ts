@@ -223,7 +223,7 @@ function entryAt(
 }
 
 /** Writes `tree` with `edits` applied (null deletes); returns the new id, undefined when empty. */
-async function editTree(
+export async function editTree(
   repo: FleetRepository,
   tree: string | undefined,
   edits: [string, Edit | null][],
@@ -307,22 +307,26 @@ async function originUrl(repo: FleetRepository): Promise<string> {
   return url;
 }
 
-/** The author: STEWARD_GIT_AUTHOR_NAME/EMAIL, else user.name/email from the repository's or the user's git config. */
-async function authorOf(
+/**
+ * The author: STEWARD_GIT_AUTHOR_NAME/EMAIL, else user.name/email from the repository's or the
+ * user's git config. `missing` is the error when there is none (a rollback's by default).
+ */
+export async function authorOf(
   repo: FleetRepository,
   env: NodeJS.ProcessEnv,
   nowMs: number,
+  missing: () => Error = () =>
+    new RollbackRefusedError(
+      "author",
+      "no author for the rollback commit: set STEWARD_GIT_AUTHOR_NAME and STEWARD_GIT_AUTHOR_EMAIL, or git config user.name and user.email",
+    ),
 ): Promise<{ name: string; email: string; timestamp: number; timezoneOffset: number }> {
   const fromConfig = async (key: "name" | "email") =>
     ((await git.getConfig({ fs, gitdir: repo.gitdir, path: `user.${key}` })) as string | undefined) ??
     globalGitConfig(env, key);
   const name = env.STEWARD_GIT_AUTHOR_NAME || (await fromConfig("name"));
   const email = env.STEWARD_GIT_AUTHOR_EMAIL || (await fromConfig("email"));
-  if (!name || !email)
-    throw new RollbackRefusedError(
-      "author",
-      "no author for the rollback commit: set STEWARD_GIT_AUTHOR_NAME and STEWARD_GIT_AUTHOR_EMAIL, or git config user.name and user.email",
-    );
+  if (!name || !email) throw missing();
   return { name, email, timestamp: Math.floor(nowMs / 1000), timezoneOffset: 0 };
 }
 

@@ -1,11 +1,11 @@
 import { execFileSync } from "node:child_process";
-import { readFileSync, symlinkSync } from "node:fs";
+import { copyFileSync, mkdirSync, readFileSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { type FakeForge, startGithubForge } from "../helpers/forge-openapi.js";
 import { removeTempDirs, tempDir } from "../helpers/git.js";
 import { assignmentYaml, fleetYaml, nodeYaml, smallFleet } from "../repo/fleet.js";
-import { manifest, positionOf, pullRequest, runStep, workflowCommands } from "./harness.js";
+import { ENTRY, manifest, positionOf, pullRequest, runStep, workflowCommands } from "./harness.js";
 
 afterAll(removeTempDirs);
 
@@ -80,6 +80,34 @@ function runInCheckout(pr: ReturnType<typeof pullRequest>) {
     event: { number: 7, base: pr.base, head: pr.head },
   });
 }
+
+describe("action - the bundle on its own", () => {
+  it("action - a checkout of the Action (its bundle, no node_modules) reports YAML errors at their line and honours ignore globs", async () => {
+    // As GitHub checks out `uses: owner/steward@v1`: action.yml and action/dist, nothing installed.
+    const action = tempDir("steward-action-checkout-");
+    mkdirSync(join(action, "action", "dist"), { recursive: true });
+    copyFileSync(ENTRY, join(action, "action", "dist", "index.mjs"));
+    const broken = {
+      ...baseFleet(),
+      "steward.yaml": fleetYaml('ignore:\n  - "docs/**"'),
+      "docs/not-steward.yaml": "just: some yaml\n",
+      // A duplicate key is reported by the positional parser, which loads the `yaml` library.
+      "nodes/db-1.yaml": `${nodeYaml("db-1")}metadata:\n  name: db-1\n`,
+    };
+    const pr = pullRequest(baseFleet(), broken);
+    const run = await runStep({
+      workspace: pr.repo.dir,
+      event: { number: 7, base: pr.base, head: pr.head },
+      entry: join(action, "action", "dist", "index.mjs"),
+    });
+    expect(run.stderr).not.toMatch(/Cannot find (module|package)/);
+    expect(run.outputs.valid).toBe("false");
+    expect(workflowCommands(run.stdout).join("\n")).toMatch(
+      /::error file=nodes\/db-1\.yaml,line=\d+,col=\d+.*duplicate key/,
+    );
+    expect(run.stdout).not.toContain("docs/not-steward.yaml");
+  });
+});
 
 describe("action", () => {
   it("action - a valid pull request: per node the instances with a unified diff and the canary in the summary, outputs counted", async () => {

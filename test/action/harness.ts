@@ -74,6 +74,8 @@ export interface StepOptions {
   apiUrl?: string;
   token?: string;
   repository?: string;
+  /** The Action's entry to run; default the committed bundle in this checkout. */
+  entry?: string;
 }
 
 /** Parses GITHUB_OUTPUT's `name<<DELIMITER` ... `DELIMITER` blocks. */
@@ -140,8 +142,12 @@ export async function runStep(options: StepOptions): Promise<StepRun> {
   }
   const { code, stdout, stderr } = await new Promise<{ code: number | null; stdout: string; stderr: string }>(
     (resolve) => {
-      execFile(process.execPath, [ENTRY], { cwd: options.workspace, env }, (error, stdout, stderr) =>
-        resolve({ code: error ? ((error as { code?: number }).code ?? null) : 0, stdout, stderr }),
+      execFile(
+        process.execPath,
+        [options.entry ?? ENTRY],
+        { cwd: options.workspace, env },
+        (error, stdout, stderr) =>
+          resolve({ code: error ? ((error as { code?: number }).code ?? null) : 0, stdout, stderr }),
       );
     },
   );

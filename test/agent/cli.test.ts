@@ -1,6 +1,15 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { armor, Decrypter } from "age-encryption";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { CliIo } from "../../src/cli/io.js";
 import { main } from "../../src/cli/main.js";
@@ -8,6 +17,7 @@ import type { AgentReply, Bundle, Report } from "../../src/model/generated.js";
 import { directorySource, loadRepo } from "../../src/model/load.js";
 import { bundleFor } from "../../src/model/render.js";
 import { AGENT_SCHEMA_ID, schemaFindings, validatorFor } from "../../src/model/schema.js";
+import { repoRoot } from "../helpers/cli.js";
 import { exampleRepoOnFreePorts } from "../helpers/example-repo.js";
 import { attemptId, killServices } from "./helpers.js";
 
@@ -33,6 +43,14 @@ afterAll(() => rmSync(repo, { recursive: true, force: true }));
 
 beforeEach(() => {
   work = mkdtempSync(join(tmpdir(), "steward-agent-cli-"));
+  // The example's local nodes hold its demo identities, as `steward up` installs them.
+  for (const node of ["db-1", "web-1"]) {
+    mkdirSync(join(work, "state", node, "identity"), { recursive: true, mode: 0o700 });
+    copyFileSync(
+      join(repoRoot, "examples/identities", `${node}.key`),
+      join(work, "state", node, "identity/age.key"),
+    );
+  }
 });
 afterEach(() => {
   for (const node of ["web-1", "db-1", "edge-1"]) killServices(join(work, "state", node));
@@ -101,9 +119,18 @@ describe("agent cli - example repo bundles under --root", () => {
     }
     const root = join(work, "root", "db-1");
     expect(readFileSync(join(root, "var/lib/db/schema-version"), "utf8")).toBe("migrated to 7\n");
-    expect(readFileSync(join(root, "etc/db/tls/server.key"), "utf8")).toBe(
-      readFileSync(join(repo, "files/db/server.key"), "utf8"),
+    // The key came encrypted and was decrypted on db-1 with its identity.
+    const decrypter = new Decrypter();
+    decrypter.addIdentity(
+      readFileSync(join(repoRoot, "examples/identities/db-1.key"), "utf8").match(/AGE-SECRET-KEY-1\S+/)![0],
     );
+    const key = await decrypter.decrypt(
+      armor.decode(readFileSync(join(repo, "files/db/server.key.age"), "utf8")),
+      "text",
+    );
+    expect(key).toContain("PRIVATE KEY");
+    expect(readFileSync(join(root, "etc/db/tls/server.key"), "utf8")).toBe(key);
+    expect(JSON.stringify(bundles.get("db@db-1"))).not.toContain(key.split("\n")[1]);
     expect(readFileSync(join(root, "etc/steward-demo/motd"), "utf8")).toContain("db-1 is managed by steward");
     const observed = await steward([
       "agent",

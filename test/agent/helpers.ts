@@ -71,6 +71,35 @@ export function bundle(input: BundleInput): Bundle {
   return result;
 }
 
+/**
+ * A bundle as the hub renders one that uses secrets: their ciphertext, by repository path, in
+ * `spec.secrets` (text as text, binary as base64).
+ */
+export function secretBundle(input: BundleInput, secrets: Record<string, Buffer | string>): Bundle {
+  const made = bundle(input);
+  made.spec.secrets = Object.fromEntries(
+    Object.entries(secrets).map(([path, content]) => {
+      const bytes = Buffer.from(content);
+      const text = bytes.toString("utf8");
+      return [
+        path,
+        Buffer.from(text, "utf8").equals(bytes)
+          ? { content: text }
+          : { content: bytes.toString("base64"), encoding: "base64" as const },
+      ];
+    }),
+  );
+  made.hash = contentHash(made.spec);
+  return made;
+}
+
+/** A sandbox whose host has its identity made (`steward agent identity`), and that identity's recipient. */
+export async function sandboxWithIdentity(): Promise<{ box: Sandbox; recipient: string }> {
+  const box = sandbox();
+  const { ensureHostIdentity } = await import("../../src/agent/identity.js");
+  return { box, recipient: (await ensureHostIdentity(box.state)).identity.age };
+}
+
 /** The same bundle, redelivered as a new attempt (new id). */
 export function again(previous: Bundle): Bundle {
   return { ...previous, attemptId: attemptId() };

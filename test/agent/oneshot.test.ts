@@ -10,7 +10,9 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { readProcess } from "../../src/agent/proc.js";
+import { nodeProcessRunner, type ProcessRunner } from "../../src/agent/runner.js";
 import type { Bundle, CommandResource, OneShotDecision } from "../../src/model/generated.js";
+import { stewardEntry } from "../hub/helpers/process.js";
 import { again, bundle, eventually, type Sandbox, sandbox } from "./helpers.js";
 
 const steward = join(dirname(fileURLToPath(import.meta.url)), "../../bin/steward.js");
@@ -103,6 +105,20 @@ async function killAgentWhileItRuns(attempt: Bundle): Promise<void> {
   await new Promise((resolve) => child.once("exit", resolve));
 }
 
+/** The live (not zombie) processes of a process group: a run's wrapper and whatever it started. */
+function liveMembersOf(group: number): number[] {
+  const members: number[] = [];
+  for (const name of readdirSync("/proc").filter((n) => /^\d+$/.test(n))) {
+    try {
+      const fields = readFileSync(`/proc/${name}/stat`, "utf8").split(") ")[1]!.split(" ");
+      if (Number(fields[2]) === group && fields[0] !== "Z") members.push(Number(name));
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return members;
+}
+
 /** Kills a run's whole session: the command and its wrapper die before the wrapper writes anything. */
 async function killRun(): Promise<void> {
   const pid = journal().migrate!.pid!;
@@ -184,10 +200,25 @@ describe("agent one-shots across crashes", () => {
   });
 
   it("agent one-shot - the agent journals the start before the spawn and the pid right after", async () => {
-    const attempt = bundle({ resources: [slow(1)] });
+    // What the journal holds at the moment of the spawn, seen by the runner itself.
+    const atSpawn: (Record<string, unknown> | undefined)[] = [];
+    const runner: ProcessRunner = {
+      ...nodeProcessRunner,
+      spawnDetached: (request) => {
+        atSpawn.push(journal().migrate as Record<string, unknown> | undefined);
+        return nodeProcessRunner.spawnDetached(request);
+      },
+    };
+    const quick = bundle({ resources: [slow(0)] });
+    await box.agent({ runner }).apply(quick);
+    expect(atSpawn).toEqual([
+      { generation: 1, attemptId: quick.attemptId, startedAt: expect.any(String), timeoutMs: 300_000 },
+    ]);
+
+    const attempt = bundle({ resources: [slow(1)], generation: 2 });
     await killAgentWhileItRuns(attempt);
     const record = journal().migrate as Record<string, unknown>;
-    expect(record).toMatchObject({ generation: 1, attemptId: attempt.attemptId });
+    expect(record).toMatchObject({ generation: 2, attemptId: attempt.attemptId });
     expect(record.startedAt).toEqual(expect.any(String));
     expect(record.startTime).toMatch(/^\d+$/);
     expect(record.at).toBeUndefined();
@@ -301,6 +332,99 @@ describe("agent one-shots across crashes", () => {
     expect(runs()).toHaveLength(2);
   });
 
+  it("agent one-shot - an agent killed between journalling the start and the pid finds the run by its argv and waits for it", async () => {
+    const attempt = bundle({ resources: [slow(1.5)] });
+    const file = join(box.dir, "attempt.json");
+    writeFileSync(file, JSON.stringify(attempt));
+    // The agent dies the moment the wrapper is spawned, before it can journal the pid.
+    const entry = await stewardEntry(`
+import { nodeProcessRunner } from "./src/agent/runner.ts";
+const spawnDetached = nodeProcessRunner.spawnDetached;
+nodeProcessRunner.spawnDetached = async (request) => {
+  const child = await spawnDetached(request);
+  if (request.awaited) process.kill(process.pid, "SIGKILL");
+  return child;
+};
+`);
+    const child = spawn(
+      process.execPath,
+      [entry, "--state", box.state, "agent", "apply", "--bundle", file, "--root", box.root],
+      { stdio: "ignore" },
+    );
+    agents.push(child);
+    await new Promise((resolve) => child.once("exit", resolve));
+    expect(journal().migrate).toMatchObject({ attemptId: attempt.attemptId });
+    expect(journal().migrate!.pid).toBeUndefined();
+    const reply = await box.agent().apply(again(attempt));
+    expect(reply.result.resources[0]).toMatchObject({
+      action: "ran",
+      message: expect.stringContaining("waited for the run started"),
+    });
+    expect(runs()).toEqual([`run ${attempt.attemptId}`]);
+  });
+
+  it("agent one-shot - a command that ignores SIGTERM is killed whole at its timeout: nothing of it runs beside the retry", async () => {
+    const attempt = bundle({
+      resources: [
+        {
+          kind: "command",
+          name: "migrate",
+          run: [
+            "sh",
+            "-c",
+            `trap '' TERM; echo "run $STEWARD_ATTEMPT" >> "$STEWARD_ROOT/srv/runs.log"; sleep 30`,
+          ],
+          timeout: "1s",
+        },
+      ],
+    });
+    const reply = await box.agent().apply(attempt);
+    expect(reply.result.resources[0]).toMatchObject({ action: "failed", reason: "CommandTimedOut" });
+    expect(liveMembersOf(journal().migrate!.pid!)).toEqual([]);
+  });
+
+  it("agent one-shot - a guarded command killed while the agent watches is retried by the ordinary path, not asked about", async () => {
+    const attempt = bundle({
+      resources: [
+        slow(5, {
+          run: ["sh", "-c", 'echo run >> "$STEWARD_ROOT/srv/runs.log"; kill -KILL 0'],
+          creates: "/srv/never",
+        }),
+      ],
+    });
+    const reply = await box.agent().apply(attempt);
+    expect(reply.result).toMatchObject({
+      outcome: "failed",
+      failureClass: "transient",
+      reason: "CommandKilled",
+    });
+    expect(reply.report.instances[0]!.resources[0]!.status).not.toBe("interrupted");
+  });
+
+  it("agent one-shot - an earlier generation's lost run stays a question though the newer generation blocks its command", async () => {
+    const first = bundle({ resources: [slow(5)] });
+    await killAgentWhileItRuns(first);
+    await killRun();
+    const gate: CommandResource = { kind: "command", name: "gate", run: ["false"], gating: true };
+    const second = await box.agent().apply(bundle({ resources: [gate, slow(0)], generation: 2 }));
+    expect(second.result.resources.map((r) => r.action)).toEqual(["failed", "blocked"]);
+    expect(second.report.instances[0]!.lostRuns).toEqual([
+      expect.objectContaining({ resource: "migrate", generation: 1, run: first.attemptId }),
+    ]);
+  });
+
+  it("agent one-shot - an answer about a run that is still running changes nothing", async () => {
+    const attempt = bundle({ resources: [slow(1.5)] });
+    await killAgentWhileItRuns(attempt);
+    const reply = await box.agent().apply({
+      ...again(attempt),
+      decisions: [{ resource: "migrate", run: attempt.attemptId, outcome: "ran", task: "T1", by: "alice" }],
+    });
+    // The run was waited for and its own outcome recorded, not the answer.
+    expect(reply.result.resources[0]).toMatchObject({ action: "ran" });
+    expect(journal().migrate).toMatchObject({ outcomeFrom: "wrapper" });
+  });
+
   it("agent one-shot - a run past its timeout is killed even by an agent that only adopted it", async () => {
     const attempt = bundle({ resources: [slow(30, { timeout: "1s" })] });
     await killAgentWhileItRuns(attempt);
@@ -308,7 +432,7 @@ describe("agent one-shots across crashes", () => {
     const reply = await box.agent().apply(again(attempt));
     expect(Date.now() - started).toBeLessThan(10_000);
     expect(reply.result.resources[0]).toMatchObject({ action: "failed", reason: "CommandTimedOut" });
-    // Gone (or a zombie no one reaps: not running either way).
-    expect(readProcess(journal().migrate!.pid!)).toBeUndefined();
+    // Gone, all of it (or zombies no one reaps: not running either way).
+    expect(liveMembersOf(journal().migrate!.pid!)).toEqual([]);
   });
 });

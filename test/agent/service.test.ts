@@ -56,6 +56,26 @@ function pidOf(report: Report): number {
 }
 
 describe("agent service", () => {
+  it("agent service - a failed start's evidence is that process's output, not an earlier start's", async () => {
+    const crashing = (message: string): Resource[] => [
+      { kind: "directory", name: "dir", path: "/srv/crash" },
+      {
+        kind: "service",
+        name: "crash",
+        exec: ["sh", "-c", `echo "Error: ${message}" >&2; exit 1`],
+        cwd: "/srv/crash",
+      },
+    ];
+    const agent = box.agent();
+    const first = await agent.apply(bundle({ resources: crashing("the first cause") }));
+    expect(first.result.resources[1]!.evidence).toContain("Error: the first cause");
+    const second = await agent.apply(bundle({ resources: crashing("the second cause"), generation: 2 }));
+    const evidence = second.result.resources[1]!.evidence!;
+    expect(evidence).toContain("Error: the second cause");
+    expect(evidence).not.toContain("the first cause");
+    expect(second.report.instances[0]!.resources[1]!.evidence).not.toContain("the first cause");
+  });
+
   it("agent service - starts detached, reports the pid, and serves", async () => {
     const port = await freePort();
     const { result, report } = await box.agent().apply(bundle({ resources: webResources(port, "1.0.0") }));

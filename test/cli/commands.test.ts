@@ -256,7 +256,7 @@ describe("cli - every command's exit codes and -o json", () => {
       },
       {
         name: "nats config",
-        args: ["nats", "config", "--out", join(work, "nats"), "--node", "edge-1"],
+        args: ["nats", "config", "--static", "--out", join(work, "nats"), "--node", "edge-1"],
         code: EXIT.ok,
       },
       {

@@ -19,17 +19,18 @@ export interface CliRun {
 
 /**
  * `steward ...args` with `cwd` (default: the checkout) and exactly `env` as its environment; stdout
- * is not a terminal unless `isTty`.
+ * is not a terminal unless `isTty`; `stdin` is what a command reading standard input gets.
  */
 export async function runCli(
   args: string[],
   cwd = repoRoot,
   env: NodeJS.ProcessEnv = {},
   isTty = false,
+  stdin?: string,
 ): Promise<CliRun> {
   let stdout = "";
   let stderr = "";
-  const io: CliIo = {
+  const io: CliIo & { stdin?: () => Promise<Buffer> } = {
     stdout: (text) => {
       stdout += text;
     },
@@ -40,6 +41,7 @@ export async function runCli(
     cwd,
     isTty,
   };
+  if (stdin !== undefined) io.stdin = async () => Buffer.from(stdin);
   const code = await main(args, io);
   return { code, stdout, stderr };
 }

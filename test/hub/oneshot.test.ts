@@ -180,6 +180,9 @@ describe("hub - interrupted one-shots", () => {
       resolution: expect.stringContaining("no longer desired"),
     });
     expect((await steward(h.dir, "status")).code).toBe(EXIT.ok);
+    // The answer reached the node (with an attempt that changed nothing else): it asks no more.
+    expect((await h.store.observations.get("db@n1"))!.report.lostRuns).toBeUndefined();
+    expect((await h.intent("db@n1")).status).toBe("converged");
   });
 
   it("hub - two generations interrupted in turn are two questions", async () => {

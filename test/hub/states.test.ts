@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { fleetStatus } from "../../src/hub/answer.js";
 import type { ConditionRecord, HoldReason, IntentStatus } from "../../src/hub/records.js";
-import { type DisplayState, displayState, ONE_SHOT_INTERRUPTED } from "../../src/hub/states.js";
+import { type DisplayState, displayState } from "../../src/hub/states.js";
 import type { InstanceView } from "../../src/hub/views.js";
 
 describe("hub - display states: one mapping of every intent status and hold reason", () => {
@@ -40,7 +40,7 @@ describe("hub - display states: one mapping of every intent status and hold reas
       "converged",
     );
     expect(
-      displayState({ status: "backoff", converged: false, openConditions: [ONE_SHOT_INTERRUPTED] }),
+      displayState({ status: "backoff", converged: false, openConditions: ["OneShotInterrupted"] }),
     ).toBe("interrupted");
   });
 });

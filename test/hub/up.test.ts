@@ -50,6 +50,13 @@ describe("hub - steward up", () => {
       /edge-2\s+-\s+not dispatched: transport nats is not enabled in this hub \(base, edge-proxy\)/,
     );
     const root = join(state, "root");
+    // The example carries its key encrypted; db-1's agent has the demo identity `steward up` installed.
+    expect(first.stdout).toContain(
+      "steward up: installed the example's DEMO identities (examples/identities: published, never to be used elsewhere) into the local agents of db-1, web-1, web-2\n",
+    );
+    const key = readFileSync(join(root, "db-1", "etc", "db", "tls", "server.key"), "utf8");
+    expect(key).toContain("BEGIN PRIVATE KEY");
+    expect(readFileSync(join(state, "hub.db")).includes(key.split("\n")[1]!)).toBe(false);
     expect(readFileSync(join(root, "web-1", "srv", "web", "config.json"), "utf8")).toContain(
       '"version": "1.4.2"',
     );

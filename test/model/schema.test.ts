@@ -52,7 +52,7 @@ describe("schema - messages", () => {
         path: ["spec", "resources", 0, "ower"],
         key: true,
         message: 'spec.resources[0]: unknown field `ower` (did you mean "owner"?)',
-        fix: "use one of: kind, name, dependsOn, atomic, path, content, source, encoding, mode, owner, group, ensure",
+        fix: "use one of: kind, name, dependsOn, atomic, path, content, source, secret, encoding, mode, owner, group, ensure",
       },
     ],
     [

@@ -13,16 +13,15 @@ import { existsSync } from "node:fs";
 import { parseDuration } from "../../model/duration.js";
 import type { CommandResource } from "../../model/generated.js";
 import type { Applied, Driver, DriverContext, Plan, PlanFacts } from "../driver.js";
-import { runEvidence, tail } from "../evidence.js";
+import { runEvidence } from "../evidence.js";
 import { ONE_SHOT_INTERRUPTED, permanent, transient } from "../failure.js";
 import {
   awaitAdopted,
   keepIfLost,
   type OneShotContext,
   observeUnsettled,
-  runFiles,
+  runEvidenceOf,
   runOneShot,
-  runOutput,
   settled,
   type UnsettledRun,
 } from "../oneshot.js";
@@ -43,9 +42,15 @@ export interface CommandObservation {
 const DEFAULT_TIMEOUT = "5m";
 const UNLESS_TIMEOUT_MS = 60_000;
 
-/** Where the command runs (its `cwd` under the root; else the root, if it exists yet) and with what environment. */
-function processOptions(resource: CommandResource, ctx: DriverContext) {
-  const env = { ...ctx.env, ...resource.env };
+/**
+ * Where the command runs (its `cwd` under the root; else the root, if it exists yet) and with what
+ * environment (secret values decrypted, here on the host, only now that it runs).
+ */
+async function processOptions(resource: CommandResource, ctx: DriverContext) {
+  const own = ctx.secrets
+    ? await ctx.secrets.environment(resource.env)
+    : (resource.env as Record<string, string>);
+  const env = { ...ctx.env, ...own };
   const cwd = ctx.paths.workingDirectory(resource.cwd);
   if (!existsSync(cwd))
     throw transient(
@@ -131,7 +136,11 @@ function oneShotContext(resource: CommandResource, ctx: DriverContext): OneShotC
     assignment: ctx.assignment,
     resource: resource.name!,
     generation: ctx.generation,
-    attemptId: ctx.attemptId ?? `observe-${ctx.clock().getTime()}`,
+    attemptId:
+      ctx.attemptId ??
+      (() => {
+        throw new Error(`command ${resource.name}: a one-shot runs only as part of an attempt`);
+      })(),
     clock: ctx.clock,
   };
 }
@@ -169,7 +178,7 @@ export const commandDriver: Driver<CommandResource, CommandObservation> = {
     if (resource.unless !== undefined && !observed.created) {
       const result = await ctx.runner.run({
         argv: resource.unless,
-        ...processOptions(resource, ctx),
+        ...(await processOptions(resource, ctx)),
         timeoutMs: UNLESS_TIMEOUT_MS,
       });
       observed.unlessExitCode = result.exitCode;
@@ -213,48 +222,61 @@ export const commandDriver: Driver<CommandResource, CommandObservation> = {
         );
       // An earlier generation's run ended, or this one's was lost: decided afresh, by the ordinary
       // rules (a check for a guarded command; a person for a plain one).
-      const now = await commandDriver.observe(resource, ctx);
-      const next = commandDriver.plan(resource, now, {
-        generation: ctx.generation,
-        state: ctx.state,
-        changed: [],
-        resources: ctx.resources,
-        runOnce: ctx.store.runOnce(ctx.assignment)[resource.name!],
-      });
-      if (next.conflict) throw interrupted(resource, now.run, ctx);
-      if (next.action !== "run") return { action: "skipped", ...(next.note ? { message: next.note } : {}) };
-      return commandDriver.apply(resource, next, now, ctx);
+      const again = await decideAfresh(resource, ctx);
+      if (again.applied) return again.applied;
+      return commandDriver.apply(resource, again.plan, again.observed, ctx);
     }
     // A run of an earlier generation whose outcome was lost stays a question after this one
     // replaces it — unless the command's own check decides whether it is done.
-    if (resource.creates === undefined && resource.unless === undefined)
-      keepIfLost(ctx.store, ctx.assignment, resource.name!, (run) =>
-        commandDriver.evidence?.(resource, { run: { ...run, state: "lost" } }, ctx),
-      );
+    keepIfLost(ctx.store, ctx.assignment, resource.name!);
     const result = await runOneShot(oneShot, {
       argv: resource.run,
-      ...processOptions(resource, ctx),
+      ...(await processOptions(resource, ctx)),
       timeoutMs,
+      guarded: resource.creates !== undefined || resource.unless !== undefined,
     });
-    if (!result) {
-      const journal = ctx.store.runOnce(ctx.assignment)[resource.name!]!;
-      throw interrupted(resource, observeUnsettled(ctx.store, ctx.assignment, resource.name!, journal), ctx);
-    }
-    return appliedFrom(resource, result, ctx);
+    if (result) return appliedFrom(resource, result, ctx);
+    // Killed from outside while this agent watched, before its wrapper could say how it ended.
+    const again = await decideAfresh(resource, ctx);
+    if (again.applied) return again.applied;
+    // A guarded command whose check says not done: not run again within this apply (whatever
+    // killed it may do so again); the ordinary retry runs it, within the budget.
+    throw transient(
+      "CommandKilled",
+      `command ${resource.name} was killed before it ended, and its ${resource.creates !== undefined ? `creates ${resource.creates}` : "unless check"} says it is not done: it runs again with the next attempt`,
+      commandDriver.evidence?.(resource, again.observed, ctx),
+    );
   },
 
   evidence(resource, observed, ctx) {
-    const run = observed.run;
-    if (!run?.attemptId) return undefined;
-    const output = runOutput(runFiles(ctx.store, ctx.assignment, resource.name ?? "", run.attemptId));
-    const parts = [
-      `started ${run.startedAt ?? "?"} by attempt ${run.attemptId}; ${run.state === "running" ? `still running (pid ${run.pid})` : run.state === "ended" ? `exit code ${run.exitCode}` : "the process is gone and left no exit status"}`,
-    ];
-    if (output.stdout.trim()) parts.push(`stdout so far:\n${tail(output.stdout, 10, 1000)}`);
-    if (output.stderr.trim()) parts.push(`stderr so far:\n${tail(output.stderr, 10, 1000)}`);
-    return parts.join("\n");
+    return observed.run?.attemptId
+      ? runEvidenceOf(ctx.store, ctx.assignment, resource.name ?? "", observed.run)
+      : undefined;
   },
 };
+
+/**
+ * Observes and plans the command again after a run ended or was lost: what it is now (`applied`:
+ * skipped or done by a check, or interrupted — thrown), or the plan to run it.
+ */
+async function decideAfresh(
+  resource: CommandResource,
+  ctx: DriverContext,
+): Promise<{ applied?: Applied; plan: Plan; observed: CommandObservation }> {
+  const observed = await commandDriver.observe(resource, ctx);
+  const plan = commandDriver.plan(resource, observed, {
+    generation: ctx.generation,
+    state: ctx.state,
+    changed: [],
+    resources: ctx.resources,
+    runOnce: ctx.store.runOnce(ctx.assignment)[resource.name!],
+    ...(ctx.secrets ? { secretDigests: ctx.secrets.digests } : {}),
+  });
+  if (plan.conflict) throw interrupted(resource, observed.run, ctx);
+  if (plan.action !== "run")
+    return { applied: { action: "skipped", ...(plan.note ? { message: plan.note } : {}) }, plan, observed };
+  return { plan, observed };
+}
 
 /** The failure of a run whose outcome is lost, with what is known of it as evidence. */
 function interrupted(resource: CommandResource, run: UnsettledRun | undefined, ctx: DriverContext) {

@@ -16,6 +16,7 @@ import type { Applied, Driver, DriverContext, Plan, PlanFacts } from "../driver.
 import { runEvidence } from "../evidence.js";
 import { permanent, type ResourceFailure, transient } from "../failure.js";
 import type { RunResult } from "../runner.js";
+import { fingerprintEnv } from "../secrets.js";
 import { memo, runTool } from "../tools.js";
 
 /** A container as the engine reports it. */
@@ -108,13 +109,20 @@ async function engineFor(resource: ContainerResource, ctx: DriverContext): Promi
   return found.engine!;
 }
 
-/** Hash of the container's definition as run on this host. Pure. */
-export function containerFingerprint(resource: ContainerResource, volumes: string[]): string {
+/**
+ * Hash of the container's definition as run on this host. Pure. Secret values count by the digest
+ * of their plaintext (`secretDigests`), so a new ciphertext of the same value recreates nothing.
+ */
+export function containerFingerprint(
+  resource: ContainerResource,
+  volumes: string[],
+  secretDigests: Readonly<Record<string, string>> = {},
+): string {
   return contentHash({
     image: resource.image,
     args: resource.args ?? [],
     ports: resource.ports ?? [],
-    env: resource.env ?? {},
+    env: fingerprintEnv(resource.env, secretDigests),
     volumes,
   });
 }
@@ -145,7 +153,7 @@ interface Desired {
 
 function desired(resource: ContainerResource, ctx: DriverContext): Desired {
   const volumes = mappedVolumes(resource, ctx);
-  return { volumes, fingerprint: containerFingerprint(resource, volumes) };
+  return { volumes, fingerprint: containerFingerprint(resource, volumes, ctx.secrets?.digests) };
 }
 
 /** The `container` driver. */
@@ -234,9 +242,12 @@ export const containerDriver: Driver<ContainerResource, ContainerObservation & {
     const envDir = join(ctx.store.dir, "containers");
     mkdirSync(envDir, { recursive: true, mode: 0o700 });
     const envFile = join(envDir, `${name}.env`);
+    // The environment file is the host's own (mode 0600 in the state directory): secret values are
+    // decrypted into it, here only.
+    const env = ctx.secrets ? await ctx.secrets.environment(resource.env) : (resource.env ?? {});
     await writeFileAtomic(
       envFile,
-      Object.entries(resource.env ?? {})
+      Object.entries(env)
         .map(([key, value]) => `${key}=${value}\n`)
         .join(""),
       { mode: 0o600 },

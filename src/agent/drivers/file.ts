@@ -1,7 +1,8 @@
 /**
  * `file`: a regular file with exact content (by hash), mode and ownership. Writes are atomic (temp
  * file, fsync, rename) so a crash never leaves a torn file; content replaced that the previous
- * generation had not declared (a hand edit) is kept in the state directory first, and `ensure:
+ * generation had not declared (a hand edit) is kept in the state directory first (for a secret,
+ * encrypted for the host's own identity), and `ensure:
  * absent` moves the file to the state directory's trash instead of deleting it. A symlink or directory where the file should be
  * is a conflict for a person, never silently replaced.
  */
@@ -9,7 +10,8 @@ import { unlinkSync } from "node:fs";
 import { posix } from "node:path";
 import type { FileResource } from "../../model/generated.js";
 import { type AtomicFile, writeFileAtomic, writeFilesAtomic } from "../atomic.js";
-import type { Applied, Driver, DriverContext, Plan } from "../driver.js";
+import type { Applied, Driver, DriverContext, Plan, PlanFacts } from "../driver.js";
+import { permanent } from "../failure.js";
 import {
   absentPlan,
   applyOwnership,
@@ -25,6 +27,7 @@ import {
   typeConflict,
   typeOf,
 } from "../fsnode.js";
+import type { InstanceSecrets } from "../secrets.js";
 
 /** What is at a file resource's path: its content by hash, size and ownership. */
 export interface FileObservation {
@@ -78,7 +81,27 @@ const REMEMBERED_BYTES = 16 * 1024;
 function heldHash(resource: FileResource, ctx: DriverContext): string | null | undefined {
   const before = ctx.heldBefore?.(resource.name ?? "");
   if (before?.kind !== "file" || before.path !== resource.path) return undefined;
+  if (before.secret === true) return before.source ? ctx.secrets?.heldDigest(before.source) : undefined;
   return declaredHash(before);
+}
+
+/** The instance's secrets, for a secret file (a bundle that uses secrets always has them). */
+function secretsOf(resource: FileResource, ctx: DriverContext): InstanceSecrets {
+  if (!ctx.secrets || !resource.source)
+    throw permanent("SecretMissing", `file ${resource.path} is a secret but the bundle carries no secrets`);
+  return ctx.secrets;
+}
+
+/**
+ * The hash a plan compares the observed content with: of the declared content, or for a secret
+ * the digest of its plaintext (observed content of a secret file is digested the same way).
+ */
+function wantedHash(resource: FileResource, facts: PlanFacts): string | null {
+  if (resource.secret !== true) return declaredHash(resource);
+  const digest = facts.secretDigests?.[resource.source ?? ""];
+  if (digest === undefined)
+    throw permanent("SecretMissing", `the plaintext of secret ${resource.source} is not known on this host`);
+  return digest;
 }
 
 function short(hash: string | undefined): string {
@@ -96,28 +119,27 @@ export const fileDriver: Driver<FileResource, FileObservation, FileSnapshot> = {
     const type = typeOf(stats);
     if (type !== "file") return { exists: true, type };
     const bytes = readContent(host, stats.size);
-    const observation: FileObservation = {
-      exists: true,
-      type,
-      hash: sha256(bytes),
-      size: stats.size,
-      ownership: ownershipOf(stats),
-    };
+    const secret = resource.secret === true;
+    // A secret's content is known by its keyed digest only (not even its size): a report never
+    // carries more of it.
+    const observation: FileObservation = secret
+      ? { exists: true, type, hash: secretsOf(resource, ctx).digestOf(bytes), ownership: ownershipOf(stats) }
+      : { exists: true, type, hash: sha256(bytes), size: stats.size, ownership: ownershipOf(stats) };
     if (bytes.length <= REMEMBERED_BYTES) observedBytes.set(observation, bytes);
     return observation;
   },
 
-  plan(resource, observed): Plan {
+  plan(resource, observed, facts): Plan {
     if (resource.ensure === "absent")
       return absentPlan(resource.path, observed, ["file", "symlink"], `present (${observed.type})`);
-    const wantedHash = declaredHash(resource);
+    const wanted = wantedHash(resource, facts);
     if (!observed.exists)
-      return { action: "create", diff: [`absent → file ${wantedHash ? short(wantedHash) : "(empty)"}`] };
+      return { action: "create", diff: [`absent → file ${wanted ? short(wanted) : "(empty)"}`] };
     if (observed.type !== "file")
       return { action: "update", diff: [], conflict: typeConflict(resource.path, observed.type!, "file") };
     const diff: string[] = [];
-    if (wantedHash !== null && wantedHash !== observed.hash)
-      diff.push(`content ${short(observed.hash)} → ${short(wantedHash)}`);
+    if (wanted !== null && wanted !== observed.hash)
+      diff.push(`content ${short(observed.hash)} → ${short(wanted)}`);
     diff.push(...ownershipDiff(resource, observed.ownership!));
     return diff.length === 0 ? { action: "none", diff } : { action: "update", diff };
   },
@@ -125,12 +147,15 @@ export const fileDriver: Driver<FileResource, FileObservation, FileSnapshot> = {
   async apply(resource, plan, observed, ctx): Promise<Applied> {
     const host = ctx.paths.confined(resource.path);
     if (plan.action === "remove") return removeToTrash(host, resource.path, ctx);
-    const bytes = declaredBytes(resource);
-    const contentChanges = !observed.exists || (bytes !== null && declaredHash(resource) !== observed.hash);
+    const secret = resource.secret === true ? secretsOf(resource, ctx) : undefined;
+    const wanted = secret ? secret.digests[resource.source!] : declaredHash(resource);
+    const contentChanges = !observed.exists || (wanted !== null && wanted !== observed.hash);
     if (!contentChanges) {
       applyOwnership(host, resource, observed.ownership);
       return { action: "updated" };
     }
+    // A secret is decrypted only now that its content is to be written.
+    const bytes = secret ? await secret.fileBytes(resource.source!) : declaredBytes(resource);
     const writes: AtomicFile[] = [];
     let message: string | undefined;
     if (observed.exists) {
@@ -142,8 +167,13 @@ export const fileDriver: Driver<FileResource, FileObservation, FileSnapshot> = {
         // what the observation just read, or (a large file) read again.
         const remembered = observedBytes.get(observed);
         const previous = remembered ?? readContent(host, observed.size ?? 0);
-        const keep = ctx.store.keep(previous, remembered ? observed.hash! : sha256(previous));
-        message = `previous content kept at ${keep.path}`;
+        // What a secret file held is kept sealed for this host alone: never in the clear.
+        const keep = secret
+          ? ctx.store.keepSealed(await secret.sealForHost(previous), secret.digestOf(previous))
+          : ctx.store.keep(previous, remembered ? observed.hash! : sha256(previous));
+        message = secret
+          ? `previous content kept at ${keep.path}, encrypted for this host's own age identity`
+          : `previous content kept at ${keep.path}`;
         // The old content is renamed into place before the new content replaces it: both are flushed together.
         if (keep.write) writes.push(keep.write);
       }

@@ -9,11 +9,12 @@
 import { closeSync, existsSync, openSync, readSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { contentHash } from "../../model/canonical.js";
 import { parseDuration } from "../../model/duration.js";
-import type { ServiceResource } from "../../model/generated.js";
+import type { Resource, ServiceResource } from "../../model/generated.js";
 import type { Applied, Driver, DriverContext, Plan, PlanFacts } from "../driver.js";
 import { tail } from "../evidence.js";
 import { permanent, transient } from "../failure.js";
 import { isSameProcess, readProcess } from "../proc.js";
+import { fingerprintEnv, secretPathsOf } from "../secrets.js";
 import type { ServiceRecord } from "../store.js";
 
 /** A service as its record and /proc show it. */
@@ -35,15 +36,38 @@ export interface ServiceObservation {
 const DEFAULT_STOP_TIMEOUT = "10s";
 const DEFAULT_START_GRACE_MS = 300;
 const MAX_LOG_BYTES = 8 * 1024 * 1024;
+/** How the agent marks each start of a service in its log. */
+const START_MARKER = "--- steward: starting ";
 
-/** Hash of everything a running process depends on: a change means restart. Pure. */
-export function serviceFingerprint(resource: ServiceResource, facts: Pick<PlanFacts, "resources">): string {
+/**
+ * Hash of everything a running process depends on: a change means restart. Pure. A secret counts by
+ * the digest of its plaintext (PlanFacts.secretDigests), never its ciphertext: a secret encrypted
+ * again for other hosts restarts nothing, a changed value or secret file does.
+ */
+export function serviceFingerprint(
+  resource: ServiceResource,
+  facts: Pick<PlanFacts, "resources" | "secretDigests">,
+): string {
+  const digests = facts.secretDigests ?? {};
   return contentHash({
     exec: resource.exec,
-    env: resource.env ?? {},
+    env: fingerprintEnv(resource.env, digests),
     cwd: resource.cwd ?? "/",
-    restartOn: (resource.restartOn ?? []).map((name) => [name, contentHash(facts.resources[name] ?? null)]),
+    restartOn: (resource.restartOn ?? []).map((name) => {
+      const other = facts.resources[name];
+      const secrets = other ? secretPathsOf(other) : [];
+      const spec = contentHash(other ?? null);
+      return secrets.length === 0
+        ? [name, spec]
+        : [name, spec, secrets.map((path) => fingerprintOf(path, other!, digests))];
+    }),
   });
+}
+
+/** How a secret a `restartOn` resource uses counts in a fingerprint: its file's digest, or its values'. */
+function fingerprintOf(path: string, resource: Resource, digests: Readonly<Record<string, string>>): string {
+  if ("secret" in resource && resource.secret) return digests[path] ?? "unknown";
+  return contentHash(fingerprintEnv((resource as { env?: ServiceResource["env"] }).env, digests));
 }
 
 function describeExit(exit: ServiceRecord["exit"]): string {
@@ -69,7 +93,7 @@ export function observeService(record: ServiceRecord | undefined): ServiceObserv
   return { running: false, ...base, why };
 }
 
-/** The last lines of a log file (reads only its end). */
+/** The last lines a service printed since its latest start (reads only the end of its log). */
 export function logTail(file: string, bytes = 4096): string {
   try {
     const size = statSync(file).size;
@@ -78,7 +102,10 @@ export function logTail(file: string, bytes = 4096): string {
       const length = Math.min(size, bytes);
       const buffer = Buffer.alloc(length);
       readSync(fd, buffer, 0, length, size - length);
-      return tail(buffer.toString("utf8"));
+      // Only the latest process's output: what an earlier start printed is not its evidence.
+      const text = buffer.toString("utf8");
+      const start = text.lastIndexOf(START_MARKER);
+      return tail(start < 0 ? text : text.slice(start));
     } finally {
       closeSync(fd);
     }
@@ -123,15 +150,18 @@ async function start(resource: ServiceResource, fingerprint: string, ctx: Driver
   const startedAt = ctx.clock().toISOString();
   writeFileSync(
     logFile,
-    `--- steward: starting ${JSON.stringify(resource.exec)} in ${cwd} (generation ${ctx.generation}${ctx.attemptId ? `, attempt ${ctx.attemptId}` : ""}) at ${startedAt}\n`,
+    `${START_MARKER}${JSON.stringify(resource.exec)} in ${cwd} (generation ${ctx.generation}${ctx.attemptId ? `, attempt ${ctx.attemptId}` : ""}) at ${startedAt}\n`,
     { flag: "a", mode: 0o600 },
   );
   let child: Awaited<ReturnType<DriverContext["runner"]["spawnDetached"]>>;
   try {
+    const own = ctx.secrets
+      ? await ctx.secrets.environment(resource.env)
+      : (resource.env as Record<string, string> | undefined);
     child = await ctx.runner.spawnDetached({
       argv: resource.exec,
       cwd,
-      env: { ...ctx.env, ...resource.env },
+      env: { ...ctx.env, ...own },
       logFile,
     });
   } catch (error) {
@@ -178,6 +208,8 @@ async function start(resource: ServiceResource, fingerprint: string, ctx: Driver
   const until = Date.now() + graceMs;
   while (Date.now() < until && !exited && (record.startTime === "" || isSameProcess(record))) await sleep(20);
   if (exited || !isSameProcess(record)) {
+    // Gone: this agent is its parent, so how it ended is a moment away.
+    if (!exited) exited = await Promise.race([child.exited, sleep(500).then(() => undefined)]);
     const how = exited ? describeExit({ ...exited, at: "" }) : "exited at once";
     throw transient(
       "ServiceExited",
@@ -234,7 +266,10 @@ export const serviceDriver: Driver<ServiceResource, ServiceObservation> = {
         });
       if (plan.action === "stop") return { action: "stopped", message: how };
     }
-    const facts = { resources: ctx.resources };
+    const facts = {
+      resources: ctx.resources,
+      ...(ctx.secrets ? { secretDigests: ctx.secrets.digests } : {}),
+    };
     const started = await start(resource, serviceFingerprint(resource, facts), ctx);
     return plan.action === "restart" ? { ...started, action: "restarted" } : started;
   },

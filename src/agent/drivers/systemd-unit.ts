@@ -73,6 +73,11 @@ async function systemctl(ctx: DriverContext, name: string, ...args: string[]): P
   return result;
 }
 
+/** Whether the resource declares the unit file: its content, or a secret source decrypted on the host. */
+function managesFile(resource: SystemdUnitResource): boolean {
+  return resource.content !== undefined || (resource.secret === true && resource.source !== undefined);
+}
+
 function wantsActive(resource: SystemdUnitResource): boolean {
   return resource.enabled !== false;
 }
@@ -85,10 +90,14 @@ export const systemdUnitDriver: Driver<SystemdUnitResource, UnitObservation> = {
     const unavailable = await systemdAvailable(ctx);
     if (unavailable) throw unavailable;
     const observed: UnitObservation = { loadState: "", activeState: "", subState: "", unitFileState: "" };
-    if (resource.content !== undefined) {
+    if (managesFile(resource)) {
       const host = ctx.paths.confined(`${UNIT_DIR}/${resource.name}`);
       const stats = lstatOrUndefined(host);
-      if (stats?.isFile()) observed.fileHash = sha256(readContent(host, stats.size));
+      if (stats?.isFile()) {
+        const bytes = readContent(host, stats.size);
+        // A secret unit file is known by its keyed digest only (see secrets.ts).
+        observed.fileHash = resource.secret && ctx.secrets ? ctx.secrets.digestOf(bytes) : sha256(bytes);
+      }
     }
     const result = await systemctl(
       ctx,
@@ -107,8 +116,10 @@ export const systemdUnitDriver: Driver<SystemdUnitResource, UnitObservation> = {
 
   plan(resource, observed, facts): Plan {
     const diff: string[] = [];
-    if (resource.content !== undefined) {
-      const wanted = sha256(resource.content);
+    if (managesFile(resource)) {
+      const wanted = resource.secret
+        ? (facts.secretDigests?.[resource.source ?? ""] ?? "unknown")
+        : sha256(resource.content ?? "");
       if (observed.fileHash !== wanted)
         diff.push(`unit file ${observed.fileHash?.slice(0, 19) ?? "absent"} → ${wanted.slice(0, 19)}`);
     }
@@ -123,17 +134,22 @@ export const systemdUnitDriver: Driver<SystemdUnitResource, UnitObservation> = {
     }
     if (diff.length === 0) return { action: "none", diff };
     return {
-      action: observed.loadState === "not-found" && resource.content !== undefined ? "create" : "update",
+      action: observed.loadState === "not-found" && managesFile(resource) ? "create" : "update",
       diff,
     };
   },
 
   async apply(resource, plan, observed, ctx): Promise<Applied> {
     let fileChanged = false;
-    if (resource.content !== undefined && plan.diff.some((line) => line.startsWith("unit file"))) {
+    if (managesFile(resource) && plan.diff.some((line) => line.startsWith("unit file"))) {
       const host = ctx.paths.confined(`${UNIT_DIR}/${resource.name}`);
       ctx.paths.ensureParent(host);
-      await writeFileAtomic(host, resource.content, { mode: 0o644 });
+      const content =
+        resource.secret && ctx.secrets
+          ? await ctx.secrets.fileBytes(resource.source!)
+          : (resource.content ?? "");
+      // A unit file that holds a secret is readable by root only.
+      await writeFileAtomic(host, content, { mode: resource.secret ? 0o600 : 0o644 });
       ctx.dirty.add(posix.dirname(host));
       await systemctl(ctx, resource.name, "daemon-reload");
       fileChanged = true;

@@ -241,6 +241,7 @@ export const HUB_MIGRATIONS: readonly Migration[] = [
       ALTER TABLE attempts ADD COLUMN superseded_by INTEGER;
       ALTER TABLE attempts ADD COLUMN late_result TEXT;  -- JSON: a result that came after it was superseded
       UPDATE attempts SET status = 'superseded', settled_by = 'superseded',
+          finished_at = COALESCE(finished_at, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
           superseded_by = (SELECT i.generation FROM instances i WHERE i.instance_key = attempts.instance_key)
         WHERE status IN ('queued', 'dispatched', 'ambiguous')
           AND generation < (SELECT i.generation FROM instances i WHERE i.instance_key = attempts.instance_key);
@@ -257,6 +258,8 @@ export const HUB_MIGRATIONS: readonly Migration[] = [
 
       -- The decision a person's answer carries (ran | rerun for an interrupted one-shot).
       ALTER TABLE tasks ADD COLUMN outcome TEXT;
+      -- Answered questions are looked up by instance whatever their status (reconcile.ts).
+      CREATE INDEX conditions_by_subject ON conditions (subject_kind, subject, type);
     `,
   },
   {

@@ -1,8 +1,10 @@
 /**
  * The hub database's schema, as numbered migrations. Never edit a released migration: add a new one.
  * Each area owns its migrations: 1xx revisions and generations (the syncer), 2xx hub (intents,
- * attempts, outbox, reports, conditions, tasks, nodes), 3xx commit statuses.
+ * attempts, outbox, reports, conditions, tasks, nodes), 3xx commit statuses, 4xx enrolment (hosts'
+ * requests to join, credentials issued).
  */
+import { ENROLMENT_MIGRATIONS } from "../enrolment/migrations.js";
 import { HUB_MIGRATIONS } from "./hub-migrations.js";
 
 export interface Migration {
@@ -126,4 +128,5 @@ export const MIGRATIONS: readonly Migration[] = [
     `,
   },
   ...HUB_MIGRATIONS,
+  ...ENROLMENT_MIGRATIONS,
 ];

@@ -13,6 +13,7 @@
 import type { EffectiveBudget, FleetSettings } from "../../model/fleet.js";
 import type { Report, Rollout } from "../../model/generated.js";
 import type { GenerationStore, SyncState } from "../../repo/store.js";
+import type { EnrolmentRecord, EnrolmentStatus, IssuedCredential } from "../enrolment/records.js";
 import type {
   AttemptRecord,
   ConditionEvent,
@@ -337,6 +338,23 @@ export interface Statuses extends StatusReads {
   failed(provider: string, status: CommitStatus, error: string): Promise<void>;
 }
 
+/** Hosts' requests to join and the credentials the hub issued (tables `enrolment_requests`, `issued_credentials`). */
+export interface EnrolmentReads {
+  request(node: string, nkey: string): Promise<EnrolmentRecord | undefined>;
+  requestsOf(node: string): Promise<EnrolmentRecord[]>;
+  /** Every request (with `statuses`: only those), oldest first. */
+  requests(statuses?: readonly EnrolmentStatus[]): Promise<EnrolmentRecord[]>;
+  /** Requests a person still has to decide (queued or conflict). */
+  countUndecided(): Promise<number>;
+  issued(): Promise<IssuedCredential[]>;
+}
+
+export interface Enrolments extends EnrolmentReads {
+  saveRequest(record: EnrolmentRecord): Promise<void>;
+  /** Records a JWT issued for `nkey` (before it is sent: a crash never leaves one unrecorded). */
+  recordIssued(credential: IssuedCredential): Promise<void>;
+}
+
 /** Every port, for reading. Both the `Store` (committed state) and a unit of work offer them. */
 export interface StoreReads {
   readonly desired: DesiredStateReads;
@@ -349,6 +367,7 @@ export interface StoreReads {
   readonly tasks: TaskReads;
   readonly meta: MetaReads;
   readonly statuses: StatusReads;
+  readonly enrolments: EnrolmentReads;
 }
 
 /** Starts a unit of work: the store (a new one), or a unit of work (a savepoint inside it). */
@@ -372,6 +391,7 @@ export interface UnitOfWork extends StoreReads, Transactional {
   readonly tasks: Tasks;
   readonly meta: Meta;
   readonly statuses: Statuses;
+  readonly enrolments: Enrolments;
 }
 
 /** The hub's durable state: committed reads, units of work, and the syncer's port over the same database. */

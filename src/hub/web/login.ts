@@ -5,10 +5,22 @@
 import { type Html, html } from "./html.js";
 import type { Page, PageContext } from "./layout.js";
 
-/** Where to go after signing in: a path on this hub, never another site. */
+/**
+ * Where to go after signing in: a path on this hub, never another site. Judged as a browser will
+ * read it (browsers drop tabs and line breaks, so "/\t/evil.example" is "//evil.example"): only
+ * what resolves to this origin is kept, as its path, query and fragment.
+ */
 export function safeNext(next: string | null | undefined): string {
-  if (!next?.startsWith("/") || next.startsWith("//") || next.includes("\\")) return "/";
-  return next;
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused.
+  if (!next?.startsWith("/") || /[\u0000-\u001f\u007f\\]/.test(next)) return "/";
+  let url: URL;
+  try {
+    url = new URL(next, "http://hub.invalid");
+  } catch {
+    return "/";
+  }
+  if (url.origin !== "http://hub.invalid") return "/";
+  return `${url.pathname}${url.search}${url.hash}`;
 }
 
 /** The sign-in page; `problem` says why the last try failed. */

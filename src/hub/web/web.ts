@@ -531,9 +531,9 @@ export class WebView {
       by: operator.name,
       reason: (form.get("reason") ?? "").trim(),
     };
+    // The control records the decision and nudges the hub with the revision.
     if (verb === "pause") await this.rollout!.pause(decision);
     else await this.rollout!.resume(decision);
-    await this.hub.nudge();
     this.feed.lookAgain();
     if (!session) return this.json(response, 200, decision);
     session.flash = `rollout of ${assignment} ${verb === "pause" ? "paused" : "resumed"} by ${operator.name}`;

@@ -252,7 +252,8 @@ class AgentLoop {
   private async watchPull(messages: ConsumerMessages): Promise<void> {
     for await (const status of messages.status()) {
       const fields = { node: this.node, status: status.type };
-      if (status.type === "debug" || status.type === "next" || status.type === "heartbeat")
+      // A pull that expired empty (discard) or was renewed is the idle course of things.
+      if (["debug", "next", "heartbeat", "discard", "reset"].includes(status.type))
         this.log.debug(fields, "pull");
       else this.log.warn({ ...fields, detail: JSON.stringify(status) }, `pulling attempts: ${status.type}`);
     }

@@ -139,12 +139,7 @@ export function planNatsConfig(
   const serverConfig = [
     "# nats-server configuration for steward, written by `steward nats config`.",
     "# Re-run the command to add nodes; existing credentials are kept.",
-    `listen: ${JSON.stringify(listen)}`,
-    "server_name: steward",
-    "jetstream {",
-    `  store_dir: ${JSON.stringify(storeDir)}`,
-    "}",
-    ...tlsBlock(input.tls),
+    ...serverBasics(listen, storeDir, input.tls),
     "accounts {",
     `  ${STEWARD_ACCOUNT} {`,
     "    jetstream: enabled",
@@ -188,6 +183,19 @@ function userBlock(comment: string, publicKey: string, permissions: Permissions)
   ].join("\n");
 }
 
+/** The lines every steward server configuration starts with: where it listens, JetStream's store, TLS. */
+export function serverBasics(listen: string, storeDir: string, tls: NatsConfigInput["tls"]): string[] {
+  return [
+    `listen: ${JSON.stringify(listen)}`,
+    "server_name: steward",
+    "jetstream {",
+    `  store_dir: ${JSON.stringify(storeDir)}`,
+    "}",
+    ...tlsBlock(tls),
+  ];
+}
+
+/** The server configuration's `tls` block for these files (none without a certificate or CA). */
 function tlsBlock(tls: NatsConfigInput["tls"]): string[] {
   if (!tls || (!tls.cert && !tls.ca)) return [];
   return [
@@ -204,7 +212,7 @@ export function credentialsComment(role: IdentityRole, name: string): string {
   return `# steward ${role} ${name}: NATS credentials from \`steward nats config\`; keep this file 0600`;
 }
 
-const OWNER_COMMENT = /^# steward (hub|node|task-agent|viewer) ([a-z0-9-]+)\b/m;
+const OWNER_COMMENT = /^# steward (hub|node|task-agent|viewer|enrol) ([a-z0-9-]+)\b/m;
 
 /** Whose a credentials file says it is (`node "edge-2"`, `the hub`), from `credentialsComment`'s line. */
 export function credentialsOwner(text: string): string | undefined {
@@ -213,6 +221,7 @@ export function credentialsOwner(text: string): string | undefined {
   const [, role, name] = match;
   if (role === "hub") return "the hub";
   if (role === "viewer") return "the viewer";
+  if (role === "enrol") return "the enrolment credential";
   return `${role === "node" ? "node" : "task agent"} "${name}"`;
 }
 
@@ -236,10 +245,18 @@ export function newUserSeed(): string {
 
 /** Writes every file of the plan atomically (temporary name, then rename), seeds 0600, directories 0700. */
 export function writeNatsConfig(plan: NatsConfigPlan): void {
-  mkdirSync(plan.dir, { recursive: true });
-  mkdirSync(plan.storeDir, { recursive: true, mode: 0o700 });
-  for (const file of plan.files) {
-    const target = join(plan.dir, file.path);
+  writeConfigFiles(plan.dir, [plan.storeDir], plan.files);
+}
+
+/**
+ * Writes `files` (relative to `dir`) atomically — a temporary name, then rename — with their modes,
+ * after making `dirs` (0700); every directory made for a file is 0700.
+ */
+export function writeConfigFiles(dir: string, dirs: readonly string[], files: readonly PlannedFile[]): void {
+  mkdirSync(dir, { recursive: true });
+  for (const made of dirs) mkdirSync(made, { recursive: true, mode: 0o700 });
+  for (const file of files) {
+    const target = join(dir, file.path);
     mkdirSync(dirname(target), { recursive: true, mode: 0o700 });
     const temporary = `${target}.${process.pid}.tmp`;
     writeFileSync(temporary, file.content, { mode: file.mode });

@@ -66,6 +66,11 @@ export interface NatsCredentials {
    * `steward nats config` writes, or the name in a `.creds` file's user JWT.
    */
   owner?: string;
+  /**
+   * What a refusal of these credentials means, when not what it means for a file `steward nats
+   * config` wrote (a key the server does not know yet): e.g. credentials the hub issued and revoked.
+   */
+  refusal?: string;
 }
 
 /** The claims of a user JWT (not verified: the server does that), for its name and subject. */
@@ -88,8 +93,11 @@ export function readNatsCredentials(file: string, flag = "--creds"): NatsCredent
   try {
     text = readFileSync(file, "utf8");
   } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? String(error);
     throw new EnvironmentError(
-      `cannot read NATS credentials ${file}: ${(error as NodeJS.ErrnoException).code ?? String(error)} — pass the file \`steward nats config\` wrote for this identity`,
+      flag === "--token-file"
+        ? `cannot read --token-file ${file}: ${code} — pass a copy of the enrolment credential \`steward nats config\` wrote (credentials/enrol.creds)`
+        : `cannot read NATS credentials ${file}: ${code} — pass the file \`steward nats config\` wrote for this identity`,
       { cause: error },
     );
   }
@@ -104,11 +112,12 @@ export function readNatsCredentials(file: string, flag = "--creds"): NatsCredent
         `--nkey ${file} is a .creds file (a user JWT and its seed), not an nkey seed: pass it with --creds`,
       );
     const claims = jwtClaims(text);
+    const owner = credentialsOwner(text) ?? (claims.name ? `user "${claims.name}"` : undefined);
     return {
       file,
       authenticator: credsAuthenticator(new TextEncoder().encode(text)),
       publicKey: claims.sub ?? "unknown",
-      ...(claims.name ? { owner: `user "${claims.name}"` } : {}),
+      ...(owner ? { owner } : {}),
     };
   }
   const seed = text
@@ -251,9 +260,15 @@ function authorizationMessage(
   credentials: NatsCredentials | undefined,
   reason: string,
 ): string {
+  // In operator mode a node has no file of its own to pass: it asks the hub, which issues them.
+  const ask = label.who.startsWith("node ")
+    ? "; on an operator-mode server, pass --token-file FILE (the enrolment credential) for the hub to issue them"
+    : "";
   if (!credentials)
-    return `the NATS server at ${servers} refused ${label.who} without credentials (${reason}): pass ${label.flag} with ${ownCredentials(label)}`;
+    return `the NATS server at ${servers} refused ${label.who} without credentials (${reason}): pass ${label.flag} with ${ownCredentials(label)}${ask}`;
   const whose = credentials.owner ? `${credentials.owner}'s, ` : "";
+  if (credentials.refusal)
+    return `the NATS server at ${servers} refused the credentials ${credentials.file} (${whose}public key ${shortKey(credentials.publicKey)}) for ${label.who} (${reason}): ${credentials.refusal}`;
   return `the NATS server at ${servers} refused the credentials ${credentials.file} (${whose}public key ${shortKey(credentials.publicKey)}) for ${label.who} (${reason}): it does not know this key — pass ${ownCredentials(label)}; after \`steward nats config\` added a key, reload the server (nats-server --signal reload)`;
 }
 
@@ -315,13 +330,23 @@ async function connectOnce(options: NatsConnectOptions): Promise<NatsConnection>
     );
   }
   // Every identity may listen on its own inbox: credentials refused that are another identity's.
-  const refused = await subscribeRefusal(nc, `${subjects.inboxPrefix(options.identity)}.steward-check`);
+  let refused: Error | undefined;
+  try {
+    refused = await subscribeRefusal(nc, `${subjects.inboxPrefix(options.identity)}.steward-check`);
+  } catch (error) {
+    // The check itself failed (the server went away meanwhile): no connection is left behind.
+    await nc.close().catch(() => undefined);
+    throw error;
+  }
   if (refused) {
     await nc.close().catch(() => undefined);
     throw wrongCredentials(label, credentials, refused.message);
   }
   return nc;
 }
+
+/** How long JetStream may stay silent after a server (re)start before it is taken to be off. */
+const JETSTREAM_GRACE_MS = 30_000;
 
 /** Socket errors that say the server is not there (yet): down, restarting, or a network in between. */
 const UNREACHABLE = new Set([
@@ -358,12 +383,23 @@ export function serverUnreachable(error: unknown): boolean {
 export async function untilServerAnswers<T>(
   step: () => Promise<T>,
   onWaiting: (error: Error, attempt: number, retryInMs: number) => void,
+  jetStreamGraceMs = JETSTREAM_GRACE_MS,
 ): Promise<T> {
+  let jetStreamSilentSince: number | undefined;
   for (let attempt = 1; ; attempt++) {
     try {
       return await step();
     } catch (error) {
       if (!serverUnreachable(error)) throw error;
+      // A server that answers while JetStream never does was started without it: waiting is no cure.
+      if (causedBy(error, errors.NoRespondersError) && !causedBy(error, errors.TimeoutError)) {
+        jetStreamSilentSince ??= Date.now();
+        if (Date.now() - jetStreamSilentSince > jetStreamGraceMs)
+          throw new EnvironmentError(
+            `the NATS server answers, but JetStream does not (no responders for $JS.API for ${Math.round(jetStreamGraceMs / 1000)}s): start nats-server with -js, or give its configuration a jetstream {} block`,
+            { cause: error },
+          );
+      } else jetStreamSilentSince = undefined;
       const retryInMs = Math.min(5_000, 250 * 2 ** Math.min(attempt - 1, 5));
       onWaiting(error as Error, attempt, retryInMs);
       await new Promise((resolve) => setTimeout(resolve, retryInMs));

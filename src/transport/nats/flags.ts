@@ -18,6 +18,10 @@ const TLS_FLAGS = [
 export const NATS_HUB_FLAGS = [
   ["--nats <url>", "also reach nodes declared `transport: nats` over this NATS server"],
   ["--nats-creds <file>", "with --nats: the hub's credentials (from `steward nats config`)"],
+  [
+    "--nats-issuer <file>",
+    "with --nats, for an operator-mode server: the hub's signing keys (credentials/hub-issuer.json from `steward nats config`), so it admits hosts enrolled in Git and revokes those removed",
+  ],
   ...TLS_FLAGS,
 ] as const;
 
@@ -38,6 +42,8 @@ export const NATS_VIEWER_FLAGS = [
 export interface NatsHubFlags {
   nats?: string;
   natsCreds?: string;
+  /** `steward hub` only: the issuer file of an operator-mode server. */
+  natsIssuer?: string;
   natsTlsCa?: string;
   natsTlsCert?: string;
   natsTlsKey?: string;

@@ -105,6 +105,8 @@ export interface NatsTransportOptions {
   onTaskEvent?: (event: TaskEvent) => void | Promise<void>;
   clock?: () => Date;
   log?: NatsLog;
+  /** How long JetStream may stay silent at start before the server is taken to run without it. */
+  jetStreamGraceMs?: number;
 }
 
 /** A node (or an instance's service, with `assignment`) fell silent or was heard again. */
@@ -231,6 +233,7 @@ class NatsHubTransport implements NatsTransport {
 
   private async open(events: TransportEvents): Promise<void> {
     this.events = events;
+    const grace = this.options.jetStreamGraceMs;
     const waiting = (error: Error, attempt: number, retryInMs: number) =>
       this.log.warn(
         { error: error.message, attempt, retryInMs },
@@ -249,10 +252,10 @@ class NatsHubTransport implements NatsTransport {
     if (!this.options.connection) this.stoppers.push(() => nc.close());
     this.js = jetstream(nc);
     // Each step asks the server; a server restarting meanwhile is waited for, never a failed start.
-    const jsm = await untilServerAnswers(() => jetstreamManager(nc), waiting);
+    const jsm = await untilServerAnswers(() => jetstreamManager(nc), waiting, grace);
     this.jsm = jsm;
-    await untilServerAnswers(() => ensureTopology(nc, jsm), waiting);
-    this.mirror = await untilServerAnswers(() => ConditionMirror.open(nc), waiting);
+    await untilServerAnswers(() => ensureTopology(nc, jsm), waiting, grace);
+    this.mirror = await untilServerAnswers(() => ConditionMirror.open(nc), waiting, grace);
     this.watchConnection(nc);
     for (const subject of ADVISORY_SUBJECTS)
       this.subscriptions.push(
@@ -267,13 +270,14 @@ class NatsHubTransport implements NatsTransport {
       }),
     );
     const interval = this.options.heartbeat?.intervalMs ?? DEFAULT_INTERVAL_MS;
-    const last = await untilServerAnswers(() => this.lastReports(), waiting);
+    const last = await untilServerAnswers(() => this.lastReports(), waiting, grace);
     for (const report of last) this.watch.expect({ node: report.node }, interval);
     await Promise.all(last.map((report) => this.hand(() => events.report(report))));
-    for (const node of this.options.nodes ?? []) await untilServerAnswers(() => this.addNode(node), waiting);
-    await untilServerAnswers(() => this.consumeAgentMessages(), waiting);
+    for (const node of this.options.nodes ?? [])
+      await untilServerAnswers(() => this.addNode(node), waiting, grace);
+    await untilServerAnswers(() => this.consumeAgentMessages(), waiting, grace);
     const onTaskEvent = this.options.onTaskEvent;
-    if (onTaskEvent) await untilServerAnswers(() => this.consumeTaskEvents(onTaskEvent), waiting);
+    if (onTaskEvent) await untilServerAnswers(() => this.consumeTaskEvents(onTaskEvent), waiting, grace);
     await this.observeStorage();
     await nc.flush();
   }
@@ -319,6 +323,8 @@ class NatsHubTransport implements NatsTransport {
     // and replace it. So an instance's publishes go one after another, in the order they were made.
     const before = this.publishing.get(subject) ?? Promise.resolve();
     const publish = before.then(async () => {
+      if (this.stopped)
+        throw new DispatchError("the NATS transport is stopping", "transient", "TransportStopped");
       try {
         await this.nodeReady(name);
         const ack = await js.publish(subject, JSON.stringify(bundle), {
@@ -448,6 +454,8 @@ class NatsHubTransport implements NatsTransport {
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
+    // Publishes already waiting their turn see `stopped` and fail as TransportStopped.
+    await Promise.allSettled(this.publishing.values());
     this.watch.stop();
     for (const timer of this.quietTimers.values()) clearTimeout(timer);
     for (const sub of this.subscriptions) sub.unsubscribe();

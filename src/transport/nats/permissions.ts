@@ -8,6 +8,7 @@ import {
   ATTEMPTS_STREAM,
   attemptConsumer,
   CONDITIONS_BUCKET,
+  identities,
   OBSERVED_BUCKET,
   subjects,
   TASK_AGENTS_CONSUMER,
@@ -65,6 +66,18 @@ export function viewerPermissions(identity: string): Permissions {
   return {
     publish: [...readBucketPublish(CONDITIONS_BUCKET), ...readBucketPublish(OBSERVED_BUCKET)],
     subscribe: [`${subjects.inboxPrefix(identity)}.>`],
+  };
+}
+
+/**
+ * The shared enrolment credential (operator mode): it may ask to join and hear the answer on the
+ * enrolment inbox, nothing else. Every host that asks holds the same credential, so the answers
+ * carry nothing secret: a user JWT is useless without the host's private key, which never leaves it.
+ */
+export function enrolmentPermissions(): Permissions {
+  return {
+    publish: [subjects.enrolRequest],
+    subscribe: [`${subjects.inboxPrefix(identities.enrol)}.>`],
   };
 }
 

@@ -40,6 +40,11 @@ export const identities = {
   node: (name: string) => `node_${name}`,
   taskAgent: (name: string) => `task_${name}`,
   viewer: "viewer",
+  /**
+   * A host asking to join (the shared enrolment credential): its replies come on `_INBOX_enrol`,
+   * the only prefix that credential may subscribe to.
+   */
+  enrol: "enrol",
   /** The node behind a connection name, if it is a node's. */
   nodeOfConnection: (connectionName: string | undefined): string | undefined =>
     connectionName?.startsWith("steward-node_") ? connectionName.slice("steward-node_".length) : undefined,
@@ -77,6 +82,8 @@ export const subjects = {
   taskResolved: (taskId: string) => `steward.task.resolved.${taskId}`,
   /** Every claim and resolution: the hub's filter. */
   taskEvents: "steward.task.*.*",
+  /** A host asks to join the fleet (with the shared enrolment credential); the hub answers. */
+  enrolRequest: "steward.enrol.request",
   /** Where each connection receives replies: one prefix per identity, so nobody reads another's. */
   inboxPrefix: (identity: string) => `_INBOX_${identity}`,
   kv: (bucket: string, key: string) => `$KV.${bucket}.${key}`,

@@ -4,6 +4,10 @@
  * error, and only then `exec`s the agent. So the transport knows exactly when the attempt was handed
  * over: a failure before that line means nothing ran; the session dropping after it is ambiguous.
  *
+ * The agent's state is under the SSH user's home, named explicitly (`--state`): `$XDG_STATE_HOME/steward`
+ * when that is set, else `~/.local/state/steward`. The launcher still starts in `$HOME`, where agents
+ * before this one kept their state (`.steward/agent`): an agent that finds it there moves it.
+ *
  * `interpretRun` is pure: it turns what the command did into what the transport does next.
  */
 import { DispatchError } from "../../hub/transport.js";
@@ -25,7 +29,7 @@ export const MIN_NODE_MAJOR = 20;
 export type AgentLaunch =
   /** `spec.ssh.steward`: a command the operator installed. */
   | { kind: "installed"; command: string }
-  /** The uploaded single-file agent, `$HOME/.steward/bin/<id>/steward-agent.mjs`, run with `node` (the agent keeps its state in `$HOME/.steward/agent`). */
+  /** The uploaded single-file agent, `$HOME/.steward/bin/<id>/steward-agent.mjs`, run with `node`. */
   | { kind: "uploaded"; id: string };
 
 /** Quotes a string for POSIX sh. */
@@ -38,13 +42,21 @@ export function uploadedAgentPath(id: string): string {
   return `.steward/bin/${id}/${AGENT_FILE_NAME}`;
 }
 
+/** The shell lines that set `$state`, the agent's state directory on the host (see the module comment). */
+export const STATE_LINES = [
+  'case "$XDG_STATE_HOME" in /*) state="$XDG_STATE_HOME/steward" ;; *) state="$HOME/.local/state/steward" ;; esac',
+];
+
 /**
- * The launcher for `steward <args>`. It runs from `$HOME`, where the agent keeps its state, and
- * never reads standard input itself, so the bundle reaches the agent untouched.
+ * The launcher for `steward <args>`. It runs from `$HOME` (where an older agent's state is found and
+ * moved), passes the state directory explicitly, and never reads standard input itself, so the
+ * bundle reaches the agent untouched.
  */
 export function launcherScript(launch: AgentLaunch, args: readonly string[]): string {
-  const argv = args.map(shellQuote).join(" ");
-  const lines = ['cd "$HOME" 2>/dev/null || :'];
+  // An operator's steward command that names its own --state keeps it.
+  const ownState = launch.kind === "installed" && /(^|\s)--state(\s|=)/.test(launch.command);
+  const argv = [...(ownState ? [] : ['--state "$state"']), ...args.map(shellQuote)].join(" ");
+  const lines = ['cd "$HOME" 2>/dev/null || :', ...STATE_LINES];
   if (launch.kind === "installed") {
     const program = launch.command.trim().split(/\s+/)[0] ?? "";
     lines.push(
@@ -69,13 +81,20 @@ export function launcherScript(launch: AgentLaunch, args: readonly string[]): st
   return `${lines.join("\n")}\n`;
 }
 
-/** What the agent answers: `apply` replies with result and report, `observe` with a report. */
-export type Expectation = "reply" | "report";
+/** What the agent answers: `apply` replies with result and report, `observe` with a report, `identity` with the host's public identity. */
+export type Expectation = "reply" | "report" | "identity";
+
+/** A host's public identity as `steward agent identity --json` prints it. */
+export interface HostIdentityAnswer {
+  nkey: string;
+  age: string;
+}
 
 /** What a run means for the transport. */
 export type RunVerdict =
   | { kind: "reply"; reply: AgentReply }
   | { kind: "report"; report: Report }
+  | { kind: "identity"; identity: HostIdentityAnswer }
   /** The uploaded agent is not on the host yet (nothing ran): upload it to `path` and run again. */
   | { kind: "agentMissing"; path: string }
   /** Nothing ran; `error` says whether to retry. */
@@ -118,7 +137,7 @@ function tail(stderr: string): string {
 export function parseAnswer(
   stdout: string,
   expect: Expectation,
-): { reply: AgentReply } | { report: Report } | { problem: string } {
+): { reply: AgentReply } | { report: Report } | { identity: HostIdentityAnswer } | { problem: string } {
   let value: unknown;
   const text = stdout.trim();
   if (!text) return { problem: "printed nothing on standard output" };
@@ -132,6 +151,15 @@ export function parseAnswer(
     } catch {
       return { problem: `printed something that is not JSON (${JSON.stringify(text.slice(0, 80))})` };
     }
+  }
+  if (expect === "identity") {
+    const identity = value as Partial<HostIdentityAnswer> | null;
+    return typeof identity?.nkey === "string" &&
+      /^U[A-Z2-7]{55}$/.test(identity.nkey) &&
+      typeof identity.age === "string" &&
+      /^age1[02-9ac-hj-np-z]{58}$/.test(identity.age)
+      ? { identity: { nkey: identity.nkey, age: identity.age } }
+      : { problem: "printed something that is not a host identity ({nkey, age})" };
   }
   if (expect === "report" && value && typeof value === "object" && "report" in value && !("kind" in value))
     value = (value as { report: unknown }).report;
@@ -151,6 +179,7 @@ export function interpretRun(outcome: ExecOutcome, expect: Expectation, context:
   // A complete, valid answer settles the attempt whatever the exit status: its result says the class.
   if ("reply" in answer) return { kind: "reply", reply: answer.reply };
   if ("report" in answer) return { kind: "report", report: answer.report };
+  if ("identity" in answer) return { kind: "identity", identity: answer.identity };
   // The agent's own first statement refuses an old node with the launcher's status: nothing ran.
   const oldNode = outcome.code === LAUNCHER_EXIT.oldNode && outcome.stderr.includes("steward-ssh: old-node ");
   if (!context.started || oldNode) {

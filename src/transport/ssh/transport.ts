@@ -105,7 +105,7 @@ export function endpointsOf(node: Node): { target: SshEndpoint; jump?: SshEndpoi
   return { target, jump };
 }
 
-type Answer = Extract<RunVerdict, { kind: "reply" | "report" | "rejected" | "lost" }>;
+type Answer = Extract<RunVerdict, { kind: "reply" | "report" | "identity" | "rejected" | "lost" }>;
 
 /** The SSH adapter of the hub's Transport port. */
 export class SshTransport implements Transport {
@@ -119,6 +119,8 @@ export class SshTransport implements Transport {
     { connection: SshConnection; identity: string; timer: NodeJS.Timeout }
   >();
   private artifact: AgentArtifact | undefined;
+  /** Nodes whose host identity was collected (or tried) since the transport started. */
+  private readonly identified = new Set<string>();
   private stopping = false;
 
   constructor(private readonly settings: SshTransportSettings) {
@@ -270,6 +272,7 @@ export class SshTransport implements Transport {
     await this.pool.run(name, this.settings.hostTimeoutMs, async (signal) => {
       const began = Date.now();
       const done = await job(signal);
+      if (done.outcome === "answered") await this.collectIdentity(node, signal);
       this.settings.onProgress?.({
         node: name,
         kind,
@@ -279,6 +282,40 @@ export class SshTransport implements Transport {
         load: this.pool.load,
       });
     });
+  }
+
+  /**
+   * On first contact (the first answer since the transport started), asks the host for its public
+   * identity (`steward agent identity`, which makes it there once) and hands it to the hub, which
+   * compares it with the Node document. Tried once per node and run: a host that cannot say (an
+   * older steward) is logged, and its jobs go on.
+   */
+  private async collectIdentity(node: Node, signal: AbortSignal): Promise<void> {
+    const name = node.metadata.name;
+    const events = this.events;
+    if (!events?.identity || this.identified.has(name) || signal.aborted) return;
+    this.identified.add(name);
+    try {
+      const answer = await this.runAgent(
+        node,
+        ["agent", "identity", "--json"],
+        undefined,
+        "identity",
+        signal,
+        () => {},
+      );
+      if (answer.kind === "identity") await events.identity(name, answer.identity);
+      else
+        this.settings.logger?.warn(
+          { node: name, answer: answer.kind },
+          `node "${name}": could not collect the host's identity (${answer.kind === "rejected" || answer.kind === "lost" ? answer.message : answer.kind})`,
+        );
+    } catch (error) {
+      this.settings.logger?.warn(
+        { node: name, error: error instanceof Error ? error.message : String(error) },
+        `node "${name}": could not collect the host's identity`,
+      );
+    }
   }
 
   private launchFor(node: Node): AgentLaunch {

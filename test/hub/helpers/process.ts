@@ -3,8 +3,8 @@
  * run with esbuild into a package-shaped directory (package.json, examples and node_modules linked
  * next to it), so a test can kill the process with SIGKILL and start it again.
  */
-import { type ChildProcess, spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, openSync, symlinkSync } from "node:fs";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, openSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -45,6 +45,21 @@ export function stewardEntry(prelude = ""): Promise<string> {
   })();
   built.set(prelude, entry);
   return entry;
+}
+
+/**
+ * The single-file agent beside `stewardEntry()`'s bundle, where an installed package has it (what a
+ * hub serves and uploads), built once from the current sources.
+ */
+export async function packagedAgent(): Promise<string> {
+  const entry = await stewardEntry();
+  const agent = join(dirname(dirname(entry)), "steward-agent.mjs");
+  if (!existsSync(agent))
+    execFileSync(process.execPath, [join(REPO, "scripts/build-agent.mjs"), "--out", agent], {
+      cwd: REPO,
+      stdio: "pipe",
+    });
+  return agent;
 }
 
 /** Starts `steward ...args` (built with `prelude`, see stewardEntry); stdout and stderr go to `log`. */

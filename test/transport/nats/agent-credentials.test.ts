@@ -31,9 +31,9 @@ describe("nats agent credentials - the wrong ones are one line and exit 2, the r
 
   beforeAll(async () => {
     const io = { stdout: () => {}, stderr: () => {}, env: {}, cwd: dir, isTty: false };
-    expect(await main(["nats", "config", "--out", "bus", "--node", "node-a", "--node", "node-b"], io)).toBe(
-      0,
-    );
+    expect(
+      await main(["nats", "config", "--static", "--out", "bus", "--node", "node-a", "--node", "node-b"], io),
+    ).toBe(0);
     server = await startNatsServer({ configFile: join(dir, "bus", "nats-server.conf") });
   });
 
@@ -88,7 +88,7 @@ describe("nats agent credentials - the wrong ones are one line and exit 2, the r
       [
         "none",
         [],
-        `steward: the NATS server at ${server.url} refused node "node-a" without credentials (Authorization Violation): pass --creds FILE or --nkey FILE with ${own}\n`,
+        `steward: the NATS server at ${server.url} refused node "node-a" without credentials (Authorization Violation): pass --creds FILE or --nkey FILE with ${own}; on an operator-mode server, pass --token-file FILE (the enrolment credential) for the hub to issue them\n`,
       ],
     ];
     for (const [what, args, stderr] of cases) {

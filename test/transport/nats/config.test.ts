@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { createUser } from "@nats-io/nkeys";
@@ -89,7 +89,9 @@ describe("nats config - planning the server configuration and credentials", () =
     const out: string[] = [];
     const io = { stdout: (t: string) => out.push(t), stderr: () => {}, env: {}, cwd: dir, isTty: false };
     const repo = resolve("examples/repo");
-    expect(await main(["--json", "nats", "config", "--out", "bus", "--nodes-from", repo], io)).toBe(0);
+    expect(
+      await main(["--json", "nats", "config", "--static", "--out", "bus", "--nodes-from", repo], io),
+    ).toBe(0);
     const printed = JSON.parse(out.join(""));
     expect(
       printed.identities
@@ -105,9 +107,9 @@ describe("nats config - planning the server configuration and credentials", () =
     dirs.push(dir);
     const err: string[] = [];
     const io = { stdout: () => {}, stderr: (t: string) => err.push(t), env: {}, cwd: dir, isTty: false };
-    expect(await main(["nats", "config", "--out", "bus", "--node", "a"], io)).toBe(0);
+    expect(await main(["nats", "config", "--static", "--out", "bus", "--node", "a"], io)).toBe(0);
     writeFileSync(join(dir, "bus", "credentials", "hub.nk"), "not a seed\n");
-    expect(await main(["nats", "config", "--out", "bus", "--node", "a"], io)).toBe(2);
+    expect(await main(["nats", "config", "--static", "--out", "bus", "--node", "a"], io)).toBe(2);
     expect(err.join("")).toMatch(/hub\.nk is not an nkey user seed: move it away or fix it, then run again/);
   });
 
@@ -117,7 +119,7 @@ describe("nats config - planning the server configuration and credentials", () =
     const io = { stdout: () => {}, stderr: () => {}, env: {}, cwd: dir, isTty: false };
     const seed = seeds[9] as string;
     const file = (path: string) => join(dir, "bus", "credentials", path);
-    expect(await main(["nats", "config", "--out", "bus", "--node", "edge-2"], io)).toBe(0);
+    expect(await main(["nats", "config", "--static", "--out", "bus", "--node", "edge-2"], io)).toBe(0);
     for (const [path, line] of [
       ["hub.nk", "# steward hub hub: "],
       ["nodes/edge-2.nk", "# steward node edge-2: "],
@@ -127,9 +129,68 @@ describe("nats config - planning the server configuration and credentials", () =
       expect(readFileSync(file(path), "utf8").split("\n")[0], path).toMatch(new RegExp(`^${line}`));
     // Written by an earlier steward: the seed alone.
     writeFileSync(file("nodes/edge-2.nk"), `${seed}\n`, { mode: 0o600 });
-    expect(await main(["nats", "config", "--out", "bus", "--node", "edge-2"], io)).toBe(0);
+    expect(await main(["nats", "config", "--static", "--out", "bus", "--node", "edge-2"], io)).toBe(0);
     expect(readFileSync(file("nodes/edge-2.nk"), "utf8")).toBe(
       `# steward node edge-2: NATS credentials from \`steward nats config\`; keep this file 0600\n${seed}\n`,
+    );
+  });
+
+  it("nats config - operator mode (the default): no user listed, the accounts preloaded, every key and credential 0600 and kept across runs", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "steward-nats-cfg-"));
+    dirs.push(dir);
+    const out: string[] = [];
+    const io = { stdout: (t: string) => out.push(t), stderr: () => {}, env: {}, cwd: dir, isTty: false };
+    expect(await main(["--json", "nats", "config", "--out", "bus"], io)).toBe(0);
+    const printed = JSON.parse(out.join(""));
+    expect(printed).toMatchObject({ mode: "operator", issuer: "credentials/hub-issuer.json" });
+    expect(
+      printed.credentials.map((c: { role: string; credentials: string }) => [c.role, c.credentials]),
+    ).toEqual([
+      ["hub", "credentials/hub.creds"],
+      ["viewer", "credentials/viewer.creds"],
+      ["task-agent", "credentials/task-agents/tasks.creds"],
+      ["enrol", "credentials/enrol.creds"],
+    ]);
+    const config = readFileSync(join(dir, "bus", "nats-server.conf"), "utf8");
+    expect(config).toMatch(/^operator: eyJ/m);
+    expect(config).toMatch(/^resolver: \{\n {2}type: full\n {2}dir: ".*\/bus\/jwt"/m);
+    expect(config).toContain(`  ${printed.account}: eyJ`);
+    expect(config).not.toMatch(/users:|nkey: U/);
+    const secrets = [
+      "keys/operator.nk",
+      "keys/operator-signing.nk",
+      "keys/account.nk",
+      "keys/account-signing.nk",
+      "keys/system-account.nk",
+      "keys/system-user.nk",
+      "credentials/hub.creds",
+      "credentials/viewer.creds",
+      "credentials/enrol.creds",
+      "credentials/task-agents/tasks.creds",
+      "credentials/hub-issuer.json",
+    ];
+    const before = secrets.map((path) => readFileSync(join(dir, "bus", path), "utf8"));
+    for (const path of secrets) expect(statSync(join(dir, "bus", path)).mode & 0o777, path).toBe(0o600);
+    expect(readFileSync(join(dir, "bus", "credentials/enrol.creds"), "utf8").split("\n")[0]).toMatch(
+      /^# steward enrol enrol: /,
+    );
+    // Nothing secret is printed.
+    for (const text of before)
+      for (const seed of text.match(/S[OAU][A-Z2-7]{56}/g) ?? []) expect(out.join("")).not.toContain(seed);
+    expect(await main(["nats", "config", "--out", "bus"], io)).toBe(0);
+    const seedsOf = (text: string) => text.match(/S[OAU][A-Z2-7]{56}/g);
+    for (const [i, path] of secrets.entries())
+      expect(seedsOf(readFileSync(join(dir, "bus", path), "utf8")), path).toEqual(seedsOf(before[i]!));
+  });
+
+  it("nats config - per-node credentials without --static are refused with the fix", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "steward-nats-cfg-"));
+    dirs.push(dir);
+    const err: string[] = [];
+    const io = { stdout: () => {}, stderr: (t: string) => err.push(t), env: {}, cwd: dir, isTty: false };
+    expect(await main(["nats", "config", "--out", "bus", "--node", "edge-2"], io)).toBe(2);
+    expect(err.join("")).toMatch(
+      /^steward: --node writes per-node credentials, which operator mode does not need: each host makes its own identity .* or add --static for a server not run in operator mode\n/,
     );
   });
 });

@@ -1,9 +1,11 @@
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { ulid } from "ulid";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { identityFiles } from "../../../src/agent/identity.js";
+import { DEMO_IDENTITIES } from "../../../src/cli/demo-identities.js";
 import { directorySource, loadRepo } from "../../../src/model/load.js";
 import { bundleFor, type DesiredState } from "../../../src/model/render.js";
 import { type LocalFleet, startLocalFleet } from "../../../src/transport/nats/fleet.js";
@@ -42,6 +44,11 @@ describe("nats fleet - agent processes on one machine converge the example repo 
     });
     hub = createNatsTransport(fleet.hubOptions());
     await hub.start(recorded.events);
+    // db-1's secrets are encrypted for its demo identity (examples/identities), as steward up installs it.
+    const identity = identityFiles(fleet.agents.get("db-1")!.state);
+    mkdirSync(identity.dir, { recursive: true, mode: 0o700 });
+    copyFileSync(join(DEMO_IDENTITIES, "db-1.key"), identity.age);
+    chmodSync(identity.age, 0o600);
   }, 120_000);
 
   afterAll(async () => {

@@ -86,7 +86,10 @@ describe("nats hub bus - a real hub mirrors its conditions to KV and hands tasks
 
     const io = { stdout: () => {}, stderr: () => {}, env: {}, cwd: dir, isTty: false };
     expect(
-      await main(["nats", "config", "--out", "bus", "--nodes-from", repo, "--task-agent", "triage"], io),
+      await main(
+        ["nats", "config", "--static", "--out", "bus", "--nodes-from", repo, "--task-agent", "triage"],
+        io,
+      ),
     ).toBe(0);
     server = await startNatsServer({ configFile: join(dir, "bus", "nats-server.conf") });
 

@@ -35,7 +35,7 @@ describe("nats hub cli - steward hub --nats dispatches to an agent process on th
     }).dir;
 
     const io = { stdout: () => {}, stderr: () => {}, env: {}, cwd: dir, isTty: false };
-    expect(await main(["nats", "config", "--out", "bus", "--nodes-from", repo], io)).toBe(0);
+    expect(await main(["nats", "config", "--static", "--out", "bus", "--nodes-from", repo], io)).toBe(0);
     server = await startNatsServer({ configFile: join(dir, "bus", "nats-server.conf") });
     const creds = (path: string) => join(dir, "bus", "credentials", path);
     const hubState = join(dir, "hub-state");

@@ -44,9 +44,9 @@ describe("nats security - per-node credentials from steward nats config", () => 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "steward-nats-sec-"));
     const { io } = cliIo(dir);
-    expect(await main(["nats", "config", "--out", "bus", "--node", "node-a", "--node", "node-b"], io)).toBe(
-      0,
-    );
+    expect(
+      await main(["nats", "config", "--static", "--out", "bus", "--node", "node-a", "--node", "node-b"], io),
+    ).toBe(0);
     server = await startNatsServer({ configFile: join(dir, "bus", "nats-server.conf") });
     hub = createNatsTransport({
       servers: server.url,
@@ -84,15 +84,18 @@ describe("nats security - per-node credentials from steward nats config", () => 
     expect(statSync(creds("nodes/node-a.nk")).mode & 0o777).toBe(0o600);
     expect(statSync(join(dir, "bus", "credentials", "nodes")).mode & 0o777).toBe(0o700);
     const { io, out } = cliIo(dir);
-    expect(await main(["nats", "config", "--out", "bus", "--node", "node-a", "--node", "node-c"], io)).toBe(
-      0,
-    );
+    expect(
+      await main(["nats", "config", "--static", "--out", "bus", "--node", "node-a", "--node", "node-c"], io),
+    ).toBe(0);
     expect(readFileSync(creds("hub.nk"), "utf8")).toBe(hubSeed);
     expect(out.join("")).toMatch(/node-a\s+credentials\/nodes\/node-a\.nk \(kept\)/);
     expect(statSync(creds("nodes/node-c.nk")).mode & 0o777).toBe(0o600);
     // The running server keeps its configuration; restore the file for the other cases' clarity.
     expect(
-      await main(["nats", "config", "--out", "bus", "--node", "node-a", "--node", "node-b"], cliIo(dir).io),
+      await main(
+        ["nats", "config", "--static", "--out", "bus", "--node", "node-a", "--node", "node-b"],
+        cliIo(dir).io,
+      ),
     ).toBe(0);
   });
 

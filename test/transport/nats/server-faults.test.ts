@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { SqliteStore } from "../../../src/hub/store/sqlite.js";
 import { stopChild } from "../../../src/transport/nats/server.js";
+import { freePort } from "../../agent/helpers.js";
 import { makeRepo, removeTempDirs } from "../../helpers/git.js";
 import { startNatsAgent, startNatsHub } from "../../helpers/nats-processes.js";
 import { startNatsServer, type TestNatsServer } from "../../helpers/nats-server.js";
@@ -139,6 +140,29 @@ describe("nats server faults - a rollout survives nats-server restarts at random
     } finally {
       await store.close();
       await bus.dispose();
+    }
+  });
+});
+
+describe("nats server faults - a server without JetStream", () => {
+  it("nats server faults - a hub on a server that runs without JetStream says so and stops waiting", async () => {
+    const { spawn } = await import("node:child_process");
+    const { locateNatsServer } = await import("../../../src/transport/nats/server.js");
+    const { createNatsTransport } = await import("../../../src/transport/nats/hub.js");
+    const { recordEvents } = await import("../../helpers/transport-events.js");
+    const port = await freePort();
+    const plain = spawn(locateNatsServer(), ["-a", "127.0.0.1", "-p", String(port)], { stdio: "ignore" });
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      const transport = createNatsTransport({ servers: `nats://127.0.0.1:${port}`, jetStreamGraceMs: 1_000 });
+      const started = Date.now();
+      await expect(transport.start(recordEvents().events)).rejects.toThrow(
+        /answers, but JetStream does not .*start nats-server with -js/,
+      );
+      expect(Date.now() - started).toBeLessThan(15_000);
+      await transport.stop();
+    } finally {
+      plain.kill("SIGKILL");
     }
   });
 });

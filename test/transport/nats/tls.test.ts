@@ -81,6 +81,7 @@ describe("nats TLS - the server's TLS files go into its configuration and client
     const args = [
       "nats",
       "config",
+      "--static",
       "--out",
       "bus",
       "--node",

@@ -62,6 +62,12 @@ describe("nats up - steward up --transport nats runs the local nodes as agent pr
     expect(readFileSync(join(state, "root", "db-1", "var", "lib", "db", "schema-version"), "utf8")).toBe(
       "migrated to 7\n",
     );
+    // The example's key came encrypted over the bus; db-1's agent process decrypted it with the demo
+    // identity `steward up` installed for it.
+    expect(run.stdout).toContain("installed the example's DEMO identities");
+    expect(readFileSync(join(state, "root", "db-1", "etc", "db", "tls", "server.key"), "utf8")).toContain(
+      "BEGIN PRIVATE KEY",
+    );
     // Each agent keeps its state where the in-process agent keeps it, so either finds what the other did.
     for (const node of ["db-1", "web-1", "web-2"])
       expect(existsSync(join(agents, node, "attempts")), node).toBe(true);

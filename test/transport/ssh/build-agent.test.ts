@@ -41,7 +41,7 @@ describe("build:agent", () => {
     expect(version.stdout.trim()).toBe(VERSION);
     const observe = spawnSync(
       process.execPath,
-      ["steward-agent.mjs", "agent", "observe", "--node", "alone-1", "--json"],
+      ["steward-agent.mjs", "--state", "s", "agent", "observe", "--node", "alone-1", "--json"],
       {
         cwd: dir,
         env,

@@ -3,7 +3,7 @@
  * of the events a transport delivers that a test can wait on.
  */
 import { type ChildProcess, execFileSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -27,7 +27,7 @@ import {
 } from "../../../src/transport/ssh/index.js";
 import { tempDir } from "../../helpers/git.js";
 import { type Sshd, type SshdFleet, startSshdFleet } from "../../helpers/sshd.js";
-import { startSteward, stewardEntry } from "../../hub/helpers/process.js";
+import { packagedAgent, startSteward } from "../../hub/helpers/process.js";
 
 const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), "../../..");
 
@@ -240,13 +240,7 @@ export async function startSshHub(options: {
   clientKeyFile: string;
   syncInterval: string;
 }): Promise<SshHubProcess> {
-  const entry = await stewardEntry();
-  const agent = join(dirname(dirname(entry)), "steward-agent.mjs");
-  if (!existsSync(agent))
-    execFileSync(process.execPath, [join(REPO_ROOT, "scripts/build-agent.mjs"), "--out", agent], {
-      cwd: REPO_ROOT,
-      stdio: "pipe",
-    });
+  await packagedAgent();
   const dir = tempDir("steward-hub-ssh-");
   const state = join(dir, "state");
   const hub = await startSteward(

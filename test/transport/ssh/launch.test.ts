@@ -65,11 +65,26 @@ describe("ssh launcher", () => {
     );
     expect(run.code).toBe(0);
     expect(run.stderr.trim()).toBe(STARTED_LINE);
+    // The state directory is named, never left to the working directory; the launcher still starts
+    // in $HOME, where an older agent's .steward/agent is found and moved.
     expect(JSON.parse(run.stdout)).toEqual({
-      argv: ["agent", "apply", "--bundle", "-", "--json"],
+      argv: ["--state", `${home}/.local/state/steward`, "agent", "apply", "--bundle", "-", "--json"],
       input: '{"bundle":"it\'s $HOME"}',
       cwd: home,
     });
+    const xdg = runLauncher(script, {
+      HOME: home,
+      XDG_STATE_HOME: "/srv/state",
+      PATH: `${NODE_DIR}:/usr/bin:/bin`,
+    });
+    expect(JSON.parse(xdg.stdout).argv.slice(0, 2)).toEqual(["--state", "/srv/state/steward"]);
+    // A relative XDG_STATE_HOME is invalid (the XDG spec): ignored, as the agent ignores it.
+    const relative = runLauncher(script, {
+      HOME: home,
+      XDG_STATE_HOME: "state",
+      PATH: `${NODE_DIR}:/usr/bin:/bin`,
+    });
+    expect(JSON.parse(relative.stdout).argv.slice(0, 2)).toEqual(["--state", `${home}/.local/state/steward`]);
   });
 
   it("ssh launcher - checks an operator's steward command exists before starting it", () => {

@@ -10,6 +10,7 @@ import { AttemptsSql } from "./attempts.js";
 import { StoreCaches } from "./caches.js";
 import { ConditionsSql } from "./conditions.js";
 import { DesiredStateSql } from "./desired.js";
+import { EnrolmentsSql } from "./enrolments.js";
 import { SqlGenerationStore } from "./generations.js";
 import { IntentsSql } from "./intents.js";
 import { MetaSql } from "./meta.js";
@@ -32,6 +33,7 @@ class Ports {
   readonly tasks: TasksSql;
   readonly meta: MetaSql;
   readonly statuses: StatusesSql;
+  readonly enrolments: EnrolmentsSql;
 
   constructor(sql: Sql, caches: StoreCaches, conditionWritten?: (id: string) => void) {
     this.desired = new DesiredStateSql(sql, caches);
@@ -44,6 +46,7 @@ class Ports {
     this.tasks = new TasksSql(sql);
     this.meta = new MetaSql(sql);
     this.statuses = new StatusesSql(sql);
+    this.enrolments = new EnrolmentsSql(sql);
   }
 }
 
