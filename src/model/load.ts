@@ -4,7 +4,6 @@
  * the file's bytes and is cached by content id, so a sync re-reads only files whose blob changed.
  */
 import { type Dirent, lstatSync, readdirSync, readlinkSync, type Stats } from "node:fs";
-import { createRequire } from "node:module";
 import { join } from "node:path";
 import {
   analyzeDirectoryFiles,
@@ -15,6 +14,7 @@ import {
   readWhole,
   unreadable,
 } from "./analyze.js";
+import { bundledOr } from "./bundled.js";
 import { bytesHash } from "./canonical.js";
 import type { Diagnostic } from "./diagnostics.js";
 import { hasErrors, sortDiagnostics } from "./diagnostics.js";
@@ -280,11 +280,9 @@ class LoadState {
     if (ignoreChanged)
       ignored =
         ignore.length > 0
-          ? (
-              (typeof require === "function"
-                ? require("picomatch")
-                : createRequire(import.meta.url)("picomatch")) as typeof import("picomatch")
-            )(ignore, { dot: true })
+          ? (bundledOr("picomatch", () => require("picomatch")) as typeof import("picomatch"))(ignore, {
+              dot: true,
+            })
           : notIgnored;
     // A symlink that is not followed is reported whatever its name; YAML files are read.
     const readable = (file: RepoFile) =>

@@ -8,9 +8,9 @@
  * both give the same values.
  */
 import { isUtf8 } from "node:buffer";
-import { createRequire } from "node:module";
 import jsyaml from "js-yaml";
 import type { LineCounter, Node as YamlNode } from "yaml";
+import { bundledOr } from "./bundled.js";
 
 type YamlLibrary = typeof import("yaml");
 let yamlLibrary: YamlLibrary | undefined;
@@ -18,12 +18,11 @@ let yamlLibrary: YamlLibrary | undefined;
  * The `yaml` library, loaded on first use: most runs never need a position, and loading it is not
  * free (about 40 ms). Written with the free `require` that bundles define (the Action, the
  * single-file agent), so the bundler inlines the package — a checkout of the Action has no
- * node_modules; plain Node's ES modules have no `require` and take it from node_modules.
+ * node_modules; plain Node's ES modules have no `require`, and a bundle that leaves packages
+ * external has one that throws: both take it from node_modules.
  */
 function yaml(): YamlLibrary {
-  yamlLibrary ??= (
-    typeof require === "function" ? require("yaml") : createRequire(import.meta.url)("yaml")
-  ) as YamlLibrary;
+  yamlLibrary ??= bundledOr("yaml", () => require("yaml")) as YamlLibrary;
   return yamlLibrary;
 }
 
