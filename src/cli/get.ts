@@ -22,6 +22,7 @@ export const GET_KINDS = [
   "conditions",
   "tasks",
   "revisions",
+  "replicas",
 ] as const;
 export type GetKind = (typeof GET_KINDS)[number];
 
@@ -196,6 +197,42 @@ export async function listing(
       return {
         rows,
         table: (wide) => (rows.length === 0 ? "no open tasks\n" : renderTasks(rows, now, wide)),
+      };
+    }
+    case "replicas": {
+      // Hub replicas sharing the store (PostgreSQL): who runs, which leases each holds, and how many nodes.
+      const at = now.toISOString();
+      const leases = await store.replicas.leases();
+      const rows = one(
+        (await store.replicas.list()).map((r) => {
+          const held = leases.filter((l) => l.holder === r.id && l.expiresAt > at);
+          return {
+            ...r,
+            live: r.expiresAt > at,
+            sync: held.some((l) => l.name === "sync"),
+            leases: held.map((l) => ({ name: l.name, token: l.token, expiresAt: l.expiresAt })),
+          };
+        }),
+        (r) => r.id,
+      );
+      return {
+        rows,
+        table: (wide) =>
+          rows.length === 0
+            ? "no hub replicas: one hub on its own store (several share a PostgreSQL store: steward hub --store postgres://...)\n"
+            : renderTable(
+                ["REPLICA", "STATE", "SYNCS", "SHARDS", "NODES", "RENEWED", "STARTED", "ADDRESS"],
+                rows.map((r) => [
+                  r.id,
+                  r.live ? "live" : "gone",
+                  r.sync ? "yes" : "no",
+                  r.live ? r.leases.filter((l) => l.name.startsWith("shard:")).length : 0,
+                  r.live ? r.nodes : 0,
+                  ago(r.renewedAt, now),
+                  ago(r.startedAt, now),
+                  clip(r.address ?? "-", 40, wide),
+                ]),
+              ),
       };
     }
     case "revisions": {

@@ -28,6 +28,8 @@ export interface HubFlags extends StatusFlags, SshHubFlags, NatsHubFlags {
   syncInterval: string;
   webhookSecretEnv?: string;
   lease: string;
+  /** How long a hub replica's leases on its nodes last without renewal (several hubs on PostgreSQL). */
+  replicaLease: string;
   /** Who may act in the web view: a file of `name token` lines (see src/hub/web/operators.ts). */
   operatorTokens?: string;
 }
@@ -42,6 +44,7 @@ export interface HubSettings {
   listen: { host: string; port: number };
   syncIntervalMs: number;
   leaseMs: number;
+  replicaLeaseMs: number;
   webhookSecret?: string;
   /** The SSH transport's options (its key is read when the transport is made). */
   ssh: SshTransportOptions;
@@ -203,6 +206,7 @@ export async function hubSettings(
   const listen = listenAddress("--listen", flags.listen);
   const syncIntervalMs = durationAtLeast("--sync-interval", flags.syncInterval, 1_000);
   const leaseMs = durationAtLeast("--lease", flags.lease, 1_000);
+  const replicaLeaseMs = durationAtLeast("--replica-lease", flags.replicaLease, 1_000);
   const root = flags.root === undefined ? undefined : resolve(context.cwd, flags.root);
   if (root && existsSync(root) && !statSync(root).isDirectory())
     throw new EnvironmentError(
@@ -266,6 +270,7 @@ export async function hubSettings(
     listen,
     syncIntervalMs,
     leaseMs,
+    replicaLeaseMs,
     ...(webhookSecret ? { webhookSecret } : {}),
     ssh,
     ...(nats ? { nats } : {}),

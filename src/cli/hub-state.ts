@@ -5,8 +5,8 @@
  * nudges the running hub through the HTTP address it recorded in `hub.json`. `steward sync` asks
  * the running hub to sync (`syncThroughHub`), with the operator token recorded there too.
  */
-import { existsSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
 import type { Store } from "../hub/store/store.js";
 import { EnvironmentError } from "../model/errors.js";
 import type { SyncOutcome } from "../repo/syncer.js";
@@ -109,6 +109,8 @@ export interface HubFile {
 /** Writes `hub.json` whole (temporary name, then rename), readable by its owner only: it holds the token. */
 export function writeHubFile(paths: StatePaths, hub: HubFile): void {
   const temporary = `${paths.hubFile}.${process.pid}.tmp`;
+  // A hub on a store elsewhere (PostgreSQL) that does not sync may have written nothing here yet.
+  mkdirSync(dirname(paths.hubFile), { recursive: true, mode: 0o700 });
   writeFileSync(temporary, `${JSON.stringify(hub, null, 2)}\n`, { mode: 0o600 });
   renameSync(temporary, paths.hubFile);
 }

@@ -33,6 +33,8 @@ export interface HubRuntimeOptions {
   cwd: string;
   /** Attempt lease (how long a result may take before the attempt is ambiguous). */
   leaseMs?: number;
+  /** How long a replica's leases last without renewal, when several hubs share a PostgreSQL store. */
+  replicaLeaseMs?: number;
   /** Transports besides the local one (SSH, NATS), built by the command from its flags. */
   transports?: import("../hub/transport.js").Transport[];
   /** A bus for conditions and tasks (NATS: `hubBusOf` of the NATS transport). */
@@ -61,6 +63,8 @@ export class HubRuntime {
   private local: import("../transport/local.js").LocalTransport | undefined;
   private fleet: import("../transport/nats/runtime.js").LocalFleetRuntime | undefined;
   private readonly analyses: import("../model/load.js").AnalysisCache = new Map();
+  /** This hub as one of several sharing a PostgreSQL store (none on SQLite). */
+  replica: import("../hub/replicas/replica.js").Replica | undefined;
   private readonly declarationListeners = new Set<
     (changes: import("../hub/desired.js").DeclarationChanges) => void
   >();
@@ -84,6 +88,32 @@ export class HubRuntime {
 
     this.store = await openStateStore(paths);
     const store = this.store;
+    // Replicas take their leases first: only the sync lease's holder syncs.
+    const takeovers: import("../hub/replicas/replica.js").LeaseChange[] = [];
+    if (store.signals) {
+      const { Replica } = await import("../hub/replicas/replica.js");
+      const { systemClock } = await import("../hub/clock.js");
+      this.replica = new Replica({
+        store,
+        clock: systemClock,
+        log: logger.child({ component: "replica" }),
+        leaseMs: this.options.replicaLeaseMs ?? 10_000,
+      });
+      store.useFencing(this.replica);
+      const { shardOf } = await import("../hub/replicas/replica.js");
+      const replica = this.replica;
+      replica.countNodesWith(
+        async (shards) =>
+          (await store.nodes.list()).filter(
+            (n) => !n.removedAt && shards.has(shardOf(n.name, replica.shards)),
+          ).length,
+      );
+      const early = replica.onChange((change) => {
+        takeovers.push(change);
+      });
+      await replica.start();
+      early();
+    }
     const credentials = credentialsFromEnv(this.options.env);
     this.syncer = new Syncer({
       store: store.generations,
@@ -109,12 +139,12 @@ export class HubRuntime {
     // The first sync comes before the hub starts, so statuses know the fleet's settings.
     let first: import("../repo/syncer.js").SyncOutcome | Error;
     try {
-      first = await this.syncer.sync();
+      first = this.syncs ? await this.syncer.sync() : new Error("another hub replica syncs the repository");
     } catch (error) {
       first = error as Error;
       logger.error({ err: error }, "the first sync failed; retrying in the background");
     }
-    const declared = await this.recordDeclarations();
+    const declared = this.syncs ? await this.recordDeclarations() : undefined;
     await this.readFleetSettings();
     await this.options.beforeAgents?.(await store.nodes.list());
     this.publisher = await this.statusPublisher();
@@ -130,8 +160,26 @@ export class HubRuntime {
         onTaskEvent: (event) => this.recordTaskEvent(event),
       });
     }
+    const replica = this.replica;
+    const forwarder =
+      replica && store.signals
+        ? new (await import("../hub/replicas/forward.js")).Forwarder(store.signals, logger)
+        : undefined;
     this.hub = new Hub({
       store,
+      ...(replica && forwarder
+        ? {
+            ownership: {
+              owns: (node: string) => replica.owns(node),
+              get leader() {
+                return replica.leader;
+              },
+              forward: (keys: readonly string[]) => forwarder.forward(keys),
+              fencedOut: () => replica.fencedOut(),
+              state: () => replica.state(),
+            },
+          }
+        : {}),
       transports: [this.fleet?.transport ?? this.local, ...(this.options.transports ?? [])],
       logger: logger.child({ component: "hub" }),
       ...(this.options.leaseMs ? { timing: { leaseMs: this.options.leaseMs } } : {}),
@@ -140,6 +188,14 @@ export class HubRuntime {
     });
     await this.hub.start();
     if (declared) await this.hub.declarationsChanged(declared);
+    if (replica && forwarder) {
+      const hub = this.hub;
+      await forwarder.listen((keys) =>
+        hub.enqueue(keys.filter((key) => hub.owns(key.slice(key.lastIndexOf("@") + 1)))),
+      );
+      for (const change of takeovers) await this.leasesChanged(change);
+      replica.onChange((change) => this.leasesChanged(change));
+    }
 
     const { startHubHttp } = await import("../hub/http.js");
     const { startSyncLoop } = await import("../repo/loop.js");
@@ -177,24 +233,35 @@ export class HubRuntime {
       },
       operatorToken,
       onSync: ({ acceptRewrite }) => {
+        if (!this.syncs)
+          return Promise.reject(
+            new Error(
+              "this hub replica does not sync the repository: the one holding the sync lease does (steward get replicas); ask it",
+            ),
+          );
         if (!this.loop) return Promise.reject(new Error("the hub is still starting: ask again"));
         return this.loop.syncNow({ acceptRewrite });
       },
     });
-    this.loop = startSyncLoop({
-      syncer: this.syncer,
-      intervalMs: this.options.syncIntervalMs,
-      // Up to date too: another process may have synced a revision, and a fetch that failed before
-      // may work again (its condition resolves).
-      onOutcome: () => void this.takeIn(),
-      onError: (error, failures, retryInMs) => {
-        logger.warn({ err: error, failures, retryInMs }, "sync failed; retrying in %d ms", retryInMs);
-        // The syncer recorded a fetch-failed event: it becomes a condition now, not at the next success.
-        this.hub
-          .takeInRevisions()
-          .catch((failure: unknown) => logger.error({ err: failure }, "taking in the sync's failure failed"));
-      },
-    });
+    this.startLoop = () => {
+      this.loop ??= startSyncLoop({
+        syncer: this.syncer,
+        intervalMs: this.options.syncIntervalMs,
+        // Up to date too: another process may have synced a revision, and a fetch that failed before
+        // may work again (its condition resolves).
+        onOutcome: () => void this.takeIn(),
+        onError: (error, failures, retryInMs) => {
+          logger.warn({ err: error, failures, retryInMs }, "sync failed; retrying in %d ms", retryInMs);
+          // The syncer recorded a fetch-failed event: it becomes a condition now, not at the next success.
+          this.hub
+            .takeInRevisions()
+            .catch((failure: unknown) =>
+              logger.error({ err: failure }, "taking in the sync's failure failed"),
+            );
+        },
+      });
+    };
+    if (this.syncs) this.startLoop();
     // Recorded once everything answers, so a command that finds this file finds the hub ready.
     const { writeHubFile } = await import("./hub-state.js");
     writeHubFile(paths, {
@@ -208,6 +275,42 @@ export class HubRuntime {
       store: this.store.location,
     });
     return first;
+  }
+
+  /** Whether this hub syncs the repository: the only hub, or the replica holding the sync lease. */
+  private get syncs(): boolean {
+    return this.replica?.leader ?? true;
+  }
+
+  private startLoop: (() => void) | undefined;
+
+  /**
+   * What this replica holds changed: nodes taken over (from a replica gone or giving them up) are
+   * registered and reconciled; the sync lease taken starts the sync loop, lost stops it.
+   */
+  private async leasesChanged(change: import("../hub/replicas/replica.js").LeaseChange): Promise<void> {
+    const { shardOf } = await import("../hub/replicas/replica.js");
+    const replica = this.replica!;
+    if (change.gained.length > 0) {
+      const from = new Map<number, string | undefined>(change.gained.map((g) => [g.shard, g.from]));
+      const byFrom = new Map<string, string[]>();
+      for (const node of await this.store.nodes.list()) {
+        const shard = shardOf(node.name, replica.shards);
+        if (node.removedAt || !from.has(shard)) continue;
+        const key = from.get(shard) ?? "";
+        byFrom.set(key, [...(byFrom.get(key) ?? []), node.name]);
+      }
+      for (const [previous, names] of byFrom)
+        await this.hub.nodesGained(names, previous ? { from: previous } : {});
+    }
+    if (change.leader === true) {
+      this.startLoop?.();
+      void this.takeIn();
+    } else if (change.leader === false) {
+      const loop = this.loop;
+      this.loop = undefined;
+      await loop?.stop();
+    }
   }
 
   /** Calls `listener` whenever the served revision's declarations changed after start (nodes, policies). */
@@ -231,6 +334,8 @@ export class HubRuntime {
    * the declarations changed. Whoever synced it: this hub's loop or `steward sync`.
    */
   private async takeIn(): Promise<void> {
+    // The replica that syncs records the declarations and takes revisions in, once for all.
+    if (!this.syncs) return;
     try {
       const changes = await this.recordDeclarations();
       if (changes) await this.readFleetSettings();
@@ -284,6 +389,7 @@ export class HubRuntime {
     await this.loop?.stop();
     await this.http?.close();
     await this.hub?.stop();
+    await this.replica?.stop();
     await this.fleet?.stop();
     if (this.publisher) {
       // The last statuses (a converged `steward up --once`, say) are worth a short wait; a forge that
@@ -359,6 +465,11 @@ export function hubCommand(io: CliIo, globals: () => GlobalOptions, _exit: (code
     .option("--sync-interval <duration>", "how often to fetch the fleet repo", "1m")
     .option("--webhook-secret-env <name>", "environment variable holding the webhook's shared secret")
     .option("--lease <duration>", "how long an attempt's result may take before it is ambiguous", "10m")
+    .option(
+      "--replica-lease <duration>",
+      "with several hubs on one PostgreSQL store: how long a hub's hold on its nodes lasts unrenewed; the others take them over after it",
+      "10s",
+    )
     .option("--operator-tokens <file>", OPERATOR_TOKENS_HELP);
   for (const [flag, help] of SSH_HUB_FLAGS) command.option(flag, help);
   for (const [flag, help] of NATS_HUB_FLAGS) command.option(flag, help);
@@ -399,6 +510,7 @@ export function hubCommand(io: CliIo, globals: () => GlobalOptions, _exit: (code
       env: io.env,
       cwd: io.cwd,
       leaseMs: settings.leaseMs,
+      replicaLeaseMs: settings.replicaLeaseMs,
       transports: [ssh, ...(nats ? [nats] : [])],
       ...(natsHub && nats ? { bus: natsHub.hubBusOf(nats) } : {}),
       ...(settings.webhookSecret ? { webhookSecret: settings.webhookSecret } : {}),

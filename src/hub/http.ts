@@ -102,6 +102,7 @@ export async function startHubHttp(options: HubHttpOptions): Promise<HubHttp> {
         transports: hub.transportNames,
         revision: revision ? { sha: revision.sha, outcome: revision.outcome } : null,
         ...hub.activity,
+        ...(hub.replica ? { replica: hub.replica } : {}),
       });
     }
     if (route === "GET /metrics") {

@@ -14,6 +14,7 @@
  */
 import pino, { type Logger } from "pino";
 import type { AttemptResult, Report } from "../model/generated.js";
+import { nextAttempt } from "./attempts.js";
 import { BusFeed, type HubBus, type TaskEvent } from "./bus.js";
 import { type Clock, systemClock } from "./clock.js";
 import { DEFAULT_TIMING, type Timing } from "./decide.js";
@@ -24,7 +25,7 @@ import { HubStoppedError, Inbox } from "./inbox.js";
 import { Ingest } from "./ingest.js";
 import { RevisionIntake } from "./intake.js";
 import { Liveness } from "./liveness.js";
-import { HubMetrics } from "./metrics.js";
+import { HubMetrics, type ReplicaState } from "./metrics.js";
 import { WorkQueue } from "./queue.js";
 import { checkReach } from "./reach.js";
 import {
@@ -37,7 +38,7 @@ import type { NodeRecord, RevisionRecord } from "./records.js";
 import { Relay } from "./relay.js";
 import type { StatusHealth, StatusSink } from "./status.js";
 import { StatusFeed } from "./status-feed.js";
-import type { Store, StoreReads, Transactional } from "./store/store.js";
+import { FencedError, type Store, type StoreReads, type Transactional } from "./store/store.js";
 import type { Transport, TransportEvents, TransportHealth } from "./transport.js";
 
 export { HubStoppedError } from "./inbox.js";
@@ -69,7 +70,28 @@ export interface HubOptions {
   statusIntervalMs?: number;
   /** A bus to mirror open conditions to and publish tasks on (the NATS transport offers one). */
   bus?: HubBus;
+  /** One replica of several sharing the store (replicas/replica.ts): which nodes are this hub's. */
+  ownership?: Ownership;
 }
+
+/**
+ * Which nodes a hub replica owns now (replicas/replica.ts), and how work about the others reaches
+ * their owner. A hub without one owns every node and is its fleet's only hub.
+ */
+export interface Ownership {
+  owns(node: string): boolean;
+  /** Whether this replica syncs the repository and takes revisions in. */
+  readonly leader: boolean;
+  /** Hands instance keys of nodes another replica owns to it. */
+  forward(keys: readonly string[]): void;
+  /** A unit of work was fenced: the replica lost leases it counted on. */
+  fencedOut(): void;
+  /** What it holds, for /healthz and /metrics. */
+  state(): ReplicaState;
+}
+
+/** The node of an instance key (`assignment@node`). */
+const nodeOfKey = (key: string) => key.slice(key.lastIndexOf("@") + 1);
 
 /** What `steward up` and tests see of a hub's progress. */
 export interface HubActivity {
@@ -111,9 +133,11 @@ export class Hub {
   private readonly ingest: Ingest;
   private readonly intake: RevisionIntake;
   private readonly relay: Relay;
+  private readonly ownership: Ownership | undefined;
 
   constructor(options: HubOptions) {
     this.store = options.store;
+    this.ownership = options.ownership;
     this.clock = options.clock ?? systemClock;
     this.log = options.logger ?? pino({ level: "silent" });
     this.timing = {
@@ -125,6 +149,10 @@ export class Hub {
     this.resyncIntervalMs = options.resyncIntervalMs ?? 10 * 60 * SECOND;
     this.newId = idFactory(this.clock);
     this.metrics = new HubMetrics(this.store);
+    if (options.ownership) {
+      const ownership = options.ownership;
+      this.metrics.watchReplica(() => ownership.state());
+    }
     for (const transport of options.transports ?? []) this.transports.set(transport.name, transport);
     this.queue = new WorkQueue(this.clock, () => this.schedule());
     const wakeIdle = () => this.wakeIdle();
@@ -147,7 +175,7 @@ export class Hub {
       clock: this.clock,
       log: this.log,
       newId: this.newId,
-      reaches: (node) => this.reaches(node),
+      reaches: (node) => this.reaches(node) && this.owns(node.name),
       askForReport: (node) => this.relay.askForReport(node),
       silenceChanged: (node, tx) => this.reviewRolloutsOf(node, tx),
       beforeCheck: async () => {
@@ -204,6 +232,21 @@ export class Hub {
     return this.transports.has(node.transport);
   }
 
+  /** Whether node `name` is this hub's to reconcile and dispatch to (always, without replicas). */
+  owns(name: string): boolean {
+    return this.ownership?.owns(name) ?? true;
+  }
+
+  /** What this replica holds (undefined: not one of several). */
+  get replica(): ReplicaState | undefined {
+    return this.ownership?.state();
+  }
+
+  /** Whether this hub takes revisions in (without replicas, always; else the sync lease's holder). */
+  get leader(): boolean {
+    return this.ownership?.leader ?? true;
+  }
+
   /** Recovers durable work and starts the transports. */
   async start(): Promise<void> {
     if (this.started) return;
@@ -212,7 +255,7 @@ export class Hub {
     await this.liveness.load();
     await this.takeInRevisions();
     const recovered = await this.store.intents.recoveryKeys();
-    const outbox = await this.store.attempts.outbox();
+    const outbox = (await this.store.attempts.outbox()).filter((row) => this.owns(row.node));
     this.log.info(
       { instances: recovered.length, outbox: outbox.length, transports: this.transportNames },
       "hub starting: recovering %d instances and %d outbox rows",
@@ -226,14 +269,56 @@ export class Hub {
     // ambiguous attempts settle and silent nodes are noticed without waiting for a change.
     const nodes = await this.store.nodes.list();
     for (const node of nodes) await this.checkReach(node);
+    await this.register(nodes.filter((node) => this.owns(node.name)));
+    this.queue.addAll(recovered);
+    this.scheduleResync();
+  }
+
+  /** Nodes this hub reaches report once, so ambiguous attempts settle and silent ones are noticed. */
+  private async register(nodes: readonly NodeRecord[]): Promise<void> {
     for (const node of nodes) {
       if (!this.reaches(node) || node.removedAt) continue;
       await this.relay.rememberUnreachable(node.name);
       await this.liveness.watch(node.name);
       this.relay.askForReport(node.name);
     }
-    this.queue.addAll(recovered);
-    this.scheduleResync();
+  }
+
+  /**
+   * This replica took over `names` (replicas/replica.ts). From another replica (`takeover`), what
+   * that one had in flight is ambiguous at once — it may or may not have reached the node — and is
+   * settled by the fresh report asked for now, never replayed; attempts it queued and never handed
+   * over go now. Then the nodes are registered and their unconverged instances reconciled.
+   */
+  async nodesGained(names: readonly string[], takeover: { from?: string } = {}): Promise<void> {
+    if (!this.started || this.stopping || names.length === 0) return;
+    const wanted = new Set(names);
+    for (const name of names) this.store.forgetNode(name);
+    if (takeover.from) {
+      const at = this.nowIso();
+      const from = takeover.from;
+      await this.store.transaction(async (tx) => {
+        await tx.fence(names);
+        for (const name of names)
+          for (const attempt of await tx.attempts.openOfNode(name)) {
+            if (attempt.status !== "dispatched") continue;
+            const lost = nextAttempt(attempt, { kind: "owner-lost", at, replica: from });
+            if (lost) await tx.attempts.save(lost);
+          }
+      });
+    }
+    const outbox = (await this.store.attempts.outbox()).filter((row) => wanted.has(row.node));
+    await this.relay.recover(outbox.map((row) => row.attemptId));
+    const nodes = (await this.store.nodes.list()).filter((node) => wanted.has(node.name));
+    await this.register(nodes);
+    const keys: string[] = [];
+    for (const name of names) keys.push(...(await this.store.desired.activeKeysOfNode(name)));
+    this.log.info(
+      { nodes: names.length, instances: keys.length, from: takeover.from },
+      "took over %d nodes",
+      names.length,
+    );
+    this.enqueue(keys);
   }
 
   /**
@@ -269,6 +354,8 @@ export class Hub {
 
   /** Takes in what the syncer recorded since the last call (intake.ts); resolves with the revisions taken in. */
   takeInRevisions(): Promise<RevisionRecord[]> {
+    // Among replicas, the sync lease's holder takes revisions in, once for all.
+    if (!this.leader) return Promise.resolve([]);
     return this.intake.takeIn();
   }
 
@@ -405,11 +492,16 @@ export class Hub {
     if (this.stopping || this.processing) return;
     this.processing = true;
     try {
-      const keys = this.queue.take(this.batchSize);
+      const taken = this.queue.take(this.batchSize);
+      const keys = this.ownership ? taken.filter((key) => this.owns(nodeOfKey(key))) : taken;
+      // Another replica's nodes: handed to it (a sync or a timer here queued them).
+      if (keys.length < taken.length)
+        this.ownership!.forward(taken.filter((key) => !this.owns(nodeOfKey(key))));
       if (keys.length === 0) return;
       const outcomes: ReconcileOutcome[] = [];
       try {
         await this.store.transaction(async (tx) => {
+          await tx.fence(keys.map(nodeOfKey));
           for (const key of keys) {
             const started = performance.now();
             try {
@@ -431,6 +523,13 @@ export class Hub {
           }
         });
       } catch (error) {
+        if (error instanceof FencedError) {
+          // Its nodes' leases changed hands: whoever holds them now reconciles them.
+          this.log.warn({ nodes: error.nodes.length }, "%s", error.message);
+          this.ownership?.fencedOut();
+          for (const key of keys) this.queue.addAt(key, this.clock.now().getTime() + SECOND);
+          return;
+        }
         // Nothing of the batch is committed: every key of it is looked at again.
         this.log.error(
           { err: error, instances: keys.length },
@@ -472,18 +571,30 @@ export class Hub {
         if (!(error instanceof HubStoppedError))
           this.log.warn({ err: error, transport, event }, "a %s event was not recorded", event);
       });
+    // Among replicas, what a node says is its owner's to record (a replica that took a node over asks
+    // it for a fresh report): another replica's nodes are passed over.
+    const foreign = (node: string) => this.ownership !== undefined && !this.owns(node);
+    const none = Promise.resolve();
     return {
       report: (report: Report) =>
-        this.inbox.deliver("report", transport, (tx) => this.ingest.report(tx, report, transport)),
+        foreign(report.node)
+          ? none
+          : this.inbox.deliver("report", transport, (tx) => this.ingest.report(tx, report, transport)),
       result: (result: AttemptResult) =>
-        this.inbox.deliver("result", transport, (tx) => this.ingest.result(tx, result)),
+        foreign(result.node)
+          ? none
+          : this.inbox.deliver("result", transport, (tx) => this.ingest.result(tx, result)),
       heartbeat: (node: string, at: Date) =>
-        bestEffort(
-          "heartbeat",
-          this.inbox.deliver("heartbeat", transport, (tx) => this.ingest.heartbeat(tx, node, at)),
-        ),
+        foreign(node)
+          ? none
+          : bestEffort(
+              "heartbeat",
+              this.inbox.deliver("heartbeat", transport, (tx) => this.ingest.heartbeat(tx, node, at)),
+            ),
       lost: (attemptId: string, node: string, reason: string) =>
-        this.inbox.deliver("lost", transport, (tx) => this.ingest.lost(tx, attemptId, node, reason)),
+        foreign(node)
+          ? none
+          : this.inbox.deliver("lost", transport, (tx) => this.ingest.lost(tx, attemptId, node, reason)),
       health: (event: TransportHealth) =>
         bestEffort(
           "health",

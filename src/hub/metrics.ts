@@ -6,6 +6,15 @@
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { StoreReads } from "./store/store.js";
 
+/** What a hub replica holds, as /healthz and /metrics say it. */
+export interface ReplicaState {
+  id: string;
+  shards: number;
+  nodes: number;
+  leader: boolean;
+  fenced: number;
+}
+
 export class HubMetrics {
   readonly registry = new Registry();
   readonly reconcileSeconds: Histogram<"outcome">;
@@ -65,6 +74,29 @@ export class HubMetrics {
       labelNames: ["transport", "result"],
       registers: [registry],
     });
+  }
+
+  /** Gauges of what this replica holds (counts, never lists: a replica may own 100,000 nodes). */
+  watchReplica(state: () => ReplicaState): void {
+    const gauge = (name: string, help: string, value: (s: ReplicaState) => number) =>
+      new Gauge({
+        name,
+        help,
+        registers: [this.registry],
+        collect() {
+          this.set(value(state()));
+        },
+      });
+    gauge("steward_replica_nodes", "Nodes this hub replica owns", (s) => s.nodes);
+    gauge("steward_replica_shards", "Node shards whose lease this hub replica holds", (s) => s.shards);
+    gauge("steward_replica_leader", "1 while this hub replica holds the sync lease", (s) =>
+      s.leader ? 1 : 0,
+    );
+    gauge(
+      "steward_replica_fenced_total",
+      "Units of work refused because this replica no longer held their nodes' leases",
+      (s) => s.fenced,
+    );
   }
 
   text(): Promise<string> {

@@ -308,3 +308,25 @@ export interface RevisionRecord {
   supersededBy?: string;
   changedAssignments: string[];
 }
+
+/** A hub replica sharing the store, as it last renewed itself (table `replicas`). */
+export interface ReplicaRecord {
+  id: string;
+  /** Where its HTTP endpoints answer (`http://host:port`), when it serves them. */
+  address?: string;
+  startedAt: string;
+  renewedAt: string;
+  /** Gone once this has passed without a renewal. */
+  expiresAt: string;
+  /** Shard leases it held at its last renewal, and the nodes in them. */
+  shards: number;
+  nodes: number;
+}
+
+/** A lease only one replica holds at a time (`shard:N`, `sync`), with its fencing token. */
+export interface LeaseRecord {
+  name: string;
+  holder: string;
+  token: number;
+  expiresAt: string;
+}

@@ -10,9 +10,9 @@ import { nextAttempt } from "./attempts.js";
 import type { Clock } from "./clock.js";
 import type { Inbox } from "./inbox.js";
 import type { HubMetrics } from "./metrics.js";
-import type { AttemptRecord, IntentRecord, NodeRecord } from "./records.js";
+import type { AttemptRecord, IntentRecord, NodeRecord, OutboxRow } from "./records.js";
 import { redact } from "./redact.js";
-import type { Store, StoreReads, Transactional } from "./store/store.js";
+import { FencedError, type Store, type StoreReads, type Transactional } from "./store/store.js";
 import { DispatchError, type Transport } from "./transport.js";
 
 export interface RelayOptions {
@@ -84,10 +84,16 @@ export class Relay {
     this.relaying++;
     try {
       await store.transaction(async (tx) => {
+        const pending: { row: OutboxRow; attempt: AttemptRecord }[] = [];
         for (const attemptId of attemptIds) {
           const row = await tx.attempts.outboxRow(attemptId);
           const attempt = await tx.attempts.get(attemptId);
-          if (!row || attempt?.status !== "queued") continue;
+          if (row && attempt?.status === "queued") pending.push({ row, attempt });
+        }
+        // Only the replica holding the nodes' leases hands their attempts over.
+        await tx.fence(pending.map(({ row }) => row.node));
+        for (const { row, attempt } of pending) {
+          const attemptId = attempt.id;
           const node = await tx.nodes.get(row.node);
           const transport = node ? transports.get(node.transport) : undefined;
           if (!node || !transport) {
@@ -109,6 +115,11 @@ export class Relay {
           attemptId,
           new DispatchError("no transport for the node", "transient", "NoTransport"),
         );
+    } catch (error) {
+      if (!(error instanceof FencedError)) throw error;
+      // Left in the outbox: the replica that holds the nodes now hands them over.
+      this.options.log.warn({ attempts: attemptIds.length }, "attempts not handed over: %s", error.message);
+      return;
     } finally {
       this.relaying--;
     }

@@ -5,6 +5,7 @@
  * requests to join, credentials issued).
  */
 import { ENROLMENT_MIGRATIONS } from "../enrolment/migrations.js";
+import { REPLICA_MIGRATIONS } from "../replicas/migrations.js";
 import { HUB_MIGRATIONS } from "./hub-migrations.js";
 
 export interface Migration {
@@ -129,4 +130,5 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   ...HUB_MIGRATIONS,
   ...ENROLMENT_MIGRATIONS,
+  ...REPLICA_MIGRATIONS,
 ];

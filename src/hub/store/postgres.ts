@@ -18,6 +18,7 @@ import type { Migration } from "./migrations.js";
 import { POSTGRES_MIGRATIONS } from "./postgres-migrations.js";
 import type { Row, Sql } from "./sql/sql.js";
 import { SqlStore } from "./sql/store.js";
+import type { Signals } from "./store.js";
 
 /** The advisory lock every replica takes while it migrates (an arbitrary constant, steward's own). */
 const MIGRATION_LOCK = 7_117_018;
@@ -72,12 +73,44 @@ export interface PostgresStoreOptions {
 
 /** The Store over one PostgreSQL database (see the module comment). */
 export class PostgresStore extends SqlStore {
+  readonly signals: Signals;
+  private listener: pg.Client | undefined;
+  private readonly channels = new Map<string, Set<(payload: string) => void>>();
+
   private constructor(
     private readonly pool: pg.Pool,
     location: string,
     private readonly texts: Map<string, string>,
+    private readonly url: string,
   ) {
     super(new PostgresSql(pool, texts), location);
+    this.signals = {
+      send: async (channel, payload) => {
+        await this.pool.query("SELECT pg_notify($1, $2)", [channel, payload]);
+      },
+      listen: async (channel, listener) => {
+        let listeners = this.channels.get(channel);
+        if (!listeners) {
+          listeners = new Set();
+          this.channels.set(channel, listeners);
+          await (await this.listening()).query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+        }
+        listeners.add(listener);
+      },
+    };
+  }
+
+  /** The connection that listens (one per store, opened on the first `listen`). */
+  private async listening(): Promise<pg.Client> {
+    if (this.listener) return this.listener;
+    const client = new pg.Client({ connectionString: this.url });
+    client.on("error", () => undefined);
+    client.on("notification", (message) => {
+      for (const listener of this.channels.get(message.channel) ?? []) listener(message.payload ?? "");
+    });
+    await client.connect();
+    this.listener = client;
+    return client;
   }
 
   /** Connects, brings the schema up to date (once, whichever replica gets there first) and opens the store. */
@@ -98,7 +131,7 @@ export class PostgresStore extends SqlStore {
         cause: error,
       });
     }
-    return new PostgresStore(pool, location, new Map());
+    return new PostgresStore(pool, location, new Map(), options.url);
   }
 
   protected unit<T>(work: (sql: Sql) => Promise<T>): Promise<T> {
@@ -129,6 +162,7 @@ export class PostgresStore extends SqlStore {
   async close(): Promise<void> {
     // A unit of work still running ends first.
     await this.settled();
+    await this.listener?.end().catch(() => undefined);
     await this.pool.end();
   }
 }

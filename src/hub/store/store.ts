@@ -23,9 +23,11 @@ import type {
   HoldReason,
   IntentRecord,
   IntentStatus,
+  LeaseRecord,
   NodeRecord,
   Observation,
   OutboxRow,
+  ReplicaRecord,
   RevisionRecord,
   RolloutDecisionRecord,
   SkipReason,
@@ -355,6 +357,56 @@ export interface Enrolments extends EnrolmentReads {
   recordIssued(credential: IssuedCredential): Promise<void>;
 }
 
+/** The hub replicas sharing the store and the leases dividing their work (tables `replicas`, `leases`). */
+export interface ReplicaReads {
+  /** Every replica row, gone ones included (until a clean stop removes it), by id. */
+  list(): Promise<ReplicaRecord[]>;
+  /** Replicas whose lease has not run out at `at`, by id. */
+  live(at: string): Promise<ReplicaRecord[]>;
+  leases(): Promise<LeaseRecord[]>;
+}
+
+export interface Replicas extends ReplicaReads {
+  /** Whether `holder` holds each lease with that token (locking them until the unit of work ends). */
+  holds(holder: string, leases: readonly { name: string; token: number }[]): Promise<boolean>;
+  heartbeat(replica: ReplicaRecord): Promise<void>;
+  /**
+   * Takes lease `name` for `holder` until `expiresAt` when it is free, has run out at `at`, or is
+   * `holder`'s already; resolves with its token (greater than any earlier holder's), or undefined.
+   */
+  acquire(name: string, holder: string, at: string, expiresAt: string): Promise<number | undefined>;
+  /** Extends those of `names` that `holder` still holds; resolves with them and their tokens. */
+  renew(holder: string, names: readonly string[], expiresAt: string): Promise<Map<string, number>>;
+  /** Gives up leases (they run out at once; the next holder's token is greater). */
+  release(holder: string, names: readonly string[]): Promise<void>;
+  /** A replica that stops cleanly: its leases released, its row gone. */
+  remove(id: string): Promise<void>;
+}
+
+/** Short messages to every process sharing the store, on a named channel (at most 7,000 bytes each). */
+export interface Signals {
+  send(channel: string, payload: string): Promise<void>;
+  /** Calls `listener` with each payload sent on `channel` (by any process, this one included). */
+  listen(channel: string, listener: (payload: string) => void): Promise<void>;
+}
+
+/** The leases a replica holds, as `UnitOfWork.fence` checks them. */
+export interface Fencing {
+  readonly holder: string;
+  /** The leases (name and token) covering `nodes`, or undefined when one of them is not held here. */
+  leasesFor(nodes: Iterable<string>): { name: string; token: number }[] | undefined;
+}
+
+/** A unit of work about nodes whose leases this replica does not hold (now): nothing of it is written. */
+export class FencedError extends Error {
+  override readonly name = "FencedError";
+  constructor(readonly nodes: readonly string[]) {
+    super(
+      `this hub replica no longer holds the lease of ${nodes.length === 1 ? `node ${nodes[0]}` : `${nodes.length} nodes`}: another replica took it over`,
+    );
+  }
+}
+
 /** Every port, for reading. Both the `Store` (committed state) and a unit of work offer them. */
 export interface StoreReads {
   readonly desired: DesiredStateReads;
@@ -368,6 +420,7 @@ export interface StoreReads {
   readonly meta: MetaReads;
   readonly statuses: StatusReads;
   readonly enrolments: EnrolmentReads;
+  readonly replicas: ReplicaReads;
 }
 
 /** Starts a unit of work: the store (a new one), or a unit of work (a savepoint inside it). */
@@ -392,6 +445,12 @@ export interface UnitOfWork extends StoreReads, Transactional {
   readonly meta: Meta;
   readonly statuses: Statuses;
   readonly enrolments: Enrolments;
+  readonly replicas: Replicas;
+  /**
+   * Refuses (FencedError) a unit of work about `nodes` unless this replica holds their shards'
+   * leases with its tokens, and keeps them held until the unit ends. Without replicas, a no-op.
+   */
+  fence(nodes: Iterable<string>): Promise<void>;
 }
 
 /** The hub's durable state: committed reads, units of work, and the syncer's port over the same database. */
@@ -405,6 +464,15 @@ export interface Store extends StoreReads, Transactional {
    * (in this process). Returns a function that removes the listener.
    */
   onConditionWrite(listener: (id: string) => void): () => void;
+  /** Fences every unit of work's `fence(nodes)` with these leases (a replica's, replicas/replica.ts). */
+  useFencing(fencing: Fencing): void;
+  /**
+   * Messages between the processes sharing the store (PostgreSQL's LISTEN/NOTIFY): what a replica
+   * hands to another. Absent where one process has the store to itself (SQLite).
+   */
+  readonly signals?: Signals;
+  /** Another writer (the replica that held the node before) may have written `node`'s observations. */
+  forgetNode(node: string): void;
   close(): Promise<void>;
 }
 

@@ -5,7 +5,7 @@
  * connection and its BEGIN … COMMIT (SQLite: one at a time under a lock; PostgreSQL: from a pool).
  */
 import type { GenerationStore } from "../../../repo/store.js";
-import type { Store, UnitOfWork } from "../store.js";
+import { FencedError, type Fencing, type Store, type UnitOfWork } from "../store.js";
 import { AttemptsSql } from "./attempts.js";
 import { StoreCaches } from "./caches.js";
 import { ConditionsSql } from "./conditions.js";
@@ -16,6 +16,7 @@ import { IntentsSql } from "./intents.js";
 import { MetaSql } from "./meta.js";
 import { NodesSql } from "./nodes.js";
 import { ObservationsSql } from "./observations.js";
+import { ReplicasSql } from "./replicas.js";
 import { RolloutsSql } from "./rollouts.js";
 import type { Sql } from "./sql.js";
 import { StatusesSql } from "./statuses.js";
@@ -34,6 +35,7 @@ class Ports {
   readonly meta: MetaSql;
   readonly statuses: StatusesSql;
   readonly enrolments: EnrolmentsSql;
+  readonly replicas: ReplicasSql;
 
   constructor(sql: Sql, caches: StoreCaches, conditionWritten?: (id: string) => void) {
     this.desired = new DesiredStateSql(sql, caches);
@@ -47,6 +49,7 @@ class Ports {
     this.meta = new MetaSql(sql);
     this.statuses = new StatusesSql(sql);
     this.enrolments = new EnrolmentsSql(sql);
+    this.replicas = new ReplicasSql(sql);
   }
 }
 
@@ -58,8 +61,17 @@ class SqlUnitOfWork extends Ports implements UnitOfWork {
     private readonly sql: Sql,
     private readonly caches: StoreCaches,
     conditionWritten: (id: string) => void,
+    private readonly fencing: Fencing | undefined,
   ) {
     super(sql, caches, conditionWritten);
+  }
+
+  async fence(nodes: Iterable<string>): Promise<void> {
+    if (!this.fencing) return;
+    const names = [...new Set(nodes)];
+    if (names.length === 0) return;
+    const leases = this.fencing.leasesFor(names);
+    if (!leases || !(await this.replicas.holds(this.fencing.holder, leases))) throw new FencedError(names);
   }
 
   async transaction<T>(work: (tx: UnitOfWork) => Promise<T>): Promise<T> {
@@ -85,6 +97,7 @@ export abstract class SqlStore extends Ports implements Store {
   readonly caches: StoreCaches;
   readonly generations: GenerationStore;
   private readonly conditionListeners = new Set<(id: string) => void>();
+  private fencing: Fencing | undefined;
   /** Settles when the unit of work now running (if any) has ended. */
   private tail: Promise<void> = Promise.resolve();
 
@@ -131,7 +144,9 @@ export abstract class SqlStore extends Ports implements Store {
     const written = new Set<string>();
     let result: T;
     try {
-      result = await this.unit((sql) => work(new SqlUnitOfWork(sql, this.caches, (id) => written.add(id))));
+      result = await this.unit((sql) =>
+        work(new SqlUnitOfWork(sql, this.caches, (id) => written.add(id), this.fencing)),
+      );
     } catch (error) {
       // Rolled back: what the caches learned in it may be ahead of the database.
       this.caches.rolledBack();
@@ -140,6 +155,14 @@ export abstract class SqlStore extends Ports implements Store {
     if (written.size > 0)
       for (const id of written) for (const listener of this.conditionListeners) listener(id);
     return result;
+  }
+
+  useFencing(fencing: Fencing): void {
+    this.fencing = fencing;
+  }
+
+  forgetNode(node: string): void {
+    this.caches.forgetNode(node);
   }
 
   onConditionWrite(listener: (id: string) => void): () => void {

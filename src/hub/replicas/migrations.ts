@@ -1,0 +1,36 @@
+/**
+ * The replica tables (migrations 5xx): the hub replicas sharing a store, and the leases that divide
+ * the work between them. The store's `replicas` port (store/sql/replicas.ts) owns them.
+ */
+import type { Migration } from "../store/migrations.js";
+
+export const REPLICA_MIGRATIONS: readonly Migration[] = [
+  {
+    version: 501,
+    name: "replicas: hub replicas and their leases",
+    sql: `
+      -- Each running hub replica, renewed while it lives; one whose lease ran out is gone.
+      CREATE TABLE replicas (
+        id TEXT PRIMARY KEY,
+        address TEXT,                          -- where its HTTP endpoints answer, if it serves them
+        started_at TEXT NOT NULL,
+        renewed_at TEXT NOT NULL,
+        expires_at TEXT NOT NULL,
+        shards INTEGER NOT NULL DEFAULT 0,     -- shard leases it holds (as of its last renewal)
+        nodes INTEGER NOT NULL DEFAULT 0       -- nodes in them
+      );
+
+      -- A lease on a unit of work only one replica does at a time: a shard of the nodes
+      -- ('shard:N') or the repository's sync ('sync'). The token grows each time the lease changes
+      -- hands: a write made under a lease checks holder and token (fencing), so a replica that lost
+      -- its lease writes nothing more under it.
+      CREATE TABLE leases (
+        name TEXT PRIMARY KEY,
+        holder TEXT NOT NULL,
+        token INTEGER NOT NULL,
+        expires_at TEXT NOT NULL
+      );
+      CREATE INDEX leases_by_holder ON leases (holder);
+    `,
+  },
+];

@@ -1,0 +1,280 @@
+/**
+ * One hub replica among those sharing a store: every replica works, none idles. The nodes are
+ * split into a fixed number of shards (a node's shard is a hash of its name); each shard is a lease
+ * in the store (`shard:N`), and the live replicas divide the shards between them by rendezvous
+ * hashing, so every replica computes the same division and a replica joining or leaving moves only
+ * its share. A replica renews its leases every third of the replica lease; one that dies stops
+ * renewing, and the survivors take its shards once the leases ran out. One replica at a time holds
+ * the `sync` lease: it syncs the repository and takes revisions in, so generations are numbered once.
+ *
+ * Every lease carries a fencing token that grows each time the lease changes hands. A unit of work
+ * about a node's intents and attempts checks it in the store (`UnitOfWork.fence`), and a replica
+ * also stops counting on its leases by its own clock once a renewal is overdue: a replica that was
+ * paused or cut off past its lease writes nothing more for those nodes, and gives them up.
+ */
+import { createHash, randomBytes } from "node:crypto";
+import { hostname } from "node:os";
+import type { Logger } from "pino";
+import type { Clock } from "../clock.js";
+import type { Fencing, Store } from "../store/store.js";
+
+/** Shards the nodes are split into: enough to balance a few dozen replicas, few enough to renew at once. */
+export const SHARDS = 64;
+export const SYNC_LEASE = "sync";
+
+/** The shard of node `name`. */
+export function shardOf(name: string, shards = SHARDS): number {
+  return createHash("sha1").update(name).digest().readUInt32BE(0) % shards;
+}
+
+const shardLease = (shard: number) => `shard:${shard}`;
+
+/** Which live replica should hold `shard`: the highest score of rendezvous hashing. */
+export function shardOwner(shard: number, replicas: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestScore = -1;
+  for (const id of replicas) {
+    const score = createHash("sha1").update(`${id}\0${shard}`).digest().readUInt32BE(0);
+    if (score > bestScore || (score === bestScore && best !== undefined && id < best)) {
+      best = id;
+      bestScore = score;
+    }
+  }
+  return best;
+}
+
+/** A fresh replica id: the host, the process and a few random characters. */
+export function newReplicaId(): string {
+  return `${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`;
+}
+
+export interface ReplicaOptions {
+  store: Store;
+  clock: Clock;
+  log: Logger;
+  /** How long a lease lasts without renewal (`--replica-lease`); renewed every third of it. */
+  leaseMs: number;
+  id?: string;
+  /** Where this replica's HTTP endpoints answer, for `steward get replicas`. */
+  address?: string;
+  shards?: number;
+}
+
+/** What changed in what a replica holds, told after the store says so. */
+export interface LeaseChange {
+  /** Shards taken, with who held each before (undefined: nobody, or this replica). */
+  gained: { shard: number; from?: string }[];
+  lost: number[];
+  /** Whether the sync lease was taken (true) or lost (false) in this renewal; undefined: unchanged. */
+  leader?: boolean;
+}
+
+/** The leases of one replica (see the module comment). */
+export class Replica implements Fencing {
+  readonly holder: string;
+  readonly shards: number;
+  private readonly held = new Map<number, number>();
+  private syncToken: number | undefined;
+  /** Until when (epoch ms, this clock) the leases count, as of the last renewal that succeeded. */
+  private validUntil = 0;
+  private readonly startedAt: string;
+  private cancel: (() => void) | undefined;
+  private ticking: Promise<void> | undefined;
+  private stopped = false;
+  private readonly listeners = new Set<(change: LeaseChange) => void | Promise<void>>();
+  /** Nodes per shard, as last counted (for the replica row and /healthz). */
+  private countNodes: (shards: ReadonlySet<number>) => Promise<number> = async () => 0;
+  /** Fenced units of work (a lease lost while work was under way). */
+  fenced = 0;
+  /** Nodes in the held shards, as last counted (again when they change, and every tenth renewal). */
+  private nodes = 0;
+  private counted = "";
+  private ticks = 0;
+
+  constructor(private readonly options: ReplicaOptions) {
+    this.holder = options.id ?? newReplicaId();
+    this.shards = options.shards ?? SHARDS;
+    this.startedAt = options.clock.now().toISOString();
+  }
+
+  /** Calls `listener` after each renewal that changed what this replica holds. */
+  onChange(listener: (change: LeaseChange) => void | Promise<void>): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** How the replica row counts the nodes of its shards. */
+  countNodesWith(count: (shards: ReadonlySet<number>) => Promise<number>): void {
+    this.countNodes = count;
+  }
+
+  /** Whether the leases still count by this replica's own clock (a renewal is not overdue). */
+  private valid(): boolean {
+    return this.options.clock.now().getTime() < this.validUntil;
+  }
+
+  /** Whether this replica holds node `name`'s shard now. */
+  owns(name: string): boolean {
+    return this.valid() && this.held.has(shardOf(name, this.shards));
+  }
+
+  /** Whether this replica holds the sync lease now. */
+  get leader(): boolean {
+    return this.valid() && this.syncToken !== undefined;
+  }
+
+  /** The shards held now. */
+  get heldShards(): ReadonlySet<number> {
+    return new Set(this.valid() ? this.held.keys() : []);
+  }
+
+  leasesFor(nodes: Iterable<string>): { name: string; token: number }[] | undefined {
+    if (!this.valid()) return undefined;
+    const leases = new Map<number, number>();
+    for (const node of nodes) {
+      const shard = shardOf(node, this.shards);
+      const token = this.held.get(shard);
+      if (token === undefined) return undefined;
+      leases.set(shard, token);
+    }
+    return [...leases].map(([shard, token]) => ({ name: shardLease(shard), token }));
+  }
+
+  /** Takes this replica's first leases, then renews them every third of the lease until `stop`. */
+  async start(): Promise<void> {
+    await this.renewNow();
+    this.schedule();
+  }
+
+  /** Renews now (one renewal at a time); resolves once it is done. */
+  renewNow(): Promise<void> {
+    this.ticking ??= this.tick().finally(() => {
+      this.ticking = undefined;
+    });
+    return this.ticking;
+  }
+
+  private schedule(): void {
+    if (this.stopped) return;
+    this.cancel = this.options.clock.schedule(Math.max(200, Math.floor(this.options.leaseMs / 3)), () => {
+      this.renewNow()
+        .catch((error: unknown) =>
+          this.options.log.warn({ err: error }, "renewing this replica's leases failed; retrying"),
+        )
+        .finally(() => this.schedule());
+    });
+  }
+
+  private async tick(): Promise<void> {
+    if (this.stopped) return;
+    const { store, clock, leaseMs } = this.options;
+    const began = clock.now();
+    const at = began.toISOString();
+    const until = new Date(began.getTime() + leaseMs).toISOString();
+    // Renewed where the store still says they are ours (a lease nobody took while this replica was
+    // paused is still its own, with the same token); a changed token is a lease taken anew.
+    const before = new Map(this.held);
+    const wasLeader = this.syncToken !== undefined;
+    const owners = new Map<number, string>();
+    for (const lease of await store.replicas.leases())
+      if (lease.name.startsWith("shard:") && lease.expiresAt > at)
+        owners.set(Number(lease.name.slice(6)), lease.holder);
+    const outcome = await store.transaction(async (tx) => {
+      await tx.replicas.heartbeat({
+        id: this.holder,
+        ...(this.options.address ? { address: this.options.address } : {}),
+        startedAt: this.startedAt,
+        renewedAt: at,
+        expiresAt: until,
+        shards: this.held.size,
+        nodes: this.nodes,
+      });
+      const live = (await tx.replicas.live(at)).map((r) => r.id);
+      const wanted = new Set<number>();
+      for (let shard = 0; shard < this.shards; shard++)
+        if (shardOwner(shard, live) === this.holder) wanted.add(shard);
+      const kept = await tx.replicas.renew(
+        this.holder,
+        [...before.keys()].filter((s) => wanted.has(s)).map(shardLease),
+        until,
+      );
+      const held = new Map<number, number>();
+      for (const [name, token] of kept) held.set(Number(name.slice(6)), token);
+      // Shards held but now another live replica's: given up, for it to take on its next renewal.
+      await tx.replicas.release(
+        this.holder,
+        [...before.keys()].filter((s) => !wanted.has(s)).map(shardLease),
+      );
+      for (const shard of wanted) {
+        if (held.has(shard)) continue;
+        const token = await tx.replicas.acquire(shardLease(shard), this.holder, at, until);
+        if (token !== undefined) held.set(shard, token);
+      }
+      const syncToken = await tx.replicas.acquire(SYNC_LEASE, this.holder, at, until);
+      return { held, syncToken };
+    });
+    if (this.stopped) return;
+    this.held.clear();
+    for (const [shard, token] of outcome.held) this.held.set(shard, token);
+    this.syncToken = outcome.syncToken;
+    this.validUntil = began.getTime() + leaseMs;
+    const heldNow = [...this.held.keys()].sort((a, b) => a - b).join(",");
+    if (heldNow !== this.counted || ++this.ticks % 10 === 0) {
+      this.counted = heldNow;
+      this.nodes = await this.countNodes(new Set(this.held.keys()));
+    }
+    const change: LeaseChange = {
+      gained: [...this.held.keys()]
+        .filter((s) => before.get(s) !== this.held.get(s))
+        .map((shard) => {
+          const from = owners.get(shard);
+          return from && from !== this.holder ? { shard, from } : { shard };
+        }),
+      lost: [...before.keys()].filter((s) => !this.held.has(s)),
+    };
+    if (wasLeader !== (this.syncToken !== undefined)) change.leader = this.syncToken !== undefined;
+    if (change.gained.length === 0 && change.lost.length === 0 && change.leader === undefined) return;
+    this.options.log.info(
+      {
+        replica: this.holder,
+        gained: change.gained.length,
+        lost: change.lost.length,
+        shards: this.held.size,
+        leader: this.syncToken !== undefined,
+      },
+      "replica %s holds %d shards now",
+      this.holder,
+      this.held.size,
+    );
+    for (const listener of this.listeners) await listener(change);
+  }
+
+  /** What this replica holds, for /healthz, /metrics and its row. */
+  state(): { id: string; shards: number; nodes: number; leader: boolean; fenced: number } {
+    const valid = this.valid();
+    return {
+      id: this.holder,
+      shards: valid ? this.held.size : 0,
+      nodes: valid ? this.nodes : 0,
+      leader: this.leader,
+      fenced: this.fenced,
+    };
+  }
+
+  /** A unit of work was fenced: the leases are looked at again now. */
+  fencedOut(): void {
+    this.fenced++;
+    this.validUntil = 0;
+    void this.renewNow().catch(() => undefined);
+  }
+
+  /** Stops renewing and gives every lease up, so the others take its shards at once. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.cancel?.();
+    await this.ticking?.catch(() => undefined);
+    this.held.clear();
+    this.syncToken = undefined;
+    await this.options.store.transaction((tx) => tx.replicas.remove(this.holder)).catch(() => undefined);
+  }
+}

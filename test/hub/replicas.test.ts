@@ -1,0 +1,249 @@
+/**
+ * Several hub replicas on one PostgreSQL store, as processes: `steward hub --store postgres://...`
+ * twice, with local nodes. They divide the nodes between them by leases (every replica works), one
+ * syncs; when one dies its nodes move to the other within the replica lease and every instance
+ * converges with no one-shot run twice; one paused past its lease is fenced — the other takes its
+ * nodes, and once resumed it gives them up instead of writing for them.
+ */
+import type { ChildProcess } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { EXIT } from "../../src/cli/io.js";
+import { runCli } from "../helpers/cli.js";
+import { makeRepo, type TempRepo } from "../helpers/git.js";
+import { startPostgresServer, type TestPostgresServer } from "../helpers/postgres-server.js";
+import { assignmentYaml, file, nodes, shell } from "./helpers/fleet.js";
+import { eventually, startSteward } from "./helpers/process.js";
+
+let server: TestPostgresServer;
+beforeAll(async () => {
+  server = await startPostgresServer();
+});
+afterAll(() => server?.dispose());
+
+const NODES = ["n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8"];
+
+/** Every node gets a file and a one-shot that appends the version to runs.log under its root. */
+const fleet = (version: string) => ({
+  ...nodes(...NODES),
+  "assignments/app.yaml": assignmentYaml("app", {
+    nodes: NODES,
+    rollout: { maxInFlight: 2 },
+    resources: [
+      file("conf", version),
+      shell("migrate", `echo ${version} >> "$STEWARD_ROOT/runs.log"`, { dependsOn: ["conf"] }),
+    ],
+  }),
+});
+
+interface ReplicaRow {
+  id: string;
+  live: boolean;
+  sync: boolean;
+  nodes: number;
+  leases: { name: string; token: number }[];
+}
+
+interface Cluster {
+  dir: string;
+  repo: TempRepo;
+  url: string;
+  root: string;
+  hubs: ChildProcess[];
+  start(name: string): Promise<ChildProcess>;
+  replicas(): Promise<ReplicaRow[]>;
+  status(): Promise<{ answer: string; counted: number } | undefined>;
+  runs(node: string): string[];
+  log(name: string): string;
+  dispose(): Promise<void>;
+}
+
+async function cluster(): Promise<Cluster> {
+  const dir = mkdtempSync(join(tmpdir(), "steward-replicas-"));
+  const repo = makeRepo({ files: fleet("v1") });
+  const url = await server.createDatabase();
+  const root = join(dir, "root");
+  const hubs: ChildProcess[] = [];
+  const log = (name: string) => {
+    const path = join(dir, `${name}.log`);
+    return existsSync(path) ? readFileSync(path, "utf8").slice(-3000) : "";
+  };
+  return {
+    dir,
+    repo,
+    url,
+    root,
+    hubs,
+    async start(name) {
+      const hub = await startSteward(
+        [
+          "--state",
+          join(dir, name),
+          "hub",
+          "--store",
+          url,
+          "--repo",
+          repo.dir,
+          "--root",
+          root,
+          "--listen",
+          "127.0.0.1:0",
+          "--sync-interval",
+          "1s",
+          "--replica-lease",
+          "3s",
+          "--status",
+          "none",
+        ],
+        { cwd: dir, log: join(dir, `${name}.log`) },
+      );
+      hubs.push(hub);
+      return hub;
+    },
+    async replicas() {
+      const run = await runCli(["--store", url, "get", "replicas", "-o", "json"], dir, {});
+      expect(run.stderr).toBe("");
+      return (JSON.parse(run.stdout) as ReplicaRow[]).filter((r) => r.live);
+    },
+    async status() {
+      const run = await runCli(["--store", url, "status", "--json"], dir, {});
+      return run.code === EXIT.ok || run.code === 3
+        ? (JSON.parse(run.stdout) as { answer: string; counted: number })
+        : undefined;
+    },
+    runs(node) {
+      const path = join(root, node, "runs.log");
+      return existsSync(path) ? readFileSync(path, "utf8").trim().split("\n") : [];
+    },
+    log,
+    async dispose() {
+      for (const hub of hubs) {
+        if (hub.exitCode !== null || hub.signalCode !== null) continue;
+        hub.kill("SIGCONT");
+        hub.kill("SIGKILL");
+        await new Promise((resolve) => hub.once("exit", resolve));
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+const shardsOf = (row: ReplicaRow) => row.leases.filter((l) => l.name.startsWith("shard:")).length;
+
+describe("hub replicas on PostgreSQL", () => {
+  it("replicas - two hubs divide the nodes and both work; one SIGKILLed mid-rollout, the other takes its nodes within the replica lease and every instance converges, no one-shot twice", async () => {
+    const c = await cluster();
+    try {
+      await c.start("a");
+      await c.start("b");
+      const both = await eventually(
+        async () => {
+          const rows = await c.replicas();
+          return rows.length === 2 && rows.every((r) => shardsOf(r) > 0) ? rows : undefined;
+        },
+        30_000,
+        `two replicas holding shards (a: ${c.log("a")}\nb: ${c.log("b")})`,
+      );
+      expect(both.reduce((n, r) => n + shardsOf(r), 0)).toBe(64);
+      expect(both.filter((r) => r.sync)).toHaveLength(1);
+      await eventually(
+        async () => (await c.status())?.answer === "right",
+        60_000,
+        `v1 to converge (a: ${c.log("a")}\nb: ${c.log("b")})`,
+      );
+      expect((await c.replicas()).every((r) => r.nodes > 0)).toBe(true);
+      for (const node of NODES) expect(c.runs(node)).toEqual(["v1"]);
+
+      c.repo.commit("v2", fleet("v2"));
+      // Mid-rollout: some nodes have run v2's one-shot, not all.
+      await eventually(() => NODES.some((n) => c.runs(n).includes("v2")), 30_000, "v2 to start rolling out");
+      const killed = c.hubs[0]!;
+      killed.kill("SIGKILL");
+      await new Promise((resolve) => killed.once("exit", resolve));
+      const killedAt = Date.now();
+      const survivor = await eventually(
+        async () => {
+          const rows = await c.replicas();
+          return rows.length === 1 && shardsOf(rows[0]!) === 64 ? rows[0] : undefined;
+        },
+        15_000,
+        "the survivor to hold every shard",
+      );
+      expect(Date.now() - killedAt).toBeLessThan(3_000 + 5_000);
+      expect(survivor.sync).toBe(true);
+      await eventually(
+        async () => {
+          const status = await c.status();
+          return status?.answer === "right" && NODES.every((n) => c.runs(n).includes("v2"));
+        },
+        60_000,
+        `v2 to converge on the survivor (b: ${c.log("b")})`,
+      );
+      for (const node of NODES) expect(c.runs(node), node).toEqual(["v1", "v2"]);
+    } finally {
+      await c.dispose();
+    }
+  }, 180_000);
+
+  it("replicas - a replica SIGSTOPped past its lease is fenced: the other takes its nodes, and once resumed it writes nothing for them and gives them up", async () => {
+    const c = await cluster();
+    try {
+      const paused = await c.start("a");
+      await eventually(async () => (await c.replicas()).length === 1, 30_000, `a to start (${c.log("a")})`);
+      await c.start("b");
+      await eventually(
+        async () => {
+          const rows = await c.replicas();
+          return rows.length === 2 && rows.every((r) => shardsOf(r) > 0);
+        },
+        30_000,
+        "both replicas to hold shards",
+      );
+      await eventually(async () => (await c.status())?.answer === "right", 60_000, "v1 to converge");
+      const before = await c.replicas();
+      const a = before.find((r) => r.sync)!; // the first to start took the sync lease
+      expect(a).toBeDefined();
+      paused.kill("SIGSTOP");
+      // Past the lease: b holds every shard and syncs, and rolls a new commit out on every node.
+      const b = await eventually(
+        async () => {
+          const rows = (await c.replicas()).filter((r) => r.id !== a.id);
+          return rows.length === 1 && shardsOf(rows[0]!) === 64 && rows[0]!.sync ? rows[0] : undefined;
+        },
+        15_000,
+        "b to take every shard from the paused replica",
+      );
+      // Its shards changed hands: each has a greater fencing token than the paused replica's.
+      const tokens = new Map(a.leases.map((l) => [l.name, l.token] as const));
+      for (const lease of b.leases.filter((l) => tokens.has(l.name)))
+        expect(lease.token, lease.name).toBeGreaterThan(tokens.get(lease.name)!);
+      c.repo.commit("v2", fleet("v2"));
+      await eventually(
+        async () => (await c.status())?.answer === "right" && NODES.every((n) => c.runs(n).includes("v2")),
+        60_000,
+        `v2 to converge on b (b: ${c.log("b")})`,
+      );
+      paused.kill("SIGCONT");
+      // Resumed, it finds its leases gone: it holds nothing it held before (some may come back by
+      // rebalancing, with new tokens), and nothing ran twice.
+      const after = await eventually(
+        async () => {
+          const rows = await c.replicas();
+          const again = rows.find((r) => r.id === a.id);
+          return again && rows.length === 2 && shardsOf(again) > 0 ? rows : undefined;
+        },
+        30_000,
+        `the resumed replica to rejoin (a: ${c.log("a")})`,
+      );
+      const resumed = after.find((r) => r.id === a.id)!;
+      for (const lease of resumed.leases.filter((l) => l.name.startsWith("shard:")))
+        expect(lease.token, lease.name).toBeGreaterThan(tokens.get(lease.name) ?? 0);
+      await eventually(async () => (await c.status())?.answer === "right", 30_000, "the fleet to stay right");
+      for (const node of NODES) expect(c.runs(node), node).toEqual(["v1", "v2"]);
+    } finally {
+      await c.dispose();
+    }
+  }, 180_000);
+});
