@@ -27,7 +27,10 @@ export interface NatsTls {
 }
 
 export interface NatsConnectOptions {
-  /** One URL or several (a cluster), e.g. `nats://127.0.0.1:4222`. */
+  /**
+   * One URL or several (a cluster): a list, or one string with commas as `--nats` takes it
+   * (`nats://10.0.0.1:4222,nats://10.0.0.2:4222`).
+   */
   servers: string | string[];
   /**
    * Credentials file: an nkey seed (`SU...`, as `steward nats config` writes) or a `.creds` file
@@ -295,6 +298,13 @@ export function connectNats(options: NatsConnectOptions): Promise<NatsConnection
   return waiting ? untilServerAnswers(() => connectOnce(options), waiting) : connectOnce(options);
 }
 
+/** The URLs of `servers`: a comma-separated string split (nats.js would take it as one URL). */
+export function serverList(servers: string | string[]): string[] {
+  return (Array.isArray(servers) ? servers : servers.split(","))
+    .map((server) => server.trim())
+    .filter((server) => server !== "");
+}
+
 async function connectOnce(options: NatsConnectOptions): Promise<NatsConnection> {
   const credentials = options.credentials ?? (options.creds ? readNatsCredentials(options.creds) : undefined);
   const authenticator = credentials?.authenticator;
@@ -303,7 +313,7 @@ async function connectOnce(options: NatsConnectOptions): Promise<NatsConnection>
   let nc: NatsConnection;
   try {
     nc = await connect({
-      servers: options.servers,
+      servers: serverList(options.servers),
       name: `steward-${options.identity}`,
       inboxPrefix: subjects.inboxPrefix(options.identity),
       maxReconnectAttempts: -1,
