@@ -4,6 +4,7 @@
  * replies), TLS passed through, and reconnecting forever — a steward process outlives server restarts.
  */
 import { readFileSync, statSync } from "node:fs";
+import { JetStreamApiError } from "@nats-io/jetstream";
 import { fromSeed } from "@nats-io/nkeys";
 import {
   type Authenticator,
@@ -358,6 +359,9 @@ async function connectOnce(options: NatsConnectOptions): Promise<NatsConnection>
 /** How long JetStream may stay silent after a server (re)start before it is taken to be off. */
 const JETSTREAM_GRACE_MS = 30_000;
 
+/** "JetStream system temporarily unavailable". */
+const JETSTREAM_UNAVAILABLE = 10_008;
+
 /** Socket errors that say the server is not there (yet): down, restarting, or a network in between. */
 const UNREACHABLE = new Set([
   "ECONNREFUSED",
@@ -378,6 +382,8 @@ export function serverUnreachable(error: unknown): boolean {
     if (current instanceof errors.TimeoutError) return true;
     // JetStream answers a moment after the server does: no responders on $JS.API for now.
     if (current instanceof errors.NoRespondersError) return true;
+    // A cluster electing a leader (a server died, a stream changed its replicas) answers 10008.
+    if (current instanceof JetStreamApiError && current.code === JETSTREAM_UNAVAILABLE) return true;
     if (UNREACHABLE.has((current as NodeJS.ErrnoException).code ?? "")) return true;
     if (/disconnect/i.test(current.message)) return true;
     current = current.cause;

@@ -64,6 +64,7 @@ import {
   DEFAULT_ATTEMPT_DELIVERY,
   ensureNodeConsumer,
   ensureTopology,
+  type TopologyOptions,
 } from "./topology.js";
 
 export interface NatsTransportOptions {
@@ -107,6 +108,8 @@ export interface NatsTransportOptions {
   log?: NatsLog;
   /** How long JetStream may stay silent at start before the server is taken to run without it. */
   jetStreamGraceMs?: number;
+  /** Replicas of steward's streams and buckets; default 3 on a cluster, 1 on a single server (topology.ts). */
+  replicas?: number;
 }
 
 /** A node (or an instance's service, with `assignment`) fell silent or was heard again. */
@@ -254,7 +257,7 @@ class NatsHubTransport implements NatsTransport {
     // Each step asks the server; a server restarting meanwhile is waited for, never a failed start.
     const jsm = await untilServerAnswers(() => jetstreamManager(nc), waiting, grace);
     this.jsm = jsm;
-    await untilServerAnswers(() => ensureTopology(nc, jsm), waiting, grace);
+    await untilServerAnswers(() => ensureTopology(nc, jsm, this.topologyOptions()), waiting, grace);
     this.mirror = await untilServerAnswers(() => ConditionMirror.open(nc), waiting, grace);
     this.watchConnection(nc);
     for (const subject of ADVISORY_SUBJECTS)
@@ -646,6 +649,10 @@ class NatsHubTransport implements NatsTransport {
     return this.repairing;
   }
 
+  private topologyOptions(): TopologyOptions {
+    return this.options.replicas !== undefined ? { replicas: this.options.replicas } : {};
+  }
+
   /** One round of `repair`; false when it could not run (stopped) or failed (retried at the next trigger). */
   private async repairRound(): Promise<boolean> {
     // Let advisories that arrive together (a stream and its consumers) share one round.
@@ -654,7 +661,7 @@ class NatsHubTransport implements NatsTransport {
     try {
       const jsm = this.jsm;
       if (!jsm || this.stopped) return false;
-      await ensureTopology(this.connection, jsm);
+      await ensureTopology(this.connection, jsm, this.topologyOptions());
       const nodes = [...this.nodesReady.keys()];
       this.nodesReady.clear();
       for (const node of nodes) await this.nodeReady(node);
