@@ -19,6 +19,7 @@ import {
   readSeed,
   writeNatsConfig,
 } from "../transport/nats/config.js";
+import { type Fsync, installedNatsServerVersion, parseFsync, planFsync } from "../transport/nats/fsync.js";
 import {
   type OperatorConfigPlan,
   planOperatorConfig,
@@ -42,6 +43,24 @@ interface NatsConfigOptions {
   tlsKey?: string;
   cluster?: string;
   clusterListen?: string;
+  fsync?: string;
+}
+
+/**
+ * `--fsync` as the plan takes it: parsed (a bad value is a usage error before anything is written),
+ * then kept only if the nats-server here takes `sync_interval`; `warn` is told when it is left out
+ * or could not be checked.
+ */
+function fsyncOf(
+  options: NatsConfigOptions,
+  env: NodeJS.ProcessEnv,
+  warn: (text: string) => void,
+): { fsync?: Fsync } {
+  if (options.fsync === undefined) return {};
+  const fsync = parseFsync(options.fsync);
+  const decided = planFsync(fsync, installedNatsServerVersion(env));
+  if (decided.warning) warn(`steward: warning: ${decided.warning}\n`);
+  return decided.write ? { fsync } : {};
 }
 
 /** `--cluster N` as a number (members.ts says which are allowed); undefined without it. */
@@ -95,8 +114,9 @@ function tlsOf(options: NatsConfigOptions, cwd: string): NatsConfigInput["tls"] 
  */
 export async function natsOperatorConfig(
   options: NatsConfigOptions,
-  cwd: string,
+  io: Pick<CliIo, "cwd" | "env" | "stderr">,
 ): Promise<OperatorConfigPlan> {
+  const { cwd } = io;
   if (options.node.length > 0 || options.nodesFrom)
     throw new UsageError(
       `${options.node.length > 0 ? "--node" : "--nodes-from"} writes per-node credentials, which operator mode does not need: each host makes its own identity (\`steward agent enrol\`) and the hub issues its credentials once Git admits it — leave it out, or add --static for a server not run in operator mode`,
@@ -111,6 +131,7 @@ export async function natsOperatorConfig(
       ...(options.storeDir ? { storeDir: resolve(cwd, options.storeDir) } : {}),
       ...(tls ? { tls } : {}),
       ...clusterOf(options),
+      ...fsyncOf(options, io.env, io.stderr),
     },
     (path) => readOperatorSeed(dir, path),
     (account) => storedAccountJwt(dir, account),
@@ -120,7 +141,12 @@ export async function natsOperatorConfig(
 }
 
 /** Plans and writes the static configuration (`--static`); returns the plan (seeds are in files only, never printed). */
-export async function natsConfig(options: NatsConfigOptions, cwd: string): Promise<NatsConfigPlan> {
+export async function natsConfig(
+  options: NatsConfigOptions,
+  io: Pick<CliIo, "cwd" | "env" | "stderr">,
+): Promise<NatsConfigPlan> {
+  const { cwd } = io;
+  const fsync = fsyncOf(options, io.env, io.stderr);
   const dir = resolve(cwd, options.out);
   const nodes = [...options.node];
   if (options.nodesFrom) nodes.push(...(await natsNodesOf(resolve(cwd, options.nodesFrom))));
@@ -131,6 +157,7 @@ export async function natsConfig(options: NatsConfigOptions, cwd: string): Promi
     listen: options.listen,
     ...(options.storeDir ? { storeDir: resolve(cwd, options.storeDir) } : {}),
     ...clusterOf(options),
+    ...fsync,
   };
   const tls = tlsOf(options, cwd);
   if (tls) input.tls = tls;
@@ -172,17 +199,21 @@ export function natsCommand(io: CliIo, globals: () => GlobalOptions, exit: (code
       "--cluster-listen <host:port>",
       "with --cluster: the first server's route address; the others take the next ports (default the --listen host, port 6222)",
     )
+    .option(
+      "--fsync <always|duration>",
+      "how often JetStream syncs its store to disk: `always` (each write before its ack) or an interval such as 10s (the server's default is 2m); written for nats-server 2.10 and later, left out with a warning for an older one here",
+    )
     .option("--tls-ca <file>", "CA to verify clients' certificates with (clients then need one)")
     .option("--tls-cert <file>", "the server's TLS certificate")
     .option("--tls-key <file>", "the server's TLS key");
   addOutputOptions(config).action(async (options: NatsConfigOptions & OutputOptions) => {
     if (!options.static) {
-      const plan = await natsOperatorConfig(options, io.cwd);
+      const plan = await natsOperatorConfig(options, io);
       await printOperatorPlan(io, outputFormat(options, globals()), plan);
       exit(EXIT.ok);
       return;
     }
-    const plan = await natsConfig(options, io.cwd);
+    const plan = await natsConfig(options, io);
     const summary = {
       dir: plan.dir,
       config: `${plan.dir}/${plan.servers[0]?.file}`,

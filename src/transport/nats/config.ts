@@ -12,6 +12,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSy
 import { dirname, isAbsolute, join } from "node:path";
 import { createUser, fromSeed } from "@nats-io/nkeys";
 import { UsageError } from "../../model/errors.js";
+import { type Fsync, syncIntervalLine } from "./fsync.js";
 import { clusterBlock, type ServerMember, serverMembers } from "./members.js";
 import {
   hubPermissions,
@@ -42,6 +43,8 @@ export interface NatsConfigInput {
   cluster?: number;
   /** host:port of the first server's routes in a cluster; default the listen host, port 6222. */
   clusterListen?: string;
+  /** `jetstream { sync_interval }` to write; absent: the server's default (fsync.ts says when to give it). */
+  fsync?: Fsync;
 }
 
 export type IdentityRole = "hub" | "node" | "task-agent" | "viewer";
@@ -151,7 +154,7 @@ export function planNatsConfig(
   const configOf = (member: ServerMember) => [
     "# nats-server configuration for steward, written by `steward nats config`.",
     "# Re-run the command to add nodes; existing credentials are kept.",
-    ...serverBasics(member, input.tls),
+    ...serverBasics(member, input.tls, input.fsync),
     "accounts {",
     `  ${STEWARD_ACCOUNT} {`,
     "    jetstream: enabled",
@@ -217,14 +220,15 @@ function userBlock(comment: string, publicKey: string, permissions: Permissions)
 
 /**
  * The lines every steward server configuration starts with: where it listens, its name, JetStream's
- * store, TLS, and in a cluster the routes to the others.
+ * store (and how often it is synced to disk, when given), TLS, and in a cluster the routes to the others.
  */
-export function serverBasics(member: ServerMember, tls: NatsConfigInput["tls"]): string[] {
+export function serverBasics(member: ServerMember, tls: NatsConfigInput["tls"], fsync?: Fsync): string[] {
   return [
     `listen: ${JSON.stringify(member.listen)}`,
     `server_name: ${member.name}`,
     "jetstream {",
     `  store_dir: ${JSON.stringify(member.storeDir)}`,
+    ...(fsync ? [syncIntervalLine(fsync)] : []),
     "}",
     ...tlsBlock(tls),
     ...clusterBlock(member),

@@ -40,6 +40,7 @@ import {
   serverBasics,
   writeConfigFiles,
 } from "./config.js";
+import type { Fsync } from "./fsync.js";
 import { type ServerMember, serverMembers } from "./members.js";
 import {
   enrolmentPermissions,
@@ -72,6 +73,8 @@ export interface OperatorConfigInput {
   cluster?: number;
   /** host:port of the first server's routes in a cluster; default the listen host, port 6222. */
   clusterListen?: string;
+  /** `jetstream { sync_interval }` to write; absent: the server's default (fsync.ts says when to give it). */
+  fsync?: Fsync;
 }
 
 /** One credential of the plan, without its seed: safe to print. */
@@ -379,7 +382,7 @@ export async function planOperatorConfig(
     "# Users are not listed here: the server trusts the operator below, and the hub signs each",
     "# admitted node's user JWT. Keep the jwt/ directory: it holds the account as the hub last",
     "# updated it (the keys it revoked).",
-    ...serverBasics(member, input.tls),
+    ...serverBasics(member, input.tls, input.fsync),
     `operator: ${operatorJwt}`,
     `system_account: ${system}`,
     "resolver: {",

@@ -4,34 +4,16 @@
  * accounts, TLS). The real nats-server checks every file it writes (`nats-server -t`).
  */
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { main } from "../../../src/cli/main.js";
 import { serverMembers } from "../../../src/transport/nats/members.js";
 import { locateNatsServer } from "../../../src/transport/nats/server.js";
+import { removeNatsConfigDirs, runNatsConfig } from "../../helpers/nats-config.js";
 
 describe("nats cluster config - three servers routed to each other", () => {
-  const dirs: string[] = [];
-  afterAll(() => {
-    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
-  });
-  const run = async (args: string[]) => {
-    const dir = mkdtempSync(join(tmpdir(), "steward-nats-cluster-cfg-"));
-    dirs.push(dir);
-    const out: string[] = [];
-    const err: string[] = [];
-    const io = {
-      stdout: (t: string) => out.push(t),
-      stderr: (t: string) => err.push(t),
-      env: {},
-      cwd: dir,
-      isTty: false,
-    };
-    const code = await main(["nats", "config", "--out", "bus", ...args], io);
-    return { code, dir, bus: join(dir, "bus"), stdout: out.join(""), stderr: err.join("") };
-  };
+  afterAll(removeNatsConfigDirs);
+  const run = (args: string[]) => runNatsConfig(args);
 
   it("nats cluster config - each server gets its own name, client and route port, store and resolver, and routes to the other two", () => {
     const members = serverMembers({ dir: "/etc/nats", listen: "10.0.0.5:4222", cluster: 3 });
