@@ -18,9 +18,12 @@ export interface NatsConfigRun {
   stderr: string;
 }
 
-export async function runNatsConfig(args: string[], env: NodeJS.ProcessEnv = {}): Promise<NatsConfigRun> {
-  const dir = mkdtempSync(join(tmpdir(), "steward-nats-config-"));
-  made.push(dir);
+/** Runs it in `dir` (again, say), or in a fresh directory. */
+export async function runNatsConfig(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+  dir = fresh(),
+): Promise<NatsConfigRun> {
   const out: string[] = [];
   const err: string[] = [];
   const io = {
@@ -32,6 +35,12 @@ export async function runNatsConfig(args: string[], env: NodeJS.ProcessEnv = {})
   };
   const code = await main(["nats", "config", "--out", "bus", ...args], io);
   return { code, dir, bus: join(dir, "bus"), stdout: out.join(""), stderr: err.join("") };
+}
+
+function fresh(): string {
+  const dir = mkdtempSync(join(tmpdir(), "steward-nats-config-"));
+  made.push(dir);
+  return dir;
 }
 
 /** Removes every directory `runNatsConfig` made. */

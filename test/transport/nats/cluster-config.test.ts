@@ -4,10 +4,18 @@
  * accounts, TLS). The real nats-server checks every file it writes (`nats-server -t`).
  */
 import { execFileSync } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import type { Account } from "@nats-io/jwt";
+import { createUser, fromSeed } from "@nats-io/nkeys";
 import { afterAll, describe, expect, it } from "vitest";
 import { serverMembers } from "../../../src/transport/nats/members.js";
+import {
+  jwtClaims,
+  readNatsIssuer,
+  signAccount,
+  stewardAccountClaims,
+} from "../../../src/transport/nats/operator.js";
 import { locateNatsServer } from "../../../src/transport/nats/server.js";
 import { removeNatsConfigDirs, runNatsConfig } from "../../helpers/nats-config.js";
 
@@ -106,6 +114,30 @@ describe("nats cluster config - three servers routed to each other", () => {
     expect(result.stdout).toContain(
       "--nats nats://127.0.0.1:14222,nats://127.0.0.1:14223,nats://127.0.0.1:14224",
     );
+  });
+
+  it("nats cluster config - a key revoked on any one server's resolver stays revoked when the configuration is written again", async () => {
+    const first = await run(["--cluster", "3"]);
+    expect(first.code).toBe(0);
+    const issuer = readNatsIssuer(join(first.bus, "credentials/hub-issuer.json"));
+    const revoked = createUser().getPublicKey();
+    const claims = stewardAccountClaims(
+      issuer.account.publicKey,
+      fromSeed(new TextEncoder().encode(issuer.account.signingSeed)).getPublicKey(),
+      issuer.system.publicKey,
+    );
+    // As the full resolver of server 2 keeps the account the hub last pushed (its revocations).
+    const pushed = await signAccount(issuer, { ...claims, revocations: { [revoked]: 1_800_000_000 } });
+    writeFileSync(join(first.bus, "jwt/nats-2", `${issuer.account.publicKey}.jwt`), pushed);
+    const again = await runNatsConfig(["--cluster", "3"], {}, first.dir);
+    expect(again.code).toBe(0);
+    for (const n of [1, 2, 3]) {
+      const config = readFileSync(join(first.bus, `nats-${n}.conf`), "utf8");
+      const preloaded = new RegExp(`^ {2}${issuer.account.publicKey}: (\\S+)$`, "m").exec(config)?.[1];
+      expect(jwtClaims<Account>(preloaded!).nats.revocations, `nats-${n}.conf`).toEqual({
+        [revoked]: 1_800_000_000,
+      });
+    }
   });
 
   it("nats cluster config - --static writes the same users into each server's file", async () => {
