@@ -1,6 +1,7 @@
 /**
  * A real cluster of nats-servers on loopback, from the configurations `steward nats config --static
- * --cluster N` writes (consecutive free client and route ports), started together and waited for
+ * --cluster N` writes, or with `operator` those of operator mode (`nats config --cluster N`): on
+ * consecutive free client and route ports, started together and waited for
  * until JetStream has a meta leader. Each server can be killed (SIGKILL) and started again on its
  * port and store. A missing binary fails loudly, naming `apt-get install -y nats-server`.
  */
@@ -17,16 +18,21 @@ import {
   readSeed,
   writeNatsConfig,
 } from "../../src/transport/nats/config.js";
+import {
+  planOperatorConfig,
+  readOperatorSeed,
+  writeOperatorConfig,
+} from "../../src/transport/nats/operator.js";
 import { locateNatsServer, NatsServerProcess } from "../../src/transport/nats/server.js";
 
 export interface TestNatsCluster {
   /** The output directory of `steward nats config` (configs, credentials/, stores). */
   dir: string;
-  plan: NatsConfigPlan;
+  plan: Pick<NatsConfigPlan, "dir" | "servers">;
   servers: NatsServerProcess[];
   /** Every server's URL, comma-separated, as `--nats` takes them. */
   urls: string;
-  /** Absolute credentials file of the hub, a node or the viewer. */
+  /** Absolute credentials file of the hub, a node (static only) or the viewer. */
   creds(role: "hub" | "viewer" | { node: string }): string;
   /** SIGKILLs server `index` (0-based) and waits for it to exit. */
   kill(index: number): Promise<void>;
@@ -56,25 +62,35 @@ export async function consecutiveFreePorts(count: number): Promise<number> {
 
 /** Writes a `--static --cluster size` configuration for `nodes` and starts every server of it. */
 export async function startNatsCluster(options: {
+  /** Nodes to write static credentials for; none in operator mode. */
   nodes: string[];
   size?: number;
+  operator?: boolean;
 }): Promise<TestNatsCluster> {
   const binary = locateNatsServer();
   const size = options.size ?? 3;
   const dir = mkdtempSync(join(tmpdir(), "steward-nats-cluster-"));
   const base = await consecutiveFreePorts(2 * size);
-  const plan = planNatsConfig(
-    {
-      dir,
-      nodes: options.nodes,
-      cluster: size,
-      listen: `127.0.0.1:${base}`,
-      clusterListen: `127.0.0.1:${base + size}`,
-    },
-    (path) => readSeed(dir, path),
-    newUserSeed,
-  );
-  writeNatsConfig(plan);
+  const layout = {
+    dir,
+    cluster: size,
+    listen: `127.0.0.1:${base}`,
+    clusterListen: `127.0.0.1:${base + size}`,
+  };
+  let plan: TestNatsCluster["plan"];
+  if (options.operator) {
+    const operator = await planOperatorConfig(layout, (path) => readOperatorSeed(dir, path));
+    writeOperatorConfig(operator);
+    plan = operator;
+  } else {
+    const configured = planNatsConfig(
+      { ...layout, nodes: options.nodes },
+      (path) => readSeed(dir, path),
+      newUserSeed,
+    );
+    writeNatsConfig(configured);
+    plan = configured;
+  }
   const servers = plan.servers.map(
     (server) =>
       new NatsServerProcess({
@@ -84,8 +100,12 @@ export async function startNatsCluster(options: {
       }),
   );
   const urls = plan.servers.map((server) => `nats://${server.listen}`).join(",");
+  const suffix = options.operator ? "creds" : "nk";
   const creds = (role: "hub" | "viewer" | { node: string }) =>
-    join(dir, typeof role === "string" ? `credentials/${role}.nk` : `credentials/nodes/${role.node}.nk`);
+    join(
+      dir,
+      typeof role === "string" ? `credentials/${role}.${suffix}` : `credentials/nodes/${role.node}.nk`,
+    );
   const cluster: TestNatsCluster = {
     dir,
     plan,

@@ -97,6 +97,20 @@ describe("nats replicas - streams and buckets in 3 copies on a cluster, 1 on a s
     }
   });
 
+  it("nats replicas - the operator-mode configuration (the default) forms a cluster too, and the hub's credentials get R3 streams there", async () => {
+    const operator = await startNatsCluster({ nodes: [], operator: true });
+    const hub = createNatsTransport({ servers: operator.urls, creds: operator.creds("hub") });
+    try {
+      await hub.start(recordEvents().events);
+      const local = await jetstreamManager(hub.connection);
+      expect(hub.connection.info?.cluster).toBe("steward");
+      expect(await replicasOf(local)).toEqual(Object.fromEntries(STREAMS.map((name) => [name, [3, 3]])));
+    } finally {
+      await hub.stop();
+      await operator.dispose();
+    }
+  });
+
   it("nats replicas - told 1, the streams shrink to one copy; the next ensure on the cluster brings them and their consumers back to 3", async () => {
     // As the hub runs it: through a leader election (JetStream "temporarily unavailable") it waits.
     const ensure = (options: { replicas?: number }) =>
