@@ -50,7 +50,9 @@ describe("nats replicas - streams and buckets in 3 copies on a cluster, 1 on a s
   let jsm: JetStreamManager;
 
   beforeAll(async () => {
-    [cluster, single] = await Promise.all([startNatsCluster({ nodes: ["edge-1"] }), startNatsServer()]);
+    // One after the other: a cluster that fails to form must not leave the single server running.
+    single = await startNatsServer();
+    cluster = await startNatsCluster({ nodes: ["edge-1"] });
     admin = await connect({
       servers: cluster.urls.split(","),
       authenticator: credentialsAuthenticator(cluster.creds("hub")),
