@@ -12,6 +12,8 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSy
 import { dirname, isAbsolute, join } from "node:path";
 import { createUser, fromSeed } from "@nats-io/nkeys";
 import { UsageError } from "../../model/errors.js";
+import { type Fsync, syncIntervalLine } from "./fsync.js";
+import { clusterBlock, type ServerMember, serverMembers } from "./members.js";
 import {
   hubPermissions,
   nodePermissions,
@@ -37,6 +39,12 @@ export interface NatsConfigInput {
   storeDir?: string;
   /** Server TLS: its certificate and key, and a CA to verify clients with (then client certs are required). */
   tls?: { ca?: string; cert?: string; key?: string };
+  /** A cluster of this many servers on consecutive ports (see members.ts); absent: one server. */
+  cluster?: number;
+  /** host:port of the first server's routes in a cluster; default the listen host, port 6222. */
+  clusterListen?: string;
+  /** `jetstream { sync_interval }` to write; absent: the server's default (fsync.ts says when to give it). */
+  fsync?: Fsync;
 }
 
 export type IdentityRole = "hub" | "node" | "task-agent" | "viewer";
@@ -62,11 +70,21 @@ export interface PlannedFile {
   content: string;
 }
 
+/** One server's configuration of a plan: one on a single server, one per server of a cluster. */
+export interface PlannedServer extends ServerMember {
+  config: string;
+}
+
 export interface NatsConfigPlan {
   dir: string;
+  /** The (first) server's configuration. */
   serverConfig: string;
+  /** The (first) server's store directory. */
   storeDir: string;
+  /** The (first) server's client address. */
   listen: string;
+  /** Every server's configuration (`files` holds each too). */
+  servers: PlannedServer[];
   identities: PlannedIdentity[];
   files: PlannedFile[];
 }
@@ -90,10 +108,7 @@ export function planNatsConfig(
   if (!isAbsolute(input.dir)) throw new UsageError(`--out ${input.dir} must be an absolute path`);
   if (input.nodes.length === 0)
     throw new UsageError("no nodes to write credentials for: pass --node NAME or --nodes-from REPO");
-  const listen = input.listen ?? "127.0.0.1:4222";
-  if (!/^[^\s:]+:\d{1,5}$/.test(listen))
-    throw new UsageError(`--listen ${listen} must be host:port, e.g. 0.0.0.0:4222`);
-  const storeDir = input.storeDir ?? join(input.dir, "jetstream");
+  const members = serverMembers(input);
   const taskAgents = input.taskAgents ?? ["tasks"];
   for (const node of input.nodes) assertName(node, "node");
   for (const agent of taskAgents) assertName(agent, "task agent");
@@ -136,10 +151,10 @@ export function planNatsConfig(
     users.push(userBlock(`${entry.role} ${entry.name}`, publicKey, entry.permissions));
   }
 
-  const serverConfig = [
+  const configOf = (member: ServerMember) => [
     "# nats-server configuration for steward, written by `steward nats config`.",
     "# Re-run the command to add nodes; existing credentials are kept.",
-    ...serverBasics(listen, storeDir, input.tls),
+    ...serverBasics(member, input.tls, input.fsync),
     "accounts {",
     `  ${STEWARD_ACCOUNT} {`,
     "    jetstream: enabled",
@@ -155,9 +170,29 @@ export function planNatsConfig(
     "}",
     `system_account: ${SYSTEM_ACCOUNT}`,
     "",
-  ].join("\n");
-  files.unshift({ path: "nats-server.conf", mode: 0o644, content: serverConfig });
-  return { dir: input.dir, serverConfig, storeDir, listen, identities: planned, files };
+  ];
+  const servers = plannedServers(members, configOf, files);
+  const first = servers[0]!;
+  return {
+    dir: input.dir,
+    serverConfig: first.config,
+    storeDir: first.storeDir,
+    listen: first.listen,
+    servers,
+    identities: planned,
+    files,
+  };
+}
+
+/** Each member with its configuration, the configuration files put first in `files`. */
+export function plannedServers(
+  members: ServerMember[],
+  configOf: (member: ServerMember) => string[],
+  files: PlannedFile[],
+): PlannedServer[] {
+  const servers = members.map((member) => ({ ...member, config: configOf(member).join("\n") }));
+  files.unshift(...servers.map((server) => ({ path: server.file, mode: 0o644, content: server.config })));
+  return servers;
 }
 
 function assertName(name: string, what: string): void {
@@ -183,15 +218,20 @@ function userBlock(comment: string, publicKey: string, permissions: Permissions)
   ].join("\n");
 }
 
-/** The lines every steward server configuration starts with: where it listens, JetStream's store, TLS. */
-export function serverBasics(listen: string, storeDir: string, tls: NatsConfigInput["tls"]): string[] {
+/**
+ * The lines every steward server configuration starts with: where it listens, its name, JetStream's
+ * store (and how often it is synced to disk, when given), TLS, and in a cluster the routes to the others.
+ */
+export function serverBasics(member: ServerMember, tls: NatsConfigInput["tls"], fsync?: Fsync): string[] {
   return [
-    `listen: ${JSON.stringify(listen)}`,
-    "server_name: steward",
+    `listen: ${JSON.stringify(member.listen)}`,
+    `server_name: ${member.name}`,
     "jetstream {",
-    `  store_dir: ${JSON.stringify(storeDir)}`,
+    `  store_dir: ${JSON.stringify(member.storeDir)}`,
+    ...(fsync ? [syncIntervalLine(fsync)] : []),
     "}",
     ...tlsBlock(tls),
+    ...clusterBlock(member),
   ];
 }
 
@@ -245,7 +285,11 @@ export function newUserSeed(): string {
 
 /** Writes every file of the plan atomically (temporary name, then rename), seeds 0600, directories 0700. */
 export function writeNatsConfig(plan: NatsConfigPlan): void {
-  writeConfigFiles(plan.dir, [plan.storeDir], plan.files);
+  writeConfigFiles(
+    plan.dir,
+    plan.servers.map((server) => server.storeDir),
+    plan.files,
+  );
 }
 
 /**

@@ -4,6 +4,7 @@
  * replies), TLS passed through, and reconnecting forever — a steward process outlives server restarts.
  */
 import { readFileSync, statSync } from "node:fs";
+import { JetStreamApiError } from "@nats-io/jetstream";
 import { fromSeed } from "@nats-io/nkeys";
 import {
   type Authenticator,
@@ -27,7 +28,10 @@ export interface NatsTls {
 }
 
 export interface NatsConnectOptions {
-  /** One URL or several (a cluster), e.g. `nats://127.0.0.1:4222`. */
+  /**
+   * One URL or several (a cluster): a list, or one string with commas as `--nats` takes it
+   * (`nats://10.0.0.1:4222,nats://10.0.0.2:4222`).
+   */
   servers: string | string[];
   /**
    * Credentials file: an nkey seed (`SU...`, as `steward nats config` writes) or a `.creds` file
@@ -295,6 +299,13 @@ export function connectNats(options: NatsConnectOptions): Promise<NatsConnection
   return waiting ? untilServerAnswers(() => connectOnce(options), waiting) : connectOnce(options);
 }
 
+/** The URLs of `servers`: a comma-separated string split (nats.js would take it as one URL). */
+export function serverList(servers: string | string[]): string[] {
+  return (Array.isArray(servers) ? servers : servers.split(","))
+    .map((server) => server.trim())
+    .filter((server) => server !== "");
+}
+
 async function connectOnce(options: NatsConnectOptions): Promise<NatsConnection> {
   const credentials = options.credentials ?? (options.creds ? readNatsCredentials(options.creds) : undefined);
   const authenticator = credentials?.authenticator;
@@ -303,7 +314,7 @@ async function connectOnce(options: NatsConnectOptions): Promise<NatsConnection>
   let nc: NatsConnection;
   try {
     nc = await connect({
-      servers: options.servers,
+      servers: serverList(options.servers),
       name: `steward-${options.identity}`,
       inboxPrefix: subjects.inboxPrefix(options.identity),
       maxReconnectAttempts: -1,
@@ -348,6 +359,9 @@ async function connectOnce(options: NatsConnectOptions): Promise<NatsConnection>
 /** How long JetStream may stay silent after a server (re)start before it is taken to be off. */
 const JETSTREAM_GRACE_MS = 30_000;
 
+/** "JetStream system temporarily unavailable". */
+const JETSTREAM_UNAVAILABLE = 10_008;
+
 /** Socket errors that say the server is not there (yet): down, restarting, or a network in between. */
 const UNREACHABLE = new Set([
   "ECONNREFUSED",
@@ -368,6 +382,8 @@ export function serverUnreachable(error: unknown): boolean {
     if (current instanceof errors.TimeoutError) return true;
     // JetStream answers a moment after the server does: no responders on $JS.API for now.
     if (current instanceof errors.NoRespondersError) return true;
+    // A cluster electing a leader (a server died, a stream changed its replicas) answers 10008.
+    if (current instanceof JetStreamApiError && current.code === JETSTREAM_UNAVAILABLE) return true;
     if (UNREACHABLE.has((current as NodeJS.ErrnoException).code ?? "")) return true;
     if (/disconnect/i.test(current.message)) return true;
     current = current.cause;

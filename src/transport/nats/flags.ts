@@ -22,6 +22,10 @@ export const NATS_HUB_FLAGS = [
     "--nats-issuer <file>",
     "with --nats, for an operator-mode server: the hub's signing keys (credentials/hub-issuer.json from `steward nats config`), so it admits hosts enrolled in Git and revokes those removed",
   ],
+  [
+    "--nats-replicas <n>",
+    "with --nats: copies JetStream keeps of steward's streams and buckets (default 3 on a cluster, 1 on a single server)",
+  ],
   ...TLS_FLAGS,
 ] as const;
 
@@ -44,6 +48,8 @@ export interface NatsHubFlags {
   natsCreds?: string;
   /** `steward hub` only: the issuer file of an operator-mode server. */
   natsIssuer?: string;
+  /** `steward hub` only: replicas of the streams and buckets. */
+  natsReplicas?: string;
   natsTlsCa?: string;
   natsTlsCert?: string;
   natsTlsKey?: string;
@@ -80,5 +86,13 @@ export function natsConnectionFromFlags(
 
 /** Options for `createNatsTransport` from the hub's flags; undefined without --nats. */
 export function natsOptionsFromFlags(flags: NatsHubFlags, cwd: string): NatsTransportOptions | undefined {
-  return natsConnectionFromFlags(flags, cwd);
+  const connection = natsConnectionFromFlags(flags, cwd);
+  if (flags.natsReplicas === undefined) return connection;
+  if (!connection)
+    throw new UsageError("--nats-replicas only applies with --nats URL: add --nats, or leave it out");
+  if (!/^[1-5]$/.test(flags.natsReplicas))
+    throw new UsageError(
+      `--nats-replicas ${flags.natsReplicas} must be a number of copies from 1 to 5 (JetStream's limit), e.g. 3 on a three-server cluster`,
+    );
+  return { ...connection, replicas: Number(flags.natsReplicas) };
 }

@@ -18,6 +18,7 @@
  */
 import { setTimeout as delay } from "node:timers/promises";
 import {
+  JetStreamApiError,
   type JetStreamClient,
   type JetStreamManager,
   type JsMsg,
@@ -64,6 +65,7 @@ import {
   DEFAULT_ATTEMPT_DELIVERY,
   ensureNodeConsumer,
   ensureTopology,
+  type TopologyOptions,
 } from "./topology.js";
 
 export interface NatsTransportOptions {
@@ -107,6 +109,10 @@ export interface NatsTransportOptions {
   log?: NatsLog;
   /** How long JetStream may stay silent at start before the server is taken to run without it. */
   jetStreamGraceMs?: number;
+  /** Replicas of steward's streams and buckets; default 3 on a cluster, 1 on a single server (topology.ts). */
+  replicas?: number;
+  /** How long a dispatch waits for a stream without a leader (a cluster electing one); default 15,000 ms. */
+  electionGraceMs?: number;
 }
 
 /** A node (or an instance's service, with `assignment`) fell silent or was heard again. */
@@ -254,7 +260,7 @@ class NatsHubTransport implements NatsTransport {
     // Each step asks the server; a server restarting meanwhile is waited for, never a failed start.
     const jsm = await untilServerAnswers(() => jetstreamManager(nc), waiting, grace);
     this.jsm = jsm;
-    await untilServerAnswers(() => ensureTopology(nc, jsm), waiting, grace);
+    await untilServerAnswers(() => ensureTopology(nc, jsm, this.topologyOptions()), waiting, grace);
     this.mirror = await untilServerAnswers(() => ConditionMirror.open(nc), waiting, grace);
     this.watchConnection(nc);
     for (const subject of ADVISORY_SUBJECTS)
@@ -326,13 +332,15 @@ class NatsHubTransport implements NatsTransport {
       if (this.stopped)
         throw new DispatchError("the NATS transport is stopping", "transient", "TransportStopped");
       try {
-        await this.nodeReady(name);
-        const ack = await js.publish(subject, JSON.stringify(bundle), {
-          msgID: bundle.attemptId,
-          timeout: this.options.publishTimeoutMs ?? 2_000,
-          // A retry after a lost acknowledgement is safe: the stream drops the second copy by its id.
-          retries: 3,
-          expect: { streamName: ATTEMPTS_STREAM },
+        const ack = await this.throughElection(async () => {
+          await this.nodeReady(name);
+          return js.publish(subject, JSON.stringify(bundle), {
+            msgID: bundle.attemptId,
+            timeout: this.options.publishTimeoutMs ?? 2_000,
+            // A retry after a lost acknowledgement is safe: the stream drops the second copy by its id.
+            retries: 3,
+            expect: { streamName: ATTEMPTS_STREAM },
+          });
         });
         if (ack.duplicate)
           this.log.info(
@@ -349,6 +357,24 @@ class NatsHubTransport implements NatsTransport {
       if (this.publishing.get(subject) === settled) this.publishing.delete(subject);
     });
     return publish;
+  }
+
+  /**
+   * Runs `publish` again while the stream has no leader — a cluster server died and the survivors
+   * are electing one, which takes seconds — for up to `electionGraceMs`. Failing at once would
+   * spend the instance's retry budget in those seconds and leave it Stuck; publishing again is
+   * safe (the attempt id de-duplicates).
+   */
+  private async throughElection<T>(publish: () => Promise<T>): Promise<T> {
+    const deadline = Date.now() + (this.options.electionGraceMs ?? 15_000);
+    for (let waitMs = 250; ; waitMs = Math.min(2 * waitMs, 2_000)) {
+      try {
+        return await publish();
+      } catch (error) {
+        if (!leaderless(error) || this.stopped || Date.now() + waitMs > deadline) throw error;
+        await delay(waitMs);
+      }
+    }
   }
 
   async requestReport(node: Node): Promise<void> {
@@ -646,6 +672,10 @@ class NatsHubTransport implements NatsTransport {
     return this.repairing;
   }
 
+  private topologyOptions(): TopologyOptions {
+    return this.options.replicas !== undefined ? { replicas: this.options.replicas } : {};
+  }
+
   /** One round of `repair`; false when it could not run (stopped) or failed (retried at the next trigger). */
   private async repairRound(): Promise<boolean> {
     // Let advisories that arrive together (a stream and its consumers) share one round.
@@ -654,7 +684,7 @@ class NatsHubTransport implements NatsTransport {
     try {
       const jsm = this.jsm;
       if (!jsm || this.stopped) return false;
-      await ensureTopology(this.connection, jsm);
+      await ensureTopology(this.connection, jsm, this.topologyOptions());
       const nodes = [...this.nodesReady.keys()];
       this.nodesReady.clear();
       for (const node of nodes) await this.nodeReady(node);
@@ -766,6 +796,20 @@ function silenceHealth(status: TransportHealth["status"], key: HeartbeatKey, sin
         ? `no heartbeat from ${who} since ${since.toISOString()}`
         : `${who} beats again (silent since ${since.toISOString()})`,
   };
+}
+
+/**
+ * True when JetStream did not answer for want of a leader: no responders on the stream's subject,
+ * or "JetStream system temporarily unavailable" (10008).
+ */
+function leaderless(error: unknown): boolean {
+  if (causedBy(error, NoRespondersError)) return true;
+  let current: unknown = error;
+  while (current instanceof Error) {
+    if (current instanceof JetStreamApiError && current.code === 10_008) return true;
+    current = current.cause;
+  }
+  return false;
 }
 
 function dispatchError(error: unknown, bundle: Bundle, node: string): DispatchError {

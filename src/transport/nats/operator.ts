@@ -15,7 +15,7 @@
  * account updates only from such a resolver (`MEMORY` answers `$SYS.REQ.CLAIMS.UPDATE` with no
  * responders), and it keeps the last update across restarts.
  */
-import { existsSync, readFileSync, statSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { isAbsolute, join } from "node:path";
 import {
   type Account,
@@ -33,7 +33,15 @@ import {
   type User,
 } from "@nats-io/jwt";
 import { EnvironmentError, UsageError } from "../../model/errors.js";
-import { STEWARD_ACCOUNT, serverBasics, writeConfigFiles } from "./config.js";
+import {
+  type PlannedServer,
+  plannedServers,
+  STEWARD_ACCOUNT,
+  serverBasics,
+  writeConfigFiles,
+} from "./config.js";
+import type { Fsync } from "./fsync.js";
+import { type ServerMember, serverMembers } from "./members.js";
 import {
   enrolmentPermissions,
   hubPermissions,
@@ -61,6 +69,12 @@ export interface OperatorConfigInput {
   /** Absolute JetStream store directory; default `<dir>/jetstream`. */
   storeDir?: string;
   tls?: { ca?: string; cert?: string; key?: string };
+  /** A cluster of this many servers on consecutive ports (see members.ts); absent: one server. */
+  cluster?: number;
+  /** host:port of the first server's routes in a cluster; default the listen host, port 6222. */
+  clusterListen?: string;
+  /** `jetstream { sync_interval }` to write; absent: the server's default (fsync.ts says when to give it). */
+  fsync?: Fsync;
 }
 
 /** One credential of the plan, without its seed: safe to print. */
@@ -77,11 +91,16 @@ export interface PlannedCredential {
 /** What `steward nats config` writes in operator mode: the files, and what is safe to print of them. */
 export interface OperatorConfigPlan {
   dir: string;
+  /** The (first) server's configuration. */
   serverConfig: string;
+  /** The (first) server's store directory. */
   storeDir: string;
-  /** Where the server keeps account JWTs (the `full` resolver's directory). */
+  /** Where the (first) server keeps account JWTs (the `full` resolver's directory). */
   resolverDir: string;
+  /** The (first) server's client address. */
   listen: string;
+  /** Every server's configuration (`files` holds each too). */
+  servers: PlannedServer[];
   operator: string;
   account: string;
   credentials: PlannedCredential[];
@@ -247,11 +266,7 @@ export async function planOperatorConfig(
   storedAccount: (publicKey: string) => string | undefined = () => undefined,
 ): Promise<OperatorConfigPlan> {
   if (!isAbsolute(input.dir)) throw new UsageError(`--out ${input.dir} must be an absolute path`);
-  const listen = input.listen ?? "127.0.0.1:4222";
-  if (!/^[^\s:]+:\d{1,5}$/.test(listen))
-    throw new UsageError(`--listen ${listen} must be host:port, e.g. 0.0.0.0:4222`);
-  const storeDir = input.storeDir ?? join(input.dir, "jetstream");
-  const resolverDir = join(input.dir, "jwt");
+  const members = serverMembers(input);
   const taskAgents = [...new Set(input.taskAgents ?? ["tasks"])].sort();
   for (const agent of taskAgents) {
     if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(agent))
@@ -362,17 +377,17 @@ export async function planOperatorConfig(
     content: `${JSON.stringify({ kind: ISSUER_KIND, note: ISSUER_NOTE, ...issuer }, null, 2)}\n`,
   });
 
-  const serverConfig = [
+  const configOf = (member: ServerMember) => [
     "# nats-server configuration for steward (operator mode), written by `steward nats config`.",
     "# Users are not listed here: the server trusts the operator below, and the hub signs each",
     "# admitted node's user JWT. Keep the jwt/ directory: it holds the account as the hub last",
     "# updated it (the keys it revoked).",
-    ...serverBasics(listen, storeDir, input.tls),
+    ...serverBasics(member, input.tls, input.fsync),
     `operator: ${operatorJwt}`,
     `system_account: ${system}`,
     "resolver: {",
     "  type: full",
-    `  dir: ${JSON.stringify(resolverDir)}`,
+    `  dir: ${JSON.stringify(member.resolverDir)}`,
     "  allow_delete: false",
     '  interval: "2m"',
     "}",
@@ -383,14 +398,16 @@ export async function planOperatorConfig(
     `  ${account}: ${accountJwt}`,
     "}",
     "",
-  ].join("\n");
-  files.unshift({ path: "nats-server.conf", mode: 0o644, content: serverConfig });
+  ];
+  const servers = plannedServers(members, configOf, files);
+  const first = servers[0]!;
   return {
     dir: input.dir,
-    serverConfig,
-    storeDir,
-    resolverDir,
-    listen,
+    serverConfig: first.config,
+    storeDir: first.storeDir,
+    resolverDir: first.resolverDir,
+    listen: first.listen,
+    servers,
     operator,
     account,
     credentials,
@@ -430,9 +447,33 @@ export function readOperatorSeed(dir: string, path: string): string | undefined 
   return seed;
 }
 
+/**
+ * The account JWT the servers keep for `account` under `dir/jwt` — one resolver directory, or one
+ * per server of a cluster (`jwt/nats-N/`) — the newest by its issue time; undefined when none has it.
+ */
+export function storedAccountJwt(dir: string, account: string): string | undefined {
+  const root = join(dir, "jwt");
+  if (!existsSync(root)) return undefined;
+  const dirs = [
+    root,
+    ...readdirSync(root, { withFileTypes: true })
+      .filter((e) => e.isDirectory())
+      .map((e) => join(root, e.name)),
+  ];
+  const stored = dirs
+    .map((resolver) => join(resolver, `${account}.jwt`))
+    .filter((file) => existsSync(file))
+    .map((file) => readFileSync(file, "utf8").trim());
+  return stored.sort((a, b) => jwtClaims(b).iat - jwtClaims(a).iat)[0];
+}
+
 /** Writes every file of the plan atomically (temporary name, then rename); secrets 0600, directories 0700. */
 export function writeOperatorConfig(plan: OperatorConfigPlan): void {
-  writeConfigFiles(plan.dir, [plan.storeDir, plan.resolverDir], plan.files);
+  writeConfigFiles(
+    plan.dir,
+    plan.servers.flatMap((server) => [server.storeDir, server.resolverDir]),
+    plan.files,
+  );
 }
 
 /** The issuer file could not be used: missing, readable by others, or not one `steward nats config` wrote. */

@@ -6,6 +6,10 @@
  *
  * Stays within nats-server 2.9: one filter subject per consumer, `backoff` with `max_deliver`, no
  * per-message TTL, no consumer pause.
+ *
+ * Streams and buckets are kept in 3 replicas on a cluster and 1 on a single server (`replicasOn`);
+ * consumers take their stream's. JetStream (2.9 too) changes a stream's replicas on update, so a
+ * single server's streams grow to 3 once it joins a cluster, and shrink back.
  */
 import {
   AckPolicy,
@@ -21,7 +25,8 @@ import {
   type StreamConfig,
 } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
-import { type NatsConnection, nanos } from "@nats-io/transport-node";
+import { type NatsConnection, nanos, type ServerInfo } from "@nats-io/transport-node";
+import { EnvironmentError } from "../../model/errors.js";
 import {
   ATTEMPTS_STREAM,
   attemptConsumer,
@@ -59,7 +64,19 @@ const DAY_NS = nanos(86_400_000);
 
 type StreamDeclaration = Partial<StreamConfig> & { name: string };
 
-function streamConfigs(): StreamDeclaration[] {
+/** How many copies of each stream and bucket a cluster keeps: one server can die, two cannot. */
+export const CLUSTER_REPLICAS = 3;
+
+/**
+ * The replicas for streams and buckets on the server `info` describes: `override` when given, else 3
+ * when it is in a cluster (its INFO names one) and 1 on a single server.
+ */
+export function replicasOn(info: Pick<ServerInfo, "cluster"> | undefined, override?: number): number {
+  if (override !== undefined) return override;
+  return info?.cluster ? CLUSTER_REPLICAS : 1;
+}
+
+function streamConfigs(replicas: number): StreamDeclaration[] {
   return [
     {
       name: ATTEMPTS_STREAM,
@@ -73,7 +90,7 @@ function streamConfigs(): StreamDeclaration[] {
       // Attempt ids are Nats-Msg-Id: a hub that re-publishes after a crash is de-duplicated here.
       duplicate_window: 10 * MINUTE_NS,
       storage: StorageType.File,
-      num_replicas: 1,
+      num_replicas: replicas,
     },
     {
       name: REPORTS_STREAM,
@@ -87,7 +104,7 @@ function streamConfigs(): StreamDeclaration[] {
       discard: DiscardPolicy.Old,
       duplicate_window: 2 * MINUTE_NS,
       storage: StorageType.File,
-      num_replicas: 1,
+      num_replicas: replicas,
     },
     {
       name: TASKS_STREAM,
@@ -96,7 +113,7 @@ function streamConfigs(): StreamDeclaration[] {
       retention: RetentionPolicy.Workqueue,
       duplicate_window: 10 * MINUTE_NS,
       storage: StorageType.File,
-      num_replicas: 1,
+      num_replicas: replicas,
     },
   ];
 }
@@ -182,16 +199,38 @@ function isNotFound(error: unknown): boolean {
 async function ensureStream(jsm: JetStreamManager, config: StreamDeclaration): Promise<void> {
   const name = config.name;
   try {
-    const info = await jsm.streams.info(name);
-    const current = info.config as unknown as Record<string, unknown>;
-    const differs = Object.entries(config).some(
-      ([key, value]) => JSON.stringify(current[key]) !== JSON.stringify(value),
-    );
-    if (differs) await jsm.streams.update(name, config);
+    try {
+      const info = await jsm.streams.info(name);
+      const current = info.config as unknown as Record<string, unknown>;
+      const differs = Object.entries(config).some(
+        ([key, value]) => JSON.stringify(current[key]) !== JSON.stringify(value),
+      );
+      // Only the fields declared are compared and changed: a bucket's stream (KV_...) is declared
+      // by its replicas alone, the rest is the KV client's.
+      if (differs) await jsm.streams.update(name, config);
+    } catch (error) {
+      if (!isNotFound(error)) throw error;
+      await jsm.streams.add(config);
+    }
   } catch (error) {
-    if (!isNotFound(error)) throw error;
-    await jsm.streams.add(config);
+    throw replicasRefused(error, name, config.num_replicas) ?? error;
   }
+}
+
+/**
+ * What a server answers when it cannot place a stream's replicas: no suitable peers (10005),
+ * insufficient resources (10023), replicas > 1 on a single server (10074).
+ */
+const REPLICA_REFUSALS = new Set([10_005, 10_023, 10_074]);
+
+/** The error for a stream the server cannot keep in as many replicas as declared; undefined for others. */
+function replicasRefused(error: unknown, stream: string, replicas: number | undefined): Error | undefined {
+  if (!(error instanceof JetStreamApiError) || replicas === undefined || replicas < 2) return undefined;
+  if (!REPLICA_REFUSALS.has(error.code)) return undefined;
+  return new EnvironmentError(
+    `JetStream cannot keep stream ${stream} in ${replicas} replicas (${error.message}): the cluster needs at least ${replicas} servers with JetStream up — start the missing ones, or give the hub --nats-replicas with how many it has`,
+    { cause: error },
+  );
 }
 
 /** Adds the durable consumer, or updates it when its configuration differs from ours. */
@@ -223,14 +262,32 @@ export function ensureNodeConsumer(
   return ensureConsumer(jsm, ATTEMPTS_STREAM, attemptConsumerConfig(node, delivery));
 }
 
+export interface TopologyOptions {
+  /** Replicas of every stream and bucket; default `replicasOn(nc.info)`: 3 on a cluster, 1 on a single server. */
+  replicas?: number;
+}
+
 /**
  * Ensures every stream, the hub's and task agents' consumers and both key-value buckets exist as
- * declared. Safe to run any number of times and concurrently with traffic.
+ * declared, in as many replicas as the server warrants. Safe to run any number of times and
+ * concurrently with traffic.
  */
-export async function ensureTopology(nc: NatsConnection, jsm: JetStreamManager): Promise<void> {
-  for (const config of streamConfigs()) await ensureStream(jsm, config);
+export async function ensureTopology(
+  nc: NatsConnection,
+  jsm: JetStreamManager,
+  options: TopologyOptions = {},
+): Promise<void> {
+  const replicas = replicasOn(nc.info, options.replicas);
+  for (const config of streamConfigs(replicas)) await ensureStream(jsm, config);
   for (const { stream, config } of hubConsumerConfigs()) await ensureConsumer(jsm, stream, config);
   const kvm = new Kvm(nc);
-  await kvm.create(OBSERVED_BUCKET, { history: 1, description: "steward: last full report per node" });
-  await kvm.create(CONDITIONS_BUCKET, { history: 1, description: "steward: open conditions" });
+  const buckets = [
+    { name: OBSERVED_BUCKET, description: "steward: last full report per node" },
+    { name: CONDITIONS_BUCKET, description: "steward: open conditions" },
+  ];
+  for (const { name, description } of buckets) {
+    // `create` leaves an existing bucket as it is; its stream's replicas are brought level below.
+    await kvm.create(name, { history: 1, description, replicas });
+    await ensureStream(jsm, { name: `KV_${name}`, num_replicas: replicas });
+  }
 }

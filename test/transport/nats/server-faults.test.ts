@@ -14,22 +14,14 @@ import { stopChild } from "../../../src/transport/nats/server.js";
 import { freePort } from "../../agent/helpers.js";
 import { makeRepo, removeTempDirs } from "../../helpers/git.js";
 import { startNatsAgent, startNatsHub } from "../../helpers/nats-processes.js";
+import { expectRolloutSettled, versionedRollout } from "../../helpers/nats-rollout.js";
 import { startNatsServer, type TestNatsServer } from "../../helpers/nats-server.js";
-import { assignmentYaml, file, nodeYaml, shell } from "../../hub/helpers/fleet.js";
+import { assignmentYaml, file, nodeYaml } from "../../hub/helpers/fleet.js";
 import { eventually } from "../../hub/helpers/process.js";
 
 const NODES = ["edge-1", "edge-2"];
 
-function migration(version: number) {
-  return assignmentYaml("app", {
-    nodes: NODES,
-    resources: [
-      { kind: "directory", name: "srv", path: "/srv" },
-      file("conf", `version ${version}\n`),
-      shell("migrate", `echo "${version} $STEWARD_ATTEMPT" >> "$STEWARD_ROOT/srv/runs"; sleep 0.3`),
-    ],
-  });
-}
+const migration = (version: number) => versionedRollout(NODES, version);
 
 describe("nats server faults - a rollout survives nats-server restarts at random points", {
   timeout: 180_000,
@@ -82,22 +74,7 @@ describe("nats server faults - a rollout survives nats-server restarts at random
         90_000,
         "every instance converged at the last commit",
       );
-      for (const node of NODES) {
-        const runs = readFileSync(join(dir, node, "srv", "runs"), "utf8")
-          .trim()
-          .split("\n");
-        const versionsRun = runs.map((line) => line.split(" ")[0]);
-        // Each generation that ran its one-shot ran it once.
-        expect(new Set(versionsRun).size, `${node}: ${runs.join(", ")}`).toBe(versionsRun.length);
-        expect(readFileSync(join(dir, node, "srv", "conf"), "utf8")).toBe(`version ${versions}\n`);
-        for (const attempt of await store.attempts.ofInstance(`app@${node}`))
-          expect([attempt.status, attempt.settledBy], `${attempt.id} of ${node}`).toSatisfy(
-            ([status, by]) =>
-              (status === "succeeded" && by === "result") ||
-              status === "cancelled" ||
-              status === "superseded",
-          );
-      }
+      await expectRolloutSettled({ dir, nodes: NODES, store, version: versions });
       expect(existsSync(join(dir, "hub.log"))).toBe(true);
     } finally {
       await store.close();
