@@ -262,6 +262,7 @@ export class HubRuntime {
       });
     };
     if (this.syncs) this.startLoop();
+    this.replica?.serveAt(this.http.url);
     // Recorded once everything answers, so a command that finds this file finds the hub ready.
     const { writeHubFile } = await import("./hub-state.js");
     writeHubFile(paths, {

@@ -571,30 +571,24 @@ export class Hub {
         if (!(error instanceof HubStoppedError))
           this.log.warn({ err: error, transport, event }, "a %s event was not recorded", event);
       });
-    // Among replicas, what a node says is its owner's to record (a replica that took a node over asks
-    // it for a fresh report): another replica's nodes are passed over.
+    // Among replicas, whichever receives a report, result or loss records it (a shared consumer
+    // hands each message to one of them) and hands what it changed to the owner (process()); a
+    // heartbeat, which every replica hears, is the owner's to record.
     const foreign = (node: string) => this.ownership !== undefined && !this.owns(node);
-    const none = Promise.resolve();
     return {
       report: (report: Report) =>
-        foreign(report.node)
-          ? none
-          : this.inbox.deliver("report", transport, (tx) => this.ingest.report(tx, report, transport)),
+        this.inbox.deliver("report", transport, (tx) => this.ingest.report(tx, report, transport)),
       result: (result: AttemptResult) =>
-        foreign(result.node)
-          ? none
-          : this.inbox.deliver("result", transport, (tx) => this.ingest.result(tx, result)),
+        this.inbox.deliver("result", transport, (tx) => this.ingest.result(tx, result)),
       heartbeat: (node: string, at: Date) =>
         foreign(node)
-          ? none
+          ? Promise.resolve()
           : bestEffort(
               "heartbeat",
               this.inbox.deliver("heartbeat", transport, (tx) => this.ingest.heartbeat(tx, node, at)),
             ),
       lost: (attemptId: string, node: string, reason: string) =>
-        foreign(node)
-          ? none
-          : this.inbox.deliver("lost", transport, (tx) => this.ingest.lost(tx, attemptId, node, reason)),
+        this.inbox.deliver("lost", transport, (tx) => this.ingest.lost(tx, attemptId, node, reason)),
       health: (event: TransportHealth) =>
         bestEffort(
           "health",

@@ -20,6 +20,8 @@ export interface NatsHubProcessOptions {
   /** Runs before the CLI in the same bundle (fault injection; see stewardEntry). */
   prelude?: string;
   env?: NodeJS.ProcessEnv;
+  /** More flags for `steward hub` (e.g. `--store URL`). */
+  args?: string[];
 }
 
 /** Starts `steward hub --nats URL` on `repo`, syncing every second, its HTTP on a free port. */
@@ -38,6 +40,7 @@ export function startNatsHub(options: NatsHubProcessOptions): Promise<ChildProce
       "--nats",
       options.url,
       ...(options.creds ? ["--nats-creds", options.creds] : []),
+      ...(options.args ?? []),
     ],
     {
       cwd: options.cwd,

@@ -1,6 +1,6 @@
 /**
- * Several hub replicas on one PostgreSQL store, as processes: `steward hub --store postgres://...`
- * twice, with local nodes. They divide the nodes between them by leases (every replica works), one
+ * Several hub replicas on one PostgreSQL store, as processes: `steward hub --store postgres://...
+ * --nats URL` twice, and an agent process per node on a real nats-server. They divide the nodes between them by leases (every replica works), one
  * syncs; when one dies its nodes move to the other within the replica lease and every instance
  * converges with no one-shot run twice; one paused past its lease is fenced — the other takes its
  * nodes, and once resumed it gives them up instead of writing for them.
@@ -11,29 +11,38 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EXIT } from "../../src/cli/io.js";
+import { stopChild } from "../../src/transport/nats/server.js";
 import { runCli } from "../helpers/cli.js";
 import { makeRepo, type TempRepo } from "../helpers/git.js";
+import { startNatsAgent, startNatsHub } from "../helpers/nats-processes.js";
+import { startNatsServer, type TestNatsServer } from "../helpers/nats-server.js";
 import { startPostgresServer, type TestPostgresServer } from "../helpers/postgres-server.js";
-import { assignmentYaml, file, nodes, shell } from "./helpers/fleet.js";
-import { eventually, startSteward } from "./helpers/process.js";
+import { assignmentYaml, file, nodeYaml, shell } from "./helpers/fleet.js";
+import { eventually } from "./helpers/process.js";
 
 let server: TestPostgresServer;
+let nats: TestNatsServer;
 beforeAll(async () => {
   server = await startPostgresServer();
+  nats = await startNatsServer();
 });
-afterAll(() => server?.dispose());
+afterAll(async () => {
+  await server?.dispose();
+  await nats?.dispose();
+});
 
 const NODES = ["n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8"];
 
-/** Every node gets a file and a one-shot that appends the version to runs.log under its root. */
+/** Every node gets a file and a one-shot that appends the version to srv/runs under its root. */
 const fleet = (version: string) => ({
-  ...nodes(...NODES),
+  ...Object.fromEntries(NODES.map((n) => [`nodes/${n}.yaml`, nodeYaml(n, { transport: "nats" })])),
   "assignments/app.yaml": assignmentYaml("app", {
     nodes: NODES,
     rollout: { maxInFlight: 2 },
     resources: [
+      { kind: "directory", name: "srv", path: "/srv" },
       file("conf", version),
-      shell("migrate", `echo ${version} >> "$STEWARD_ROOT/runs.log"`, { dependsOn: ["conf"] }),
+      shell("migrate", `echo ${version} >> "$STEWARD_ROOT/srv/runs"; sleep 0.2`),
     ],
   }),
 });
@@ -66,6 +75,9 @@ async function cluster(): Promise<Cluster> {
   const url = await server.createDatabase();
   const root = join(dir, "root");
   const hubs: ChildProcess[] = [];
+  const agents: ChildProcess[] = [];
+  for (const node of NODES)
+    agents.push(await startNatsAgent({ cwd: dir, url: nats.url, node, root: join(root, node) }));
   const log = (name: string) => {
     const path = join(dir, `${name}.log`);
     return existsSync(path) ? readFileSync(path, "utf8").slice(-3000) : "";
@@ -77,28 +89,14 @@ async function cluster(): Promise<Cluster> {
     root,
     hubs,
     async start(name) {
-      const hub = await startSteward(
-        [
-          "--state",
-          join(dir, name),
-          "hub",
-          "--store",
-          url,
-          "--repo",
-          repo.dir,
-          "--root",
-          root,
-          "--listen",
-          "127.0.0.1:0",
-          "--sync-interval",
-          "1s",
-          "--replica-lease",
-          "3s",
-          "--status",
-          "none",
-        ],
-        { cwd: dir, log: join(dir, `${name}.log`) },
-      );
+      const hub = await startNatsHub({
+        cwd: dir,
+        log: join(dir, `${name}.log`),
+        state: join(dir, name),
+        repo: repo.dir,
+        url: nats.url,
+        args: ["--store", url, "--replica-lease", "3s", "--status", "none"],
+      });
       hubs.push(hub);
       return hub;
     },
@@ -114,7 +112,7 @@ async function cluster(): Promise<Cluster> {
         : undefined;
     },
     runs(node) {
-      const path = join(root, node, "runs.log");
+      const path = join(root, node, "srv", "runs");
       return existsSync(path) ? readFileSync(path, "utf8").trim().split("\n") : [];
     },
     log,
@@ -125,6 +123,7 @@ async function cluster(): Promise<Cluster> {
         hub.kill("SIGKILL");
         await new Promise((resolve) => hub.once("exit", resolve));
       }
+      for (const agent of agents) await stopChild(agent);
       rmSync(dir, { recursive: true, force: true });
     },
   };

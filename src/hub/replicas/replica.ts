@@ -91,10 +91,18 @@ export class Replica implements Fencing {
   private counted = "";
   private ticks = 0;
 
+  private address: string | undefined;
+
   constructor(private readonly options: ReplicaOptions) {
+    this.address = options.address;
     this.holder = options.id ?? newReplicaId();
     this.shards = options.shards ?? SHARDS;
     this.startedAt = options.clock.now().toISOString();
+  }
+
+  /** Where this replica's HTTP endpoints answer (said in its row from the next renewal). */
+  serveAt(address: string): void {
+    this.address = address;
   }
 
   /** Calls `listener` after each renewal that changed what this replica holds. */
@@ -142,7 +150,16 @@ export class Replica implements Fencing {
 
   /** Takes this replica's first leases, then renews them every third of the lease until `stop`. */
   async start(): Promise<void> {
-    await this.renewNow();
+    // Replicas starting together take the same rows: a renewal that lost the race is tried again.
+    for (let tries = 1; ; tries++) {
+      try {
+        await this.renewNow();
+        break;
+      } catch (error) {
+        if (tries >= 10) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 50 + Math.random() * 200 * tries));
+      }
+    }
     this.schedule();
   }
 
@@ -182,7 +199,7 @@ export class Replica implements Fencing {
     const outcome = await store.transaction(async (tx) => {
       await tx.replicas.heartbeat({
         id: this.holder,
-        ...(this.options.address ? { address: this.options.address } : {}),
+        ...(this.address ? { address: this.address } : {}),
         startedAt: this.startedAt,
         renewedAt: at,
         expiresAt: until,

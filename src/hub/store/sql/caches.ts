@@ -18,6 +18,12 @@ export class StoreCaches {
     { body: string; takenAt: string; observation: Observation }
   >();
 
+  /**
+   * Other processes write the same observations (hub replicas sharing a store: whichever receives
+   * a node's report records it): what was last stored is read from the database, not remembered.
+   */
+  shared = false;
+
   /** After a rollback: what was cached may be ahead of the database. */
   rolledBack(): void {
     this.observed.clear();

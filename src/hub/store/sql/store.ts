@@ -159,6 +159,7 @@ export abstract class SqlStore extends Ports implements Store {
 
   useFencing(fencing: Fencing): void {
     this.fencing = fencing;
+    this.caches.shared = true;
   }
 
   forgetNode(node: string): void {
