@@ -1,0 +1,148 @@
+/**
+ * Replicas' leases and fencing, on every store: two replicas over one database divide the shards,
+ * a replica that stopped renewing loses them to the other (with greater tokens), and a unit of work
+ * it then runs about those nodes is refused whole — nothing of it is written — while the holder's
+ * goes through. The division is the same whoever computes it.
+ */
+import pino from "pino";
+import { describe, expect, it } from "vitest";
+import type { Clock } from "../../../src/hub/clock.js";
+import type { IntentRecord } from "../../../src/hub/records.js";
+import { Replica, SHARDS, shardOf, shardOwner } from "../../../src/hub/replicas/replica.js";
+import { FencedError } from "../../../src/hub/store/store.js";
+import { storeKinds } from "./stores.js";
+
+/** A clock the test moves; timers never fire on their own (renewals are driven by hand). */
+function manualClock(start: number): Clock & { advance(ms: number): void } {
+  let now = start;
+  return {
+    now: () => new Date(now),
+    schedule: () => () => undefined,
+    advance(ms) {
+      now += ms;
+    },
+  };
+}
+
+function intent(node: string): IntentRecord {
+  const at = "2026-12-01T10:00:00.000Z";
+  return {
+    instanceKey: `app@${node}`,
+    generation: 1,
+    assignment: "app",
+    node,
+    revision: "r1",
+    hash: "h",
+    state: "running",
+    status: "pending",
+    failures: 0,
+    everConverged: false,
+    createdAt: at,
+    updatedAt: at,
+  };
+}
+
+/** A node name in each shard `replica` should hold among `replicas`. */
+function nodeOf(replica: string, replicas: string[]): string {
+  for (let i = 0; ; i++) {
+    const name = `node-${i}`;
+    if (shardOwner(shardOf(name), replicas) === replica) return name;
+  }
+}
+
+describe("replicas - dividing shards", () => {
+  it("replicas - rendezvous hashing gives every shard one live replica, the same whoever asks, and moves only the leaver's", () => {
+    const three = ["r-a", "r-b", "r-c"];
+    const owners = Array.from({ length: SHARDS }, (_, s) => shardOwner(s, three));
+    expect(new Set(owners)).toEqual(new Set(three));
+    expect(Array.from({ length: SHARDS }, (_, s) => shardOwner(s, [...three].reverse()))).toEqual(owners);
+    const two = Array.from({ length: SHARDS }, (_, s) => shardOwner(s, ["r-a", "r-b"]));
+    for (let s = 0; s < SHARDS; s++) if (owners[s] !== "r-c") expect(two[s]).toBe(owners[s]);
+  });
+});
+
+describe.each(storeKinds())("store ($name) - replica leases and fencing", (kind) => {
+  it("store - a replica past its lease loses its shards to the other, and its units of work about them are refused whole", async () => {
+    const store = await kind.fresh();
+    const other = await store.reopen();
+    const log = pino({ level: "silent" });
+    const clock = manualClock(Date.parse("2026-12-01T10:00:00.000Z"));
+    const a = new Replica({ store, clock, log, leaseMs: 3_000, id: "r-a" });
+    const b = new Replica({ store: other, clock, log, leaseMs: 3_000, id: "r-b" });
+    store.useFencing(a);
+    other.useFencing(b);
+
+    await a.start();
+    expect(a.heldShards.size).toBe(SHARDS);
+    expect(a.leader).toBe(true);
+    await b.start();
+    expect(b.heldShards.size).toBe(0); // a holds them all until it renews and gives b its share
+    await a.renewNow();
+    await b.renewNow();
+    expect(a.heldShards.size + b.heldShards.size).toBe(SHARDS);
+    expect(b.heldShards.size).toBeGreaterThan(0);
+    expect(b.leader).toBe(false);
+
+    const ofB = nodeOf("r-b", ["r-a", "r-b"]);
+    const ofA = nodeOf("r-a", ["r-a", "r-b"]);
+    expect(b.owns(ofB) && !a.owns(ofB) && a.owns(ofA)).toBe(true);
+    // Each writes for its own nodes; a unit about another's node is refused before it writes.
+    await store.transaction(async (tx) => {
+      await tx.fence([ofA]);
+      await tx.intents.save(intent(ofA));
+    });
+    await expect(
+      store.transaction(async (tx) => {
+        await tx.intents.save(intent(ofB));
+        await tx.fence([ofB]);
+      }),
+    ).rejects.toBeInstanceOf(FencedError);
+    expect(await store.intents.get(`app@${ofB}`, 1)).toBeUndefined();
+
+    // a stops renewing (paused): past its lease b takes every shard, each with a greater token.
+    const before = new Map((await store.replicas.leases()).map((l) => [l.name, l.token]));
+    clock.advance(3_500);
+    expect(a.owns(ofA)).toBe(false); // by its own clock, its leases no longer count
+    await b.renewNow();
+    expect(b.heldShards.size).toBe(SHARDS);
+    expect(b.leader).toBe(true);
+    for (const lease of await store.replicas.leases())
+      if (lease.holder === "r-b" && lease.name.startsWith("shard:") && before.has(lease.name))
+        expect(lease.token).toBeGreaterThanOrEqual(before.get(lease.name)!);
+    const moved = (await store.replicas.leases()).find((l) => l.name === `shard:${shardOf(ofA)}`)!;
+    expect(moved).toMatchObject({ holder: "r-b" });
+    expect(moved.token).toBeGreaterThan(before.get(moved.name)!);
+
+    // Resumed before it renews, a's unit of work about its old node is refused: nothing written.
+    await expect(
+      store.transaction(async (tx) => {
+        await tx.fence([ofA]);
+        await tx.intents.save({ ...intent(ofA), failures: 9 });
+      }),
+    ).rejects.toBeInstanceOf(FencedError);
+    expect((await store.intents.get(`app@${ofA}`, 1))?.failures).toBe(0);
+    // Even with its old tokens: the store has greater ones.
+    expect(
+      await store.transaction((tx) =>
+        tx.replicas.holds("r-a", [{ name: moved.name, token: before.get(moved.name)! }]),
+      ),
+    ).toBe(false);
+    await other.transaction(async (tx) => {
+      await tx.fence([ofA]);
+      await tx.intents.save({ ...intent(ofA), failures: 1 });
+    });
+
+    // Renewing, a finds its leases gone and gives up the nodes; it rejoins for its share.
+    await a.renewNow();
+    expect(a.heldShards.size).toBe(0);
+    expect(a.owns(ofA)).toBe(false);
+    await b.renewNow();
+    await a.renewNow();
+    expect(a.heldShards.size + b.heldShards.size).toBe(SHARDS);
+    expect([...a.heldShards].some((s) => b.heldShards.has(s))).toBe(false);
+    expect(a.leader).toBe(false);
+    await a.stop();
+    await b.stop();
+    expect(await store.replicas.live(clock.now().toISOString())).toEqual([]);
+  });
+});
