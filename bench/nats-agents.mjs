@@ -4,15 +4,16 @@
 // stands in for many hosts. Prints "ready" once every loop runs; stops on SIGTERM.
 // Usage: node bench/nats-agents.mjs '{"url":..., "dir":..., "credsDir":..., "nodes":[...]}'
 // BENCH_AGENT=echo replaces the Agent by one that applies nothing and answers at once: what is left
-// is the transport alone (the loop, the client, the server, the hub).
-import { mkdirSync } from "node:fs";
+// is the transport alone (the loop, the client, the server, the hub). With BENCH_APPLIED=1 it also
+// appends each attempt it applies to <dir>/<node>/applied.
+import { appendFileSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { Agent } from "../dist/agent/agent.js";
 import { runNatsAgent } from "../dist/transport/nats/agent.js";
 
 const { url, dir, credsDir, nodes, heartbeatIntervalMs } = JSON.parse(process.argv[2]);
 /** Remembers generations (and hashes) and reports them converged; touches nothing. */
-function echoAgent(node) {
+function echoAgent(node, applied) {
   const generations = new Map();
   const report = () => ({
     apiVersion: "steward.dev/v1",
@@ -36,6 +37,8 @@ function echoAgent(node) {
       generations.set(bundle.spec.assignment, { generation: bundle.generation, hash: bundle.hash });
       const now = new Date().toISOString();
       const { attemptId, generation } = bundle;
+      // BENCH_APPLIED: every attempt applied, for bench:failover to count generations applied twice.
+      if (applied) appendFileSync(applied, `${bundle.spec.assignment}@${node} ${generation} ${attemptId}\n`);
       const result = {
         attemptId,
         node,
@@ -57,7 +60,7 @@ for (const node of nodes) {
   mkdirSync(stateDir, { recursive: true });
   const agent =
     process.env.BENCH_AGENT === "echo"
-      ? echoAgent(node)
+      ? echoAgent(node, process.env.BENCH_APPLIED ? join(dir, node, "applied") : undefined)
       : new Agent({ node, stateDir, root, probeSettleMs: 0 });
   loops.push(
     await runNatsAgent({

@@ -52,6 +52,9 @@ export interface HubRuntimeOptions {
   beforeAgents?: (nodes: readonly import("../hub/records.js").NodeRecord[]) => Promise<void> | void;
 }
 
+/** Where replicas ask the one holding the sync lease to sync now. */
+const SYNC_CHANNEL = "steward_sync";
+
 /** Every part of a running hub, started in order and stopped in reverse. */
 export class HubRuntime {
   store!: import("../hub/store/store.js").Store;
@@ -194,6 +197,8 @@ export class HubRuntime {
         hub.enqueue(keys.filter((key) => hub.owns(key.slice(key.lastIndexOf("@") + 1)))),
       );
       for (const change of takeovers) await this.leasesChanged(change);
+      // A webhook or nudge another replica received: the syncing one syncs.
+      await store.signals!.listen(SYNC_CHANNEL, () => this.loop?.trigger());
       replica.onChange((change) => this.leasesChanged(change));
     }
 
@@ -203,7 +208,7 @@ export class HubRuntime {
       ? (await import("../repo/webhook.js")).createWebhookHandler({
           secret: this.options.webhookSecret,
           branch: this.options.branch,
-          onPush: () => this.loop?.trigger(),
+          onPush: () => this.syncSoon(),
         })
       : undefined;
     const { listenAddress } = await import("./hub-flags.js");
@@ -227,7 +232,7 @@ export class HubRuntime {
       },
       ...(webhook ? { webhook } : {}),
       onNudge: (scope) => {
-        if (scope.sync) this.loop?.trigger();
+        if (scope.sync) this.syncSoon();
         // Another process (`steward sync`) may have written a revision: its declarations first.
         else void this.takeIn();
       },
@@ -284,6 +289,17 @@ export class HubRuntime {
   }
 
   private startLoop: (() => void) | undefined;
+
+  /** Syncs soon: here, or (another replica syncing) by asking the one that does. */
+  private syncSoon(): void {
+    if (this.syncs || !this.store.signals) this.loop?.trigger();
+    else
+      this.store.signals
+        .send(SYNC_CHANNEL, "")
+        .catch((error: unknown) =>
+          this.options.logger.warn({ err: error }, "asking the syncing replica failed"),
+        );
+  }
 
   /**
    * What this replica holds changed: nodes taken over (from a replica gone or giving them up) are

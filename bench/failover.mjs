@@ -1,0 +1,281 @@
+#!/usr/bin/env node
+// Two hub replicas on one PostgreSQL store, a fleet on NATS: a real PostgreSQL server (Debian's
+// postgresql, started as the postgres user in a temporary directory), a real nats-server with
+// per-node credentials from `steward nats config`, two `steward hub --store postgres://... --nats`
+// processes, and echo agents (bench/nats-agents.mjs: they apply nothing and answer at once, and each
+// records every attempt it applied). 200 nodes × 10 assignments = 2,000 instances.
+//
+// Generation 1 converges; a commit changes every instance; once a quarter of them converged, the
+// replica that does not sync is SIGKILLed. Measured: kill → every instance converged at the new
+// generation (`figure failover_converged_ms`, target < replica lease + 5 s); generations applied by
+// more than one attempt (`figure failover_duplicated_oneshots`, must be 0); instances that never
+// converged at the new generation (`figure failover_lost_generations`, must be 0).
+// BENCH_NODES, BENCH_ASSIGNMENTS and BENCH_REPLICA_LEASE (default 10s) change the shape.
+import { execFileSync, spawn } from "node:child_process";
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import pg from "pg";
+import { agentsDirectory } from "./fleet.mjs";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const NODES = Number(process.env.BENCH_NODES ?? 200);
+const ASSIGNMENTS = Number(process.env.BENCH_ASSIGNMENTS ?? 10);
+const LEASE = process.env.BENCH_REPLICA_LEASE ?? "10s";
+const PG_BIN = process.env.STEWARD_PG_BIN ?? "/usr/lib/postgresql/15/bin";
+const TOTAL = NODES * ASSIGNMENTS;
+
+execFileSync("npm", ["run", "build"], { cwd: root, stdio: ["ignore", "ignore", "inherit"] });
+const { newUserSeed, planNatsConfig, writeNatsConfig } = await import("../dist/transport/nats/config.js");
+const { NatsServerProcess, stopChild } = await import("../dist/transport/nats/server.js");
+
+const dir = mkdtempSync(join(tmpdir(), "steward-bench-failover-"));
+const agentsDir = agentsDirectory("steward-bench-failover-agents-");
+const children = [];
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** PostgreSQL runs as the postgres user when we are root (it refuses root). */
+function asPostgres(tool, args) {
+  const path = join(PG_BIN, tool);
+  if (!existsSync(path)) throw new Error(`${path} is missing: apt-get install -y postgresql`);
+  const isRoot = process.getuid?.() === 0;
+  execFileSync(isRoot ? "runuser" : path, isRoot ? ["-u", "postgres", "--", path, ...args] : args, {
+    stdio: "pipe",
+  });
+}
+
+const pgDir = join(dir, "pg");
+mkdirSync(pgDir);
+chmodSync(pgDir, 0o777);
+if (process.getuid?.() === 0) execFileSync("chown", ["postgres", pgDir]);
+const pgPort = await freePort();
+asPostgres("initdb", [
+  "-D",
+  join(pgDir, "data"),
+  "-A",
+  "trust",
+  "-U",
+  "steward",
+  "-E",
+  "UTF8",
+  "--locale=C.UTF-8",
+]);
+asPostgres("pg_ctl", [
+  "-D",
+  join(pgDir, "data"),
+  "-o",
+  `-p ${pgPort} -k ${pgDir} -c listen_addresses=127.0.0.1 -c max_connections=100`,
+  "-l",
+  join(pgDir, "server.log"),
+  "-w",
+  "start",
+]);
+const storeUrl = `postgres://steward@127.0.0.1:${pgPort}/postgres`;
+const db = new pg.Client({ connectionString: storeUrl });
+await db.connect();
+
+const nodes = Array.from({ length: NODES }, (_, i) => `node-${String(i).padStart(3, "0")}`);
+const busDir = join(dir, "nats");
+writeNatsConfig(planNatsConfig({ dir: busDir, nodes }, () => undefined, newUserSeed));
+const server = new NatsServerProcess({ configFile: join(busDir, "nats-server.conf") });
+await server.start();
+const credsDir = join(busDir, "credentials");
+
+const repo = join(dir, "fleet");
+const env = { ...process.env, GIT_CONFIG_NOSYSTEM: "1", HOME: dir };
+const git = (...args) => execFileSync("git", args, { cwd: repo, env, stdio: "pipe" });
+function writeFleet(version) {
+  mkdirSync(join(repo, "nodes"), { recursive: true });
+  mkdirSync(join(repo, "assignments"), { recursive: true });
+  for (const node of nodes)
+    writeFileSync(
+      join(repo, "nodes", `${node}.yaml`),
+      `apiVersion: steward.dev/v1\nkind: Node\nmetadata:\n  name: ${node}\n  labels: {bench: "yes"}\nspec:\n  transport: nats\n  roots: [/srv]\n`,
+    );
+  for (let a = 0; a < ASSIGNMENTS; a++)
+    writeFileSync(
+      join(repo, "assignments", `app-${a}.yaml`),
+      `apiVersion: steward.dev/v1\nkind: Assignment\nmetadata:\n  name: app-${a}\nspec:\n  selector: {matchLabels: {bench: "yes"}}\n  resources:\n    - kind: file\n      name: config\n      path: /srv/app-${a}.conf\n      content: "version ${version}"\n`,
+    );
+  git("add", "-A");
+  git(
+    "-c",
+    "user.name=bench",
+    "-c",
+    "user.email=bench@example.com",
+    "commit",
+    "-q",
+    "-m",
+    `version ${version}`,
+  );
+}
+mkdirSync(repo, { recursive: true });
+git("init", "-q", "-b", "main");
+writeFleet(1);
+
+function startHub(name) {
+  const log = openSync(join(dir, `${name}.log`), "a");
+  const child = spawn(
+    process.execPath,
+    [
+      join(root, "bin", "steward.js"),
+      "--state",
+      join(dir, name),
+      "hub",
+      "--store",
+      storeUrl,
+      "--repo",
+      repo,
+      "--nats",
+      server.url,
+      "--nats-creds",
+      join(credsDir, "hub.nk"),
+      "--listen",
+      "127.0.0.1:0",
+      "--sync-interval",
+      "1s",
+      "--replica-lease",
+      LEASE,
+      "--status",
+      "none",
+    ],
+    { cwd: dir, env: { ...process.env, STEWARD_LOG_LEVEL: "warn" }, stdio: ["ignore", log, log] },
+  );
+  children.push(child);
+  return child;
+}
+
+function startAgents(part) {
+  const child = spawn(
+    process.execPath,
+    [
+      join(root, "bench", "nats-agents.mjs"),
+      JSON.stringify({ url: server.url, dir: agentsDir, credsDir, nodes: part }),
+    ],
+    {
+      cwd: dir,
+      env: { ...process.env, BENCH_AGENT: "echo", BENCH_APPLIED: "1" },
+      stdio: ["ignore", "pipe", "inherit"],
+    },
+  );
+  children.push(child);
+  return new Promise((resolve, reject) => {
+    child.stdout.on("data", (chunk) => {
+      if (String(chunk).includes("ready")) resolve(child);
+    });
+    child.once("exit", (code) => reject(new Error(`agents exited with ${code}`)));
+  });
+}
+
+const half = Math.ceil(NODES / 2);
+await Promise.all([startAgents(nodes.slice(0, half)), startAgents(nodes.slice(half))]);
+
+/** Instances converged at generation `generation` (the store's intents). */
+async function converged(generation) {
+  const { rows } = await db
+    .query("SELECT count(*) AS n FROM intents WHERE status = 'converged' AND generation = $1", [generation])
+    .catch(() => ({ rows: [{ n: 0 }] }));
+  return Number(rows[0].n);
+}
+
+async function until(check, timeoutMs, what) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await check()) return;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+try {
+  const first = startHub("replica-a");
+  await until(
+    async () => (await db.query("SELECT 1 FROM pg_tables WHERE tablename = 'replicas'")).rowCount > 0,
+    30_000,
+    "the schema",
+  );
+  const second = startHub("replica-b");
+  await until(
+    async () =>
+      (
+        await db.query(
+          "SELECT count(DISTINCT holder) AS n FROM leases WHERE name LIKE 'shard:%' AND expires_at > $1",
+          [new Date().toISOString()],
+        )
+      ).rows[0].n === "2",
+    60_000,
+    "both replicas to hold shards",
+  );
+  await until(async () => (await converged(1)) === TOTAL, 180_000, "generation 1 to converge");
+
+  writeFleet(2);
+  await until(async () => (await converged(2)) >= TOTAL / 4, 120_000, "a quarter of generation 2");
+  // The replica that does not sync dies: its nodes' work moves to the one that does.
+  const { rows } = await db.query("SELECT holder FROM leases WHERE name = 'sync'");
+  const syncing = rows[0]?.holder ?? "";
+  const victim = syncing.includes(`-${first.pid}-`) ? second : first;
+  victim.kill("SIGKILL");
+  const killedAt = performance.now();
+  const at = await converged(2);
+  await until(
+    async () => (await converged(2)) === TOTAL,
+    120_000,
+    "every instance to converge at generation 2",
+  );
+  const convergedMs = performance.now() - killedAt;
+
+  // What the agents applied: a generation applied by two attempts is a one-shot run twice.
+  const applied = new Map();
+  for (const node of readdirSync(agentsDir)) {
+    const file = join(agentsDir, node, "applied");
+    if (!existsSync(file)) continue;
+    for (const line of readFileSync(file, "utf8").trim().split("\n")) {
+      const [instance, generation, attempt] = line.split(" ");
+      const key = `${instance} ${generation}`;
+      if (!applied.has(key)) applied.set(key, new Set());
+      applied.get(key).add(attempt);
+    }
+  }
+  let duplicated = 0;
+  for (const attempts of applied.values()) if (attempts.size > 1) duplicated++;
+  let lost = 0;
+  for (const node of nodes)
+    for (let a = 0; a < ASSIGNMENTS; a++) if (!applied.has(`app-${a}@${node} 2`)) lost++;
+  console.error(
+    `failover: ${TOTAL} instances, ${at} converged at the kill, replica lease ${LEASE}; killed pid ${victim.pid}`,
+  );
+  console.log(`figure failover_converged_ms ${Math.round(convergedMs)} ms`);
+  console.log(`figure failover_duplicated_oneshots ${duplicated} count`);
+  console.log(`figure failover_lost_generations ${lost} count`);
+} finally {
+  for (const child of children.reverse()) await stopChild(child).catch(() => undefined);
+  await db.end().catch(() => undefined);
+  await server.stop?.().catch(() => undefined);
+  try {
+    asPostgres("pg_ctl", ["-D", join(pgDir, "data"), "-m", "immediate", "stop"]);
+  } catch {}
+  rmSync(dir, { recursive: true, force: true });
+  rmSync(agentsDir, { recursive: true, force: true });
+}
