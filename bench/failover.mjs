@@ -21,14 +21,13 @@ import {
   readdirSync,
   readFileSync,
   rmSync,
-  writeFileSync,
 } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
-import { agentsDirectory } from "./fleet.mjs";
+import { agentsDirectory, fleetRepository, natsNodeYaml } from "./fleet.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const NODES = Number(process.env.BENCH_NODES ?? 200);
@@ -103,36 +102,17 @@ const server = new NatsServerProcess({ configFile: join(busDir, "nats-server.con
 await server.start();
 const credsDir = join(busDir, "credentials");
 
-const repo = join(dir, "fleet");
-const env = { ...process.env, GIT_CONFIG_NOSYSTEM: "1", HOME: dir };
-const git = (...args) => execFileSync("git", args, { cwd: repo, env, stdio: "pipe" });
+const fleet = fleetRepository(dir);
+const repo = fleet.repo;
 function writeFleet(version) {
-  mkdirSync(join(repo, "nodes"), { recursive: true });
-  mkdirSync(join(repo, "assignments"), { recursive: true });
-  for (const node of nodes)
-    writeFileSync(
-      join(repo, "nodes", `${node}.yaml`),
-      `apiVersion: steward.dev/v1\nkind: Node\nmetadata:\n  name: ${node}\n  labels: {bench: "yes"}\nspec:\n  transport: nats\n  roots: [/srv]\n`,
-    );
+  const files = nodes.map((node) => [`nodes/${node}.yaml`, natsNodeYaml(node)]);
   for (let a = 0; a < ASSIGNMENTS; a++)
-    writeFileSync(
-      join(repo, "assignments", `app-${a}.yaml`),
+    files.push([
+      `assignments/app-${a}.yaml`,
       `apiVersion: steward.dev/v1\nkind: Assignment\nmetadata:\n  name: app-${a}\nspec:\n  selector: {matchLabels: {bench: "yes"}}\n  resources:\n    - kind: file\n      name: config\n      path: /srv/app-${a}.conf\n      content: "version ${version}"\n`,
-    );
-  git("add", "-A");
-  git(
-    "-c",
-    "user.name=bench",
-    "-c",
-    "user.email=bench@example.com",
-    "commit",
-    "-q",
-    "-m",
-    `version ${version}`,
-  );
+    ]);
+  fleet.write(`version ${version}`, files);
 }
-mkdirSync(repo, { recursive: true });
-git("init", "-q", "-b", "main");
 writeFleet(1);
 
 function startHub(name) {

@@ -2,9 +2,10 @@
 // and the commit streams both bench:sync and bench:action use (each writes its own assignments);
 // where a simulated fleet's agents keep their files, and the hub that drives it (bench:hub,
 // bench:nats).
-import { existsSync, mkdtempSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 
 /** `node-000`, `node-001`... */
 export const nodeName = (i) => `node-${String(i).padStart(3, "0")}`;
@@ -77,4 +78,33 @@ export async function benchHub({ dir, state, repo, env, root, transports = [] })
     cwd: dir,
     transports,
   });
+}
+
+/** A NATS node in the `bench` label group, managing /srv. */
+export function natsNodeYaml(node) {
+  return `apiVersion: steward.dev/v1\nkind: Node\nmetadata:\n  name: ${node}\n  labels: {bench: "yes"}\nspec:\n  transport: nats\n  roots: [/srv]\n`;
+}
+
+/**
+ * A fleet repository in `dir/fleet` on branch main: `write(files)` writes [path, content] pairs
+ * and commits them all as `message`.
+ */
+export function fleetRepository(dir) {
+  const repo = join(dir, "fleet");
+  const env = { ...process.env, GIT_CONFIG_NOSYSTEM: "1", HOME: dir };
+  const git = (...args) => execFileSync("git", args, { cwd: repo, env, stdio: "pipe" });
+  mkdirSync(repo, { recursive: true });
+  git("init", "-q", "-b", "main");
+  return {
+    repo,
+    env,
+    write(message, files) {
+      for (const [path, content] of files) {
+        mkdirSync(dirname(join(repo, path)), { recursive: true });
+        writeFileSync(join(repo, path), content);
+      }
+      git("add", "-A");
+      git("-c", "user.name=bench", "-c", "user.email=bench@example.com", "commit", "-q", "-m", message);
+    },
+  };
 }

@@ -501,6 +501,8 @@ export class Hub {
       const outcomes: ReconcileOutcome[] = [];
       try {
         await this.store.transaction(async (tx) => {
+          // Run again from the start if the store retries the unit (PostgreSQL, another replica).
+          outcomes.length = 0;
           await tx.fence(keys.map(nodeOfKey));
           for (const key of keys) {
             const started = performance.now();

@@ -83,7 +83,7 @@ describe("hub - cli", () => {
     const wrong = await steward(h.dir, "get", "widgets");
     expect(wrong).toMatchObject({ code: EXIT.usage });
     expect(wrong.stderr).toBe(
-      'steward: cannot get "widgets": choose one of nodes, assignments, instances, intents, attempts, conditions, tasks, revisions\n',
+      'steward: cannot get "widgets": choose one of nodes, assignments, instances, intents, attempts, conditions, tasks, revisions, replicas\n',
     );
   });
 

@@ -4,8 +4,9 @@
  * the inbox, the relay) then never interleave their writes to the same rows. Each takes a connection
  * from the pool and runs `BEGIN ISOLATION LEVEL REPEATABLE READ` … `COMMIT`, so a unit of another
  * process (a CLI command, a second replica) that wrote the same row meanwhile makes this one fail
- * (serialization failure, rolled back) rather than lose that write; committed reads go to any
- * connection, at once. The ports run the same SQL as on SQLite, its `?` placeholders numbered here.
+ * (a serialization failure: rolled back, and run again on what is committed now — so a unit of
+ * work acts outside the store only after it committed) rather than lose that write; committed
+ * reads go to any connection, at once. The ports run the same SQL as on SQLite, its `?` placeholders numbered here.
  *
  * The schema is brought up to date on open, once: every replica that starts takes the same advisory
  * lock first, so replicas starting together apply each migration exactly once, and one that finds
@@ -19,6 +20,11 @@ import { POSTGRES_MIGRATIONS } from "./postgres-migrations.js";
 import type { Row, Sql } from "./sql/sql.js";
 import { SqlStore } from "./sql/store.js";
 import type { Signals } from "./store.js";
+
+/** SQLSTATEs of a unit of work that lost a race with another: run again. */
+const SERIALIZATION_FAILURE = "40001";
+const DEADLOCK = "40P01";
+const RETRIES = 5;
 
 /** The advisory lock every replica takes while it migrates (an arbitrary constant, steward's own). */
 const MIGRATION_LOCK = 7_117_018;
@@ -135,7 +141,19 @@ export class PostgresStore extends SqlStore {
   }
 
   protected unit<T>(work: (sql: Sql) => Promise<T>): Promise<T> {
-    return this.oneAtATime(() => this.unitNow(work));
+    return this.oneAtATime(async () => {
+      // A unit of another process (a replica, a command) wrote the same rows first: run it again on
+      // what is committed now, a few times, as PostgreSQL advises for repeatable read.
+      for (let tries = 1; ; tries++) {
+        try {
+          return await this.unitNow(work);
+        } catch (error) {
+          const code = (error as { code?: string }).code;
+          if ((code !== SERIALIZATION_FAILURE && code !== DEADLOCK) || tries >= RETRIES) throw error;
+          await new Promise((resolve) => setTimeout(resolve, Math.random() * 20 * tries));
+        }
+      }
+    });
   }
 
   private async unitNow<T>(work: (sql: Sql) => Promise<T>): Promise<T> {

@@ -142,7 +142,7 @@ describe.each(storeKinds())("store ($name) - units of work", (kind) => {
     expect(heard.map((h) => h.id)).toEqual(["n1"]);
   });
 
-  it("store - two stores on one database (two processes) never lose each other's write: a unit waits, or fails whole", async () => {
+  it("store - two stores on one database (two processes) never lose each other's write: a unit waits, is run again on what committed, or fails whole", async () => {
     const store = await kind.fresh();
     const other = await store.reopen();
     await store.transaction((tx) => tx.intents.save(intent("web@a")));
