@@ -101,7 +101,7 @@ async function cluster(): Promise<Cluster> {
         state: join(dir, name),
         repo: repo.dir,
         url: nats.url,
-        args: ["--store", url, "--replica-lease", "3s", "--status", "none"],
+        args: ["--store", url, "--replica-lease", "3s", "--status", "none", "--debug"],
       });
       hubs.push(hub);
       return hub;
