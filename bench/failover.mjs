@@ -12,16 +12,7 @@
 // converged at the new generation (`figure failover_lost_generations`, must be 0).
 // BENCH_NODES, BENCH_ASSIGNMENTS and BENCH_REPLICA_LEASE (default 10s) change the shape.
 import { execFileSync, spawn } from "node:child_process";
-import {
-  chmodSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  openSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-} from "node:fs";
+import { chmodSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -65,8 +56,8 @@ function asPostgres(tool, args) {
   });
 }
 
-const pgDir = join(dir, "pg");
-mkdirSync(pgDir);
+// Its own directory: the postgres user must reach it (a temporary directory is its creator's alone).
+const pgDir = mkdtempSync(join(tmpdir(), "steward-bench-failover-pg-"));
 chmodSync(pgDir, 0o777);
 if (process.getuid?.() === 0) execFileSync("chown", ["postgres", pgDir]);
 const pgPort = await freePort();
@@ -257,5 +248,6 @@ try {
     asPostgres("pg_ctl", ["-D", join(pgDir, "data"), "-m", "immediate", "stop"]);
   } catch {}
   rmSync(dir, { recursive: true, force: true });
+  rmSync(pgDir, { recursive: true, force: true });
   rmSync(agentsDir, { recursive: true, force: true });
 }
