@@ -115,7 +115,7 @@ export class HubRuntime {
         takeovers.push(change);
       });
       await replica.start();
-      early();
+      this.stopBuffering = early;
     }
     const credentials = credentialsFromEnv(this.options.env);
     this.syncer = new Syncer({
@@ -196,10 +196,12 @@ export class HubRuntime {
       await forwarder.listen((keys) =>
         hub.enqueue(keys.filter((key) => hub.owns(key.slice(key.lastIndexOf("@") + 1)))),
       );
-      for (const change of takeovers) await this.leasesChanged(change);
+      // What changed while the hub started is taken in first, then every change as it comes.
+      this.stopBuffering?.();
+      replica.onChange((change) => this.leasesChanged(change));
+      for (const change of takeovers.splice(0)) await this.leasesChanged(change);
       // A webhook or nudge another replica received: the syncing one syncs.
       await store.signals!.listen(SYNC_CHANNEL, () => this.loop?.trigger());
-      replica.onChange((change) => this.leasesChanged(change));
     }
 
     const { startHubHttp } = await import("../hub/http.js");
@@ -289,6 +291,8 @@ export class HubRuntime {
   }
 
   private startLoop: (() => void) | undefined;
+  /** Ends the buffering of lease changes made while the hub was starting. */
+  private stopBuffering: (() => void) | undefined;
 
   /** Syncs soon: here, or (another replica syncing) by asking the one that does. */
   private syncSoon(): void {

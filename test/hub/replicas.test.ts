@@ -85,7 +85,14 @@ async function cluster(): Promise<Cluster> {
     agents.push(await startNatsAgent({ cwd: dir, url: nats.url, node, root: join(root, node) }));
   const log = (name: string) => {
     const path = join(dir, `${name}.log`);
-    return existsSync(path) ? readFileSync(path, "utf8").slice(-3000) : "";
+    if (!existsSync(path)) return "";
+    // What a replica decided and what went wrong, not every attempt's hand-over.
+    const lines = readFileSync(path, "utf8")
+      .split("\n")
+      .filter((line) =>
+        /"component":"(replica|syncer)"|"level":[456]0|took over|took in|^steward/.test(line),
+      );
+    return lines.slice(-40).join("\n").slice(-12_000);
   };
   logs = () => ["a", "b"].map((name) => `--- ${name}:\n${log(name)}`).join("\n");
   return {

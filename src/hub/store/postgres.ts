@@ -24,7 +24,7 @@ import type { Signals } from "./store.js";
 /** SQLSTATEs of a unit of work that lost a race with another: run again. */
 const SERIALIZATION_FAILURE = "40001";
 const DEADLOCK = "40P01";
-const RETRIES = 5;
+const RETRIES = 8;
 
 /** The advisory lock every replica takes while it migrates (an arbitrary constant, steward's own). */
 const MIGRATION_LOCK = 7_117_018;
@@ -150,7 +150,7 @@ export class PostgresStore extends SqlStore {
         } catch (error) {
           const code = (error as { code?: string }).code;
           if ((code !== SERIALIZATION_FAILURE && code !== DEADLOCK) || tries >= RETRIES) throw error;
-          await new Promise((resolve) => setTimeout(resolve, Math.random() * 20 * tries));
+          await new Promise((resolve) => setTimeout(resolve, Math.random() * 50 * tries));
         }
       }
     });

@@ -278,7 +278,15 @@ class NatsHubTransport implements NatsTransport {
     const interval = this.options.heartbeat?.intervalMs ?? DEFAULT_INTERVAL_MS;
     const last = await untilServerAnswers(() => this.lastReports(), waiting, grace);
     for (const report of last) this.watch.expect({ node: report.node }, interval);
-    await Promise.all(last.map((report) => this.hand(() => events.report(report))));
+    // Best effort: what cannot be recorded now (another hub replica writing the same rows, say) is
+    // asked for again — every node the hub reaches reports at its start.
+    const replayed = await Promise.allSettled(last.map((report) => this.hand(() => events.report(report))));
+    const unrecorded = replayed.filter((outcome) => outcome.status === "rejected").length;
+    if (unrecorded > 0)
+      this.log.warn(
+        { reports: unrecorded },
+        "last reports from the bucket not recorded at start; asked for again",
+      );
     for (const node of this.options.nodes ?? [])
       await untilServerAnswers(() => this.addNode(node), waiting, grace);
     await untilServerAnswers(() => this.consumeAgentMessages(), waiting, grace);
