@@ -89,6 +89,11 @@ describe("hub - flags are checked before anything runs", () => {
       ],
       ["--lease", ["--lease", "10"], /^steward: --lease "10" is not a duration/],
       [
+        "--replica-lease 500ms",
+        ["--replica-lease", "500ms"],
+        /^steward: --replica-lease "500ms" is too short: give at least 1s\n$/,
+      ],
+      [
         "--ssh-key",
         ["--ssh-key", "missing-key"],
         /^steward: --ssh-key missing-key: no such file — give the path of the hub's private key\n$/,
