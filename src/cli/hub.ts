@@ -252,7 +252,14 @@ export class HubRuntime {
     });
     this.startLoop = () => {
       this.loop ??= startSyncLoop({
-        syncer: this.syncer,
+        // A replica syncs only while it holds the sync lease (a paused one may not, once resumed).
+        syncer: {
+          sync: async (options) => {
+            if (!this.syncs) await this.replica?.renewNow();
+            if (!this.syncs) throw new Error("this hub replica no longer holds the sync lease");
+            return this.syncer.sync(options);
+          },
+        },
         intervalMs: this.options.syncIntervalMs,
         // Up to date too: another process may have synced a revision, and a fetch that failed before
         // may work again (its condition resolves).

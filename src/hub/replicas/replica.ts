@@ -189,13 +189,19 @@ export class Replica implements Fencing {
     const at = began.toISOString();
     const until = new Date(began.getTime() + leaseMs).toISOString();
     // Renewed where the store still says they are ours (a lease nobody took while this replica was
-    // paused is still its own, with the same token); a changed token is a lease taken anew.
-    const before = new Map(this.held);
-    const wasLeader = this.syncToken !== undefined;
+    // paused is still its own, with the same token); a changed token is a lease taken anew. After a
+    // lapse (no renewal for a whole lease, by this clock) every shard held again counts as gained:
+    // work handed around while this replica owned nothing may have been dropped, and is looked at again.
+    const previous = new Map(this.held);
+    const before = this.valid() ? previous : new Map<number, number>();
+    // By its own clock: a sync lease that lapsed (a renewal came late) and is held again is taken
+    // again, so whoever stopped syncing on the lapse starts again.
+    const wasLeader = this.leader;
     const owners = new Map<number, string>();
+    // Who held each shard last, run out or not: a shard taken from another replica (gone, paused or
+    // giving it up) is a takeover, whose attempts in flight are that replica's.
     for (const lease of await store.replicas.leases())
-      if (lease.name.startsWith("shard:") && lease.expiresAt > at)
-        owners.set(Number(lease.name.slice(6)), lease.holder);
+      if (lease.name.startsWith("shard:")) owners.set(Number(lease.name.slice(6)), lease.holder);
     const outcome = await store.transaction(async (tx) => {
       await tx.replicas.heartbeat({
         id: this.holder,
@@ -212,7 +218,7 @@ export class Replica implements Fencing {
         if (shardOwner(shard, live) === this.holder) wanted.add(shard);
       const kept = await tx.replicas.renew(
         this.holder,
-        [...before.keys()].filter((s) => wanted.has(s)).map(shardLease),
+        [...previous.keys()].filter((s) => wanted.has(s)).map(shardLease),
         until,
       );
       const held = new Map<number, number>();
@@ -220,7 +226,7 @@ export class Replica implements Fencing {
       // Shards held but now another live replica's: given up, for it to take on its next renewal.
       await tx.replicas.release(
         this.holder,
-        [...before.keys()].filter((s) => !wanted.has(s)).map(shardLease),
+        [...previous.keys()].filter((s) => !wanted.has(s)).map(shardLease),
       );
       for (const shard of wanted) {
         if (held.has(shard)) continue;
@@ -247,7 +253,7 @@ export class Replica implements Fencing {
           const from = owners.get(shard);
           return from && from !== this.holder ? { shard, from } : { shard };
         }),
-      lost: [...before.keys()].filter((s) => !this.held.has(s)),
+      lost: [...previous.keys()].filter((s) => !this.held.has(s)),
     };
     if (wasLeader !== (this.syncToken !== undefined)) change.leader = this.syncToken !== undefined;
     if (change.gained.length === 0 && change.lost.length === 0 && change.leader === undefined) return;
