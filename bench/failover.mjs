@@ -240,6 +240,17 @@ try {
   console.log(`figure failover_converged_ms ${Math.round(convergedMs)} ms`);
   console.log(`figure failover_duplicated_oneshots ${duplicated} count`);
   console.log(`figure failover_lost_generations ${lost} count`);
+} catch (error) {
+  // What the replicas said (warnings and errors), then the failure.
+  for (const name of ["replica-a", "replica-b"]) {
+    const log = join(dir, `${name}.log`);
+    if (existsSync(log)) console.error(`--- ${name}\n${readFileSync(log, "utf8").split("\n").slice(-25).join("\n")}`);
+  }
+  const { rows: stuck } = await db.query(
+    "SELECT status, count(*) AS n FROM intents WHERE generation = 2 GROUP BY status",
+  );
+  console.error("generation 2 intents by status:", JSON.stringify(stuck));
+  throw error;
 } finally {
   for (const child of children.reverse()) await stopChild(child).catch(() => undefined);
   await db.end().catch(() => undefined);
