@@ -244,7 +244,8 @@ try {
   // What the replicas said (warnings and errors), then the failure.
   for (const name of ["replica-a", "replica-b"]) {
     const log = join(dir, `${name}.log`);
-    if (existsSync(log)) console.error(`--- ${name}\n${readFileSync(log, "utf8").split("\n").slice(-25).join("\n")}`);
+    if (existsSync(log))
+      console.error(`--- ${name}\n${readFileSync(log, "utf8").split("\n").slice(-25).join("\n")}`);
   }
   const { rows: stuck } = await db.query(
     "SELECT status, count(*) AS n FROM intents WHERE generation = 2 GROUP BY status",
