@@ -94,7 +94,7 @@ export class HubRuntime {
     // Replicas take their leases first: only the sync lease's holder syncs.
     const takeovers: import("../hub/replicas/replica.js").LeaseChange[] = [];
     if (store.signals) {
-      const { Replica } = await import("../hub/replicas/replica.js");
+      const { Replica, shardOf } = await import("../hub/replicas/replica.js");
       const { systemClock } = await import("../hub/clock.js");
       this.replica = new Replica({
         store,
@@ -103,7 +103,6 @@ export class HubRuntime {
         leaseMs: this.options.replicaLeaseMs ?? 10_000,
       });
       store.useFencing(this.replica);
-      const { shardOf } = await import("../hub/replicas/replica.js");
       const replica = this.replica;
       replica.countNodesWith(
         async (shards) =>

@@ -493,10 +493,15 @@ export class Hub {
     this.processing = true;
     try {
       const taken = this.queue.take(this.batchSize);
-      const keys = this.ownership ? taken.filter((key) => this.owns(nodeOfKey(key))) : taken;
-      // Another replica's nodes: handed to it (a sync or a timer here queued them).
-      if (keys.length < taken.length)
-        this.ownership!.forward(taken.filter((key) => !this.owns(nodeOfKey(key))));
+      // One pass, so a key is either reconciled here or handed to the replica that owns its node
+      // (a sync or a timer here queued it), even when this replica's leases lapse meanwhile.
+      let keys = taken;
+      if (this.ownership) {
+        keys = [];
+        const others: string[] = [];
+        for (const key of taken) (this.owns(nodeOfKey(key)) ? keys : others).push(key);
+        if (others.length > 0) this.ownership.forward(others);
+      }
       if (keys.length === 0) return;
       const outcomes: ReconcileOutcome[] = [];
       try {
