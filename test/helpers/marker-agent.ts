@@ -33,6 +33,8 @@ export interface MarkerAgentOptions {
   applyDelayMs?: number;
   /** Makes apply throw (an Agent that crashes mid-attempt). */
   crash?: boolean;
+  /** Makes only the first N applies throw. */
+  crashTimes?: number;
   /** Service-like resources in the bundle make the instance's heartbeat run. */
   withService?: boolean;
 }
@@ -44,6 +46,8 @@ export class MarkerAgent implements AgentRuntime {
   started = 0;
   /** Attempts handed to apply again after they ran (a redelivery): answered by replaying the result. */
   replayed = 0;
+  /** Applies that threw (`crash`, `crashTimes`). */
+  crashed = 0;
   private seq = 0;
 
   constructor(
@@ -63,7 +67,10 @@ export class MarkerAgent implements AgentRuntime {
   }
 
   async apply(bundle: Bundle): Promise<AgentReply> {
-    if (this.options.crash) throw new Error("agent crashed mid-apply");
+    if (this.options.crash || this.crashed < (this.options.crashTimes ?? 0)) {
+      this.crashed++;
+      throw new Error("agent crashed mid-apply");
+    }
     const known = this.attempts()[bundle.attemptId];
     if (known) {
       this.replayed++;

@@ -6,9 +6,9 @@
  */
 import type { TransportHealth } from "../../hub/transport.js";
 import {
-  ATTEMPTS_STREAM,
   HUB_REPORTS_CONSUMER,
   identities,
+  MAILBOX_STREAM,
   REPORTS_STREAM,
   TASKS_STREAM,
 } from "./subjects.js";
@@ -22,13 +22,13 @@ export const ADVISORY_SUBJECTS = [
   "$SYS.ACCOUNT.*.DISCONNECT",
 ] as const;
 
-const OURS = new Set([ATTEMPTS_STREAM, REPORTS_STREAM, TASKS_STREAM]);
+const OURS = new Set([MAILBOX_STREAM, REPORTS_STREAM, TASKS_STREAM]);
 
 /** What an advisory means for steward. */
 export interface AdvisoryObservation {
   health: TransportHealth;
-  /** A message that will never be delivered again: look up its attempt and report it lost. */
-  exhausted?: { stream: string; seq: number; node?: string };
+  /** A message that will never be delivered again. */
+  exhausted?: { stream: string; seq: number };
   /** A stream or consumer of ours is gone: run the topology again, then recover `health`'s reason. */
   repair?: boolean;
 }
@@ -50,31 +50,26 @@ export function observeAdvisory(subject: string, body: AdvisoryBody): AdvisoryOb
   const stream = body.stream ?? tokens[5] ?? "";
   if (!OURS.has(stream)) return undefined;
   const consumer = body.consumer ?? tokens[6];
-  const node = stream === ATTEMPTS_STREAM ? consumer : undefined;
   switch (kind) {
     case "CONSUMER.MAX_DELIVERIES": {
       const seq = body.stream_seq ?? 0;
       const what =
-        node !== undefined
-          ? `an attempt for node ${node} (stream sequence ${seq}) was delivered ${body.deliveries} times and never acknowledged: the agent took it and did not finish`
-          : consumer === HUB_REPORTS_CONSUMER
-            ? `a message from an agent (stream sequence ${seq}) was delivered to the hub ${body.deliveries} times and never recorded`
-            : `message ${seq} of ${stream} was delivered to ${consumer} ${body.deliveries} times and never acknowledged`;
+        consumer === HUB_REPORTS_CONSUMER
+          ? `a message from an agent (stream sequence ${seq}) was delivered to the hub ${body.deliveries} times and never recorded`
+          : `message ${seq} of ${stream} was delivered to ${consumer} ${body.deliveries} times and never acknowledged`;
       return {
         health: {
           status: "degraded",
-          ...(node !== undefined ? { node } : {}),
           reason: "MaxDeliveriesExceeded",
           message: `${what}; it will not be delivered again`,
         },
-        exhausted: { stream, seq, ...(node !== undefined ? { node } : {}) },
+        exhausted: { stream, seq },
       };
     }
     case "CONSUMER.DELETED":
       return {
         health: {
           status: "degraded",
-          ...(node !== undefined ? { node } : {}),
           reason: "ConsumerDeleted",
           message: `consumer ${consumer} of ${stream} was deleted; recreating it`,
         },

@@ -1,26 +1,29 @@
 /**
  * The agent's side of the NATS transport: the loop `steward agent --nats URL --creds FILE --node NAME`
- * runs. It keeps a pull open on the node's durable consumer, applies the attempts that arrived
- * together with the Agent, publishes each result and one fresh full report (also kept in KV
- * `steward-observed`), and only then acknowledges. A crash anywhere before the acknowledgement means
- * redelivery, and the Agent's local record of attempt ids turns a redelivered attempt into a replay
- * of its earlier result.
+ * runs. The node's attempts are pushed to it as the hub posts them to its mailbox (mailbox.ts), and
+ * it reads the mailbox itself when it may have missed some: at start, after every reconnect, when
+ * the mailbox's list changes, when the hub asks for a fresh report, and a second after an attempt
+ * it could not finish. It applies the attempts that arrived together with the Agent and publishes
+ * each result and one fresh full report (also kept in KV `steward-observed`). An attempt read again
+ * — the agent restarted before its result left, say — is handed to the Agent once more, whose local
+ * record of attempt ids turns it into a replay of its earlier result: nothing is applied twice.
  *
  * Alongside: a heartbeat per node and per instance with a running service, and answers to the hub's
  * "send a fresh report" requests.
  */
 import { setTimeout as delay } from "node:timers/promises";
+import { type DirectStreamAPI, type JetStreamClient, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import {
-  type Consumer,
-  type ConsumerMessages,
-  type JetStreamClient,
-  type JsMsg,
-  jetstream,
-} from "@nats-io/jetstream";
-import type { NatsConnection, Subscription } from "@nats-io/transport-node";
+  type Msg,
+  type NatsConnection,
+  NoRespondersError,
+  type Subscription,
+  TimeoutError,
+} from "@nats-io/transport-node";
 import type { AgentReply, AttemptResult, Bundle, Report } from "../../model/generated.js";
 import type { LocalAgent } from "../local.js";
 import {
+  causedBy,
   connectNats,
   identityLabel,
   type NatsCredentials,
@@ -30,7 +33,8 @@ import {
 } from "./connect.js";
 import type { HeartbeatMessage } from "./heartbeats.js";
 import { type NatsLog, silentLog } from "./log.js";
-import { ATTEMPTS_STREAM, attemptConsumer, identities, OBSERVED_BUCKET, subjects } from "./subjects.js";
+import { readMailbox } from "./mailbox.js";
+import { assertToken, identities, OBSERVED_BUCKET, subjects } from "./subjects.js";
 
 /** What the loop needs of the Agent (src/agent/agent.ts): the same as the local transport does. */
 export type AgentRuntime = LocalAgent;
@@ -49,8 +53,6 @@ export interface NatsAgentOptions {
   connection?: NatsConnection;
   /** Heartbeat interval; default 5,000 ms. */
   heartbeatIntervalMs?: number;
-  /** How often to tell the server an attempt is still being worked on; default 1,000 ms. */
-  progressIntervalMs?: number;
   clock?: () => Date;
   log?: NatsLog;
 }
@@ -65,11 +67,15 @@ export interface NatsAgent {
 /** What `steward agent --nats` logs once its loop runs (a local fleet waits for it). */
 export const AGENT_RUNNING = "agent running over NATS";
 
-/** How long one pull request waits on the server; bounds the pause after a server restart. */
-export const PULL_EXPIRES_MS = 3_000;
-
-/** Attempts applied together at most, and delivered ahead of being handled (see `take`). */
+/** Attempts applied together at most (see `take`). */
 const MAX_BATCH = 16;
+
+/** Times an attempt the Agent could not answer is taken again, a second apart, before it is left to the hub. */
+const MAX_TRIES = 5;
+const RETRY_MS = 1_000;
+
+/** How long a read of the mailbox waits for the server. */
+const MAILBOX_TIMEOUT_MS = 2_000;
 
 /**
  * A publish whose acknowledgement is lost (the server went down as it was sent) is retried soon
@@ -121,21 +127,32 @@ class RefusedSubjects extends Error {}
 
 class AgentLoop {
   private readonly js: JetStreamClient;
+  private direct: DirectStreamAPI | undefined;
   private readonly node: string;
   private readonly clock: () => Date;
   private readonly log: NatsLog;
   private readonly intervalMs: number;
   /** Highest generation applied per assignment: an older attempt arriving later is superseded. */
   private readonly applied = new Map<string, number>();
+  /**
+   * Per assignment, the attempt taken last in this process (waiting, being applied or answered): the
+   * same attempt pushed and read from the mailbox, or read again, is taken once.
+   */
+  private readonly taken = new Map<string, string>();
+  /** Attempts the Agent could not answer, and how often. */
+  private readonly tries = new Map<string, number>();
   /** Instances whose service beats; one that stops gets a last `stopped` beat. */
   private beating = new Set<string>();
   private handling: Promise<void> | undefined;
-  /** Attempts delivered and not yet handled, in order (see `take`). */
-  private readonly inHand: JsMsg[] = [];
+  /** Attempts received and not yet handled, in order (see `take`). */
+  private readonly inHand: Bundle[] = [];
   private taking = false;
-  private messages: ConsumerMessages | undefined;
+  private catchingUp: Promise<void> | undefined;
+  private catchUpAgain = false;
+  private toldNoMailbox = false;
+  private readonly retryTimers = new Set<NodeJS.Timeout>();
   private heartbeatTimer: NodeJS.Timeout | undefined;
-  private control: Subscription | undefined;
+  private readonly subscriptions: Subscription[] = [];
   private reportChain: Promise<void> = Promise.resolve();
   private stopped = false;
 
@@ -145,90 +162,125 @@ class AgentLoop {
   ) {
     this.js = jetstream(nc);
     this.node = options.node;
-    attemptConsumer(this.node);
+    assertToken(this.node, "node name");
     this.clock = options.clock ?? (() => new Date());
     this.log = options.log ?? silentLog;
     this.intervalMs = options.heartbeatIntervalMs ?? 5_000;
   }
 
   /**
-   * Starts beating, answering and pulling. The node's control subject is subscribed first and a
-   * round trip made: the server refuses that subscription, before its answer to the round trip,
-   * to credentials that are not the node's — which then throw RefusedSubjects, before anything
-   * else is sent.
+   * Starts beating, answering and receiving. The node's subjects are subscribed first and a round
+   * trip made: the server refuses those subscriptions, before its answer to the round trip, to
+   * credentials that are not the node's — which then throw RefusedSubjects, before anything else is
+   * sent.
    */
   async start(): Promise<void> {
     let refused: Error | undefined;
     let checked = false;
-    this.control = this.nc.subscribe(subjects.control(this.node), {
-      callback: (error, msg) => {
-        if (error) {
-          // A later refusal (the server's permissions changed under a running agent) is logged.
-          if (checked)
-            this.log.error(
-              { node: this.node, error: error.message },
-              "the server refuses this node's control subject",
-            );
-          else refused = error;
-          return;
-        }
-        msg.respond(JSON.stringify({ accepted: true }));
-        void this.observeAndPublish();
-      },
+    const subscribe = (subject: string, onMessage: (msg: Msg) => void) =>
+      this.subscriptions.push(
+        this.nc.subscribe(subject, {
+          callback: (error, msg) => {
+            if (!error) return onMessage(msg);
+            // A later refusal (the server's permissions changed under a running agent) is logged.
+            if (checked)
+              this.log.error(
+                { node: this.node, subject, error: error.message },
+                "the server refuses this node's subject",
+              );
+            else refused ??= error;
+          },
+        }),
+      );
+    subscribe(subjects.control(this.node), (msg) => {
+      msg.respond(JSON.stringify({ accepted: true }));
+      // The hub asks when it misses a result: an attempt never received is read now.
+      this.catchUp();
+      void this.observeAndPublish();
     });
+    subscribe(subjects.attemptsOf(this.node), (msg) => this.receive(msg.data));
+    subscribe(subjects.mailbox(this.node), () => this.catchUp());
     await this.nc.flush();
     checked = true;
     if (refused) throw new RefusedSubjects(refused.message);
+    // No API check: a node may not ask for the account's JetStream information.
+    this.direct = (await jetstreamManager(this.nc, { checkAPI: false, timeout: MAILBOX_TIMEOUT_MS })).direct;
     this.beat();
     this.heartbeatTimer = setInterval(() => this.beat(), this.intervalMs);
     const report = await this.options.agent.observe();
     this.learn(report);
     void this.publishReport(report);
     await this.options.agent.start?.((fresh) => this.publishReport(fresh));
-    void this.pull();
+    void this.watchConnection();
+    this.catchUp();
+    this.log.debug({ node: this.node }, "receiving attempts");
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
-    this.control?.unsubscribe();
-    // Attempts not started go back at once rather than after their deadline; one being applied is waited for.
-    for (const msg of this.inHand.splice(0)) msg.nak();
-    await this.messages?.close().catch(() => undefined);
+    for (const timer of this.retryTimers) clearTimeout(timer);
+    for (const sub of this.subscriptions) sub.unsubscribe();
+    // Attempts not started stay in the mailbox for the next start; one being applied is waited for.
+    this.inHand.splice(0);
+    await this.catchingUp;
     await this.handling;
     await this.options.agent.stop?.();
     await this.reportChain;
   }
 
-  /**
-   * Waits for the hub to have created this node's consumer, then keeps one pull open on it
-   * (renewed by the client; heartbeats end a pull a restarted server forgot). Attempts go to `inHand`
-   * as they arrive and are taken from there together, so the attempts of one commit, dispatched
-   * at the same moment, are applied together and answered by one report.
-   */
-  private async pull(): Promise<void> {
-    const consumer = await this.consumer();
-    if (!consumer || this.stopped) return;
-    try {
-      this.messages = await consumer.consume({
-        max_messages: MAX_BATCH,
-        expires: PULL_EXPIRES_MS,
-        callback: (msg) => {
-          if (this.stopped) msg.nak();
-          else {
-            this.inHand.push(msg);
-            this.take();
-          }
-        },
-      });
-      void this.watchPull(this.messages);
-      this.log.debug({ node: this.node }, "pulling attempts");
-    } catch (error) {
+  /** After each reconnect the mailbox is read: attempts posted while the connection was down were not pushed. */
+  private async watchConnection(): Promise<void> {
+    for await (const status of this.nc.status()) {
       if (this.stopped) return;
-      this.log.warn({ node: this.node, error: String(error) }, "pulling attempts failed; retrying");
-      await delay(1_000);
-      return this.pull();
+      if (status.type === "reconnect") this.catchUp();
     }
+  }
+
+  /**
+   * Reads the node's mailbox and takes what it holds that was not taken yet. One read at a time; a
+   * request meanwhile makes one more read after it. A read that fails (the server is away) is
+   * tried again a second later, until it succeeds or the loop stops.
+   */
+  private catchUp(): void {
+    if (this.stopped) return;
+    if (this.catchingUp) {
+      this.catchUpAgain = true;
+      return;
+    }
+    this.catchingUp = (async () => {
+      do {
+        this.catchUpAgain = false;
+        try {
+          for (const entry of await readMailbox(this.direct as DirectStreamAPI, this.node))
+            this.receive(entry.data);
+        } catch (error) {
+          // Nothing answers for a stream the hub has not made yet (an agent started first): said once.
+          const unanswered = causedBy(error, NoRespondersError) || causedBy(error, TimeoutError);
+          if (!unanswered)
+            this.log.warn({ node: this.node, error: String(error) }, "reading the mailbox failed; retrying");
+          else if (!this.toldNoMailbox)
+            this.log.warn(
+              { node: this.node, error: String(error) },
+              "the mailbox does not answer; waiting for the hub to create it",
+            );
+          this.toldNoMailbox ||= unanswered;
+          this.catchUpAgain = true;
+          await delay(RETRY_MS);
+        }
+      } while (this.catchUpAgain && !this.stopped);
+      this.catchingUp = undefined;
+    })();
+  }
+
+  /** Takes an attempt pushed or read from the mailbox, unless it was taken already. */
+  private receive(data: Uint8Array): void {
+    if (this.stopped) return;
+    const bundle = this.bundleOf(data);
+    if (!bundle || this.taken.get(bundle.spec.assignment) === bundle.attemptId) return;
+    this.taken.set(bundle.spec.assignment, bundle.attemptId);
+    this.inHand.push(bundle);
+    this.take();
   }
 
   /**
@@ -248,92 +300,85 @@ class AgentLoop {
     });
   }
 
-  /** Logs what the client says of the pull (missed heartbeats, a consumer gone after a server restart). */
-  private async watchPull(messages: ConsumerMessages): Promise<void> {
-    for await (const status of messages.status()) {
-      const fields = { node: this.node, status: status.type };
-      // A pull that expired empty (discard) or was renewed is the idle course of things.
-      if (["debug", "next", "heartbeat", "discard", "reset"].includes(status.type))
-        this.log.debug(fields, "pull");
-      else this.log.warn({ ...fields, detail: JSON.stringify(status) }, `pulling attempts: ${status.type}`);
-    }
-  }
-
-  private async consumer(): Promise<Consumer | undefined> {
-    let logged = false;
-    while (!this.stopped) {
-      try {
-        return await this.js.consumers.get(ATTEMPTS_STREAM, attemptConsumer(this.node));
-      } catch (error) {
-        if (!logged)
-          this.log.warn(
-            { node: this.node, error: String(error) },
-            "no attempt consumer for this node yet; waiting for the hub to create it",
-          );
-        logged = true;
-        await delay(1_000);
-      }
-    }
-    return undefined;
-  }
-
-  /** The bundle a message carries; a message that is none for this node is terminated. */
-  private bundleOf(msg: JsMsg): Bundle | undefined {
+  /** The bundle a message carries; one that is none for this node is logged and dropped. */
+  private bundleOf(data: Uint8Array): Bundle | undefined {
     let bundle: Bundle;
     try {
-      bundle = msg.json<Bundle>();
+      bundle = JSON.parse(new TextDecoder().decode(data)) as Bundle;
     } catch {
-      this.log.error({ node: this.node, seq: msg.seq }, "attempt is not JSON; rejected");
-      msg.term("not JSON");
+      this.log.error({ node: this.node }, "attempt is not JSON; rejected");
       return undefined;
     }
     if (
       bundle?.kind !== "Bundle" ||
       bundle.spec?.node !== this.node ||
-      typeof bundle.attemptId !== "string"
+      typeof bundle.attemptId !== "string" ||
+      typeof bundle.spec.assignment !== "string"
     ) {
-      this.log.error({ node: this.node, seq: msg.seq }, "attempt is not a bundle for this node; rejected");
-      msg.term("not a bundle for this node");
+      this.log.error({ node: this.node }, "attempt is not a bundle for this node; rejected");
       return undefined;
     }
     return bundle;
   }
 
   /**
-   * Applies the attempts in order (several under one hold of the Agent, one report after all),
-   * publishes each result and the report, and only then acknowledges each.
+   * Takes `bundles` again a second from now, by reading the mailbox (which may hold a newer attempt
+   * by then). `counted`: the Agent failed on them, which is tried MAX_TRIES times, then left to the
+   * hub (its attempt lease runs out and it asks for a fresh report).
    */
-  private async handle(msgs: readonly JsMsg[]): Promise<void> {
-    const work: { msg: JsMsg; bundle: Bundle }[] = [];
-    for (const msg of msgs) {
-      const bundle = this.bundleOf(msg);
-      if (!bundle) continue;
+  private again(bundles: readonly Bundle[], counted: boolean): void {
+    for (const bundle of bundles) {
+      const tries = (this.tries.get(bundle.attemptId) ?? 0) + (counted ? 1 : 0);
+      if (tries >= MAX_TRIES) {
+        this.tries.delete(bundle.attemptId);
+        this.log.error(
+          { node: this.node, attemptId: bundle.attemptId, tries },
+          "attempt not applied after every try; left to the hub",
+        );
+        continue;
+      }
+      this.tries.set(bundle.attemptId, tries);
+      if (this.taken.get(bundle.spec.assignment) === bundle.attemptId)
+        this.taken.delete(bundle.spec.assignment);
+    }
+    const timer = setTimeout(() => {
+      this.retryTimers.delete(timer);
+      this.catchUp();
+    }, RETRY_MS);
+    this.retryTimers.add(timer);
+  }
+
+  /**
+   * Applies the attempts in order (several under one hold of the Agent, one report after all) and
+   * publishes each result and the report.
+   */
+  private async handle(bundles: readonly Bundle[]): Promise<void> {
+    const work: Bundle[] = [];
+    for (const bundle of bundles) {
       const newest = this.applied.get(bundle.spec.assignment) ?? 0;
       if (bundle.generation < newest) {
         const result = this.superseded(bundle, newest);
-        await this.publishResult(result);
-        msg.ack();
-        this.logAttempt(result);
-      } else work.push({ msg, bundle });
+        try {
+          await this.publishResult(result);
+          this.logAttempt(result);
+        } catch {
+          this.again([bundle], false);
+        }
+      } else work.push(bundle);
     }
     if (work.length === 0) return;
-    // Still being worked on, and those waiting behind them are still wanted: no redelivery meanwhile.
-    const progress = setInterval(() => {
-      for (const { msg } of work) msg.working();
-      for (const msg of this.inHand) msg.working();
-    }, this.options.progressIntervalMs ?? 1_000);
     const started = Date.now();
     let outcomes: ({ result: AttemptResult } | { error: unknown })[];
     let report: Report;
     try {
       const agent = this.options.agent;
       if (work.length > 1 && agent.applyAll) {
-        ({ outcomes, report } = await agent.applyAll(work.map((w) => w.bundle)));
+        ({ outcomes, report } = await agent.applyAll(work));
       } else {
         // One at a time (an Agent without applyAll); the last reply's report covers them all.
         outcomes = [];
         let last: Report | undefined;
-        for (const { bundle } of work) {
+        for (const bundle of work) {
           const reply: AgentReply = await agent.apply(bundle);
           outcomes.push({ result: reply.result });
           last = reply.report;
@@ -341,44 +386,45 @@ class AgentLoop {
         report = last as Report;
       }
     } catch (error) {
-      // The Agent itself failed (not the attempt): let the server redeliver within its bound.
-      for (const { msg, bundle } of work) {
-        this.logUnanswered(bundle, started, error);
-        msg.nak(1_000);
-      }
+      // The Agent itself failed (not the attempt): taken again within the bound.
+      for (const bundle of work) this.logUnanswered(bundle, started, error);
+      this.again(work, true);
       return;
-    } finally {
-      clearInterval(progress);
     }
-    const answered: { msg: JsMsg; result: AttemptResult }[] = [];
-    work.forEach(({ msg, bundle }, i) => {
+    const answered: AttemptResult[] = [];
+    const unanswered: Bundle[] = [];
+    work.forEach((bundle, i) => {
       const outcome = outcomes[i];
-      if (outcome && "result" in outcome) answered.push({ msg, result: outcome.result });
+      if (outcome && "result" in outcome) answered.push(outcome.result);
       else {
         this.logUnanswered(bundle, started, outcome?.error);
-        msg.nak(1_000);
+        unanswered.push(bundle);
       }
     });
-    for (const { result } of answered)
+    if (unanswered.length > 0) this.again(unanswered, true);
+    for (const result of answered) {
+      this.tries.delete(result.attemptId);
       this.applied.set(
         result.assignment,
         Math.max(this.applied.get(result.assignment) ?? 0, result.generation),
       );
+    }
     try {
       // Sent together on one connection, so the stream still holds the results before the report.
       await Promise.all([
-        ...answered.map(({ result }) => this.publishResult(result)),
+        ...answered.map((result) => this.publishResult(result)),
         this.publishReport(report),
       ]);
-      for (const { msg, result } of answered) {
-        msg.ack();
-        this.logAttempt(result);
-      }
+      for (const result of answered) this.logAttempt(result);
     } catch (error) {
-      // Not acknowledged: the attempts come back and the Agent replays their results.
+      // Taken again from the mailbox: the Agent replays their results.
       this.log.warn(
-        { node: this.node, attempts: answered.map(({ result }) => result.attemptId), error: String(error) },
-        "could not publish the results; the attempts will be redelivered",
+        { node: this.node, attempts: answered.map((result) => result.attemptId), error: String(error) },
+        "could not publish the results; the attempts will be taken again",
+      );
+      this.again(
+        work.filter((bundle) => answered.some((result) => result.attemptId === bundle.attemptId)),
+        false,
       );
     }
   }
@@ -408,11 +454,11 @@ class AgentLoop {
         attemptId: bundle.attemptId,
         assignment: bundle.spec.assignment,
         generation: bundle.generation,
-        outcome: "redelivered",
+        outcome: "taken again",
         durationMs: Date.now() - started,
         error: String(error),
       },
-      "attempt not applied: the agent failed; it will be redelivered",
+      "attempt not applied: the agent failed; it will be taken again",
     );
   }
 

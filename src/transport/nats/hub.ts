@@ -2,9 +2,10 @@
  * The hub's side of the NATS transport: `createNatsTransport(options)` implements the Transport port
  * (src/hub/transport.ts) over JetStream.
  *
- * - dispatch publishes the bundle on `steward.attempt.<node>.<assignment>` with the attempt id as
- *   `Nats-Msg-Id`: re-publishing after a crash is de-duplicated by the stream, and the stream keeps
- *   only the newest attempt per instance, so an offline node later sees the current generation only;
+ * - dispatch posts the bundle to the node's mailbox (mailbox.ts): `steward.attempt.<node>.<assignment>`
+ *   with the attempt id as `Nats-Msg-Id`, so re-publishing after a crash is de-duplicated by the
+ *   stream, which keeps only the newest attempt per instance: an offline node later sees the
+ *   current generation only;
  * - reports and results come from the durable consumer `hub` of STEWARD_REPORTS, handled in order
  *   per node and acknowledged only after the hub's handler returned (a hub that dies before
  *   recording gets them again);
@@ -44,29 +45,23 @@ import {
 } from "../../hub/transport.js";
 import type { AttemptResult, Bundle, Node, Report } from "../../model/generated.js";
 import { ADVISORY_SUBJECTS, observeAdvisory } from "./advisories.js";
-import { PULL_EXPIRES_MS } from "./agent.js";
 import { ConditionMirror } from "./conditions.js";
 import { causedBy, connectNats, type NatsTls, untilServerAnswers } from "./connect.js";
 import { type HeartbeatKey, parseHeartbeat, SilenceWatch } from "./heartbeats.js";
 import { type NatsLog, silentLog } from "./log.js";
+import { MailboxPoster, readMailbox } from "./mailbox.js";
 import {
-  ATTEMPTS_STREAM,
   HUB_REPORTS_CONSUMER,
   HUB_TASK_EVENTS_CONSUMER,
   identities,
+  MAILBOX_STREAM,
   OBSERVED_BUCKET,
   REPORTS_STREAM,
   subjects,
   TASKS_STREAM,
 } from "./subjects.js";
 import { publishTask, type TaskEvent, type TaskMessage } from "./tasks.js";
-import {
-  type AttemptDelivery,
-  DEFAULT_ATTEMPT_DELIVERY,
-  ensureNodeConsumer,
-  ensureTopology,
-  type TopologyOptions,
-} from "./topology.js";
+import { ensureTopology, type TopologyOptions } from "./topology.js";
 
 export interface NatsTransportOptions {
   /** Server URL(s); ignored when `connection` is given. */
@@ -76,7 +71,7 @@ export interface NatsTransportOptions {
   tls?: NatsTls;
   /** An open connection to use instead (not closed by `stop`). */
   connection?: NatsConnection;
-  /** Nodes expected on the bus: their consumers are created and their heartbeats watched from start. */
+  /** Nodes expected on the bus: their heartbeats are watched from start. */
   nodes?: string[];
   /**
    * The transport name the hub routes by: nodes declaring it are dispatched here, others are refused
@@ -98,7 +93,6 @@ export interface NatsTransportOptions {
   };
   /** Called when a node, or an instance's service, falls silent and when it beats again. */
   onSilence?: (change: SilenceChange) => void;
-  attemptDelivery?: AttemptDelivery;
   /** How long to wait for the stream to acknowledge a dispatch (tried 3 times); default 2,000 ms. */
   publishTimeoutMs?: number;
   /** How long `requestReport` waits for the agent to accept; default 2,000 ms. */
@@ -138,20 +132,23 @@ export interface NatsTransport extends Transport {
   publishTask(task: TaskMessage): Promise<void>;
   /** The last report of every node as KV `steward-observed` holds it. */
   lastReports(): Promise<Report[]>;
-  /** Creates the node's attempt consumer (done by `dispatch` too) and starts watching its heartbeat. */
+  /** Starts watching the node's heartbeat. */
   addNode(node: string): Promise<void>;
-  /** What the server says about steward's streams, each node's queue of attempts, and storage. */
+  /** What the server says about steward's streams and storage. */
   busState(): Promise<BusState>;
+  /** What the node's mailbox holds: the newest attempt of each of its instances, oldest first. */
+  mailbox(node: string): Promise<{ assignment: string; attemptId: string; generation: number }[]>;
 }
 
 /** The bus as the server sees it (JSON-serialisable): for `steward status`, metrics and the log. */
 export interface BusState {
   streams: { name: string; messages: number; bytes: number }[];
-  /** Per node: attempts waiting to be taken, taken but not yet acknowledged, and redelivered. */
-  nodes: { node: string; waiting: number; inProgress: number; redelivered: number }[];
   /** JetStream storage used by the account, and its limit (-1: none). */
   storage: { usedBytes: number; limitBytes: number };
 }
+
+/** How long one pull request of the hub's consumers waits on the server; bounds the pause after a server restart. */
+const PULL_EXPIRES_MS = 3_000;
 
 /** Share of the account's storage limit past which the bus is degraded (`StorageNearLimit`). */
 const STORAGE_WARNING_SHARE = 0.9;
@@ -187,14 +184,13 @@ class NatsHubTransport implements NatsTransport {
   private nc: NatsConnection | undefined;
   private js: JetStreamClient | undefined;
   private jsm: JetStreamManager | undefined;
+  private poster: MailboxPoster | undefined;
   private mirror: ConditionMirror | undefined;
   private events: TransportEvents | undefined;
   /** Events handed to the hub and not yet recorded: `stop` waits for them. */
   private readonly handing = new Set<Promise<unknown>>();
-  private readonly nodesReady = new Map<string, Promise<void>>();
   private readonly subscriptions: Subscription[] = [];
   private readonly stoppers: (() => Promise<unknown> | unknown)[] = [];
-  private readonly degradedNodes = new Set<string>();
   private readonly watch: SilenceWatch;
   private readonly clock: () => Date;
   private readonly log: NatsLog;
@@ -260,6 +256,11 @@ class NatsHubTransport implements NatsTransport {
     // Each step asks the server; a server restarting meanwhile is waited for, never a failed start.
     const jsm = await untilServerAnswers(() => jetstreamManager(nc), waiting, grace);
     this.jsm = jsm;
+    this.poster = new MailboxPoster({
+      js: this.js,
+      jsm,
+      timeoutMs: this.options.publishTimeoutMs ?? 2_000,
+    });
     await untilServerAnswers(() => ensureTopology(nc, jsm, this.topologyOptions()), waiting, grace);
     this.mirror = await untilServerAnswers(() => ConditionMirror.open(nc), waiting, grace);
     this.watchConnection(nc);
@@ -298,19 +299,6 @@ class NatsHubTransport implements NatsTransport {
 
   async addNode(node: string): Promise<void> {
     this.watch.expect({ node }, this.options.heartbeat?.intervalMs ?? DEFAULT_INTERVAL_MS);
-    await this.nodeReady(node);
-  }
-
-  private nodeReady(node: string): Promise<void> {
-    let ready = this.nodesReady.get(node);
-    if (!ready) {
-      const jsm = this.jsm;
-      if (!jsm) return Promise.reject(new Error("the NATS transport has not been started"));
-      ready = ensureNodeConsumer(jsm, node, this.options.attemptDelivery ?? DEFAULT_ATTEMPT_DELIVERY);
-      this.nodesReady.set(node, ready);
-      ready.catch(() => this.nodesReady.delete(node));
-    }
-    return ready;
   }
 
   async dispatch(bundle: Bundle, node: Node): Promise<void> {
@@ -328,9 +316,9 @@ class NatsHubTransport implements NatsTransport {
         "NodeMismatch",
       );
     await this.started();
-    if (!this.js || this.stopped)
+    if (!this.poster || this.stopped)
       throw new DispatchError("the NATS transport is not running", "transient", "TransportStopped");
-    const js = this.js;
+    const poster = this.poster;
     const subject = subjects.attempt(name, bundle.spec.assignment);
     // The stream keeps one attempt per instance subject, the last published: an older attempt
     // whose publish is still being retried (a server restarting) must not land after a newer one
@@ -340,22 +328,18 @@ class NatsHubTransport implements NatsTransport {
       if (this.stopped)
         throw new DispatchError("the NATS transport is stopping", "transient", "TransportStopped");
       try {
-        const ack = await this.throughElection(async () => {
-          await this.nodeReady(name);
-          return js.publish(subject, JSON.stringify(bundle), {
-            msgID: bundle.attemptId,
-            timeout: this.options.publishTimeoutMs ?? 2_000,
-            // A retry after a lost acknowledgement is safe: the stream drops the second copy by its id.
-            retries: 3,
-            expect: { streamName: ATTEMPTS_STREAM },
-          });
-        });
+        const ack = await this.throughElection(() =>
+          poster.post(name, bundle.spec.assignment, bundle.attemptId, JSON.stringify(bundle)),
+        );
         if (ack.duplicate)
           this.log.info(
             { attemptId: bundle.attemptId, node: name },
             "attempt already on the stream; not queued twice",
           );
       } catch (error) {
+        // No stream answers for the subject: it was deleted (its advisory can be lost when nats-server
+        // 2.9 recreates a stream at once). The topology is repaired for the retry.
+        if (causedBy(error, NoRespondersError)) void this.repair();
         throw dispatchError(error, bundle, name);
       }
     });
@@ -446,25 +430,29 @@ class NatsHubTransport implements NatsTransport {
     const jsm = this.jsm;
     if (!jsm) throw new Error("the NATS transport has not been started");
     const streams: BusState["streams"] = [];
-    for (const name of [ATTEMPTS_STREAM, REPORTS_STREAM, TASKS_STREAM]) {
+    for (const name of [MAILBOX_STREAM, REPORTS_STREAM, TASKS_STREAM]) {
       const info = await jsm.streams.info(name);
       streams.push({ name, messages: info.state.messages, bytes: info.state.bytes });
     }
-    const nodes: BusState["nodes"] = [];
-    for await (const consumer of jsm.consumers.list(ATTEMPTS_STREAM))
-      nodes.push({
-        node: consumer.name,
-        waiting: consumer.num_pending,
-        inProgress: consumer.num_ack_pending,
-        redelivered: consumer.num_redelivered,
-      });
-    nodes.sort((a, b) => (a.node < b.node ? -1 : 1));
     const account = await jsm.getAccountInfo();
     return {
       streams,
-      nodes,
       storage: { usedBytes: account.storage, limitBytes: account.limits.max_storage },
     };
+  }
+
+  async mailbox(node: string): Promise<{ assignment: string; attemptId: string; generation: number }[]> {
+    const jsm = this.jsm;
+    if (!jsm) throw new Error("the NATS transport has not been started");
+    const decoder = new TextDecoder();
+    return (await readMailbox(jsm.direct, node)).map((entry) => {
+      const bundle = JSON.parse(decoder.decode(entry.data)) as Bundle;
+      return {
+        assignment: bundle.spec.assignment,
+        attemptId: bundle.attemptId,
+        generation: bundle.generation,
+      };
+    });
   }
 
   /** Reads the account's storage against its limit (on start and after each reconnect, not on a timer). */
@@ -533,15 +521,15 @@ class NatsHubTransport implements NatsTransport {
       // node's results and the report after them are recorded together.
       if (kind === "report") await this.hand(() => events.report(body as Report));
       else {
-        await this.hand(() => events.result(body as AttemptResult));
-        if (this.degradedNodes.delete(node))
-          await this.hand(() =>
-            events.health({
-              status: "recovered",
-              node,
-              reason: "MaxDeliveriesExceeded",
-              message: `node ${node} completed an attempt again`,
-            }),
+        const result = body as AttemptResult;
+        await this.hand(() => events.result(result));
+        void this.poster
+          ?.settle(node, result.assignment, result.attemptId)
+          .catch((error) =>
+            this.log.warn(
+              { node, attemptId: result.attemptId, error: String(error) },
+              "could not take an answered attempt out of the mailbox",
+            ),
           );
       }
       msg.ack();
@@ -632,30 +620,15 @@ class NatsHubTransport implements NatsTransport {
     if (observation.repair) void this.repair(observation.health);
   }
 
-  /** A message the server will not deliver again: an attempt is reported lost, then removed. */
-  private async settleExhausted(exhausted: { stream: string; seq: number; node?: string }): Promise<void> {
+  /**
+   * A message the server will not deliver again (to the hub's consumers: attempts have none) is
+   * removed: left in a work-queue stream, it would be handed out again if the consumer were recreated.
+   */
+  private async settleExhausted(exhausted: { stream: string; seq: number }): Promise<void> {
     const jsm = this.jsm;
     if (!jsm) return;
-    if (exhausted.node) this.degradedNodes.add(exhausted.node);
-    else if (exhausted.stream === REPORTS_STREAM) this.hubDeliveriesExhausted = true;
+    if (exhausted.stream === REPORTS_STREAM) this.hubDeliveriesExhausted = true;
     try {
-      if (exhausted.stream === ATTEMPTS_STREAM && exhausted.node) {
-        const stored = await jsm.streams.getMessage(exhausted.stream, { seq: exhausted.seq });
-        const bundle = stored?.json<Bundle>();
-        if (bundle?.attemptId) {
-          const node = exhausted.node;
-          const events = this.events;
-          if (events)
-            await this.hand(() =>
-              events.lost(
-                bundle.attemptId,
-                node,
-                "MaxDeliveriesExceeded: the agent never finished the attempt",
-              ),
-            );
-        }
-      }
-      // Left in a work-queue stream, it would be handed out again if the consumer were recreated.
       await jsm.streams.deleteMessage(exhausted.stream, exhausted.seq, false);
     } catch (error) {
       this.log.warn({ ...exhausted, error: String(error) }, "could not settle an exhausted message");
@@ -693,9 +666,8 @@ class NatsHubTransport implements NatsTransport {
       const jsm = this.jsm;
       if (!jsm || this.stopped) return false;
       await ensureTopology(this.connection, jsm, this.topologyOptions());
-      const nodes = [...this.nodesReady.keys()];
-      this.nodesReady.clear();
-      for (const node of nodes) await this.nodeReady(node);
+      // A recreated mailbox stream holds no lists: each is read again before it is next written.
+      this.poster?.forget();
       for (const degraded of triggers)
         await this.emitHealth({ ...degraded, status: "recovered", message: "recreated as declared" });
       return true;

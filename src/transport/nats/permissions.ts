@@ -1,14 +1,14 @@
 /**
- * What each identity may publish and subscribe to, as nats-server permissions. A node may pull,
- * acknowledge and read only its own attempts and publish only its own reports, results and
+ * What each identity may publish and subscribe to, as nats-server permissions. A node may receive
+ * and read only its own attempts and mailbox list and publish only its own reports, results and
  * heartbeats; a task agent only takes tasks and answers them; a viewer only reads the key-value
  * buckets. Built from the same subject helpers the code publishes with.
  */
 import {
-  ATTEMPTS_STREAM,
-  attemptConsumer,
+  assertToken,
   CONDITIONS_BUCKET,
   identities,
+  MAILBOX_STREAM,
   OBSERVED_BUCKET,
   subjects,
   TASK_AGENTS_CONSUMER,
@@ -28,21 +28,29 @@ export function hubPermissions(): Permissions {
   return { publish: [">"], subscribe: [">"] };
 }
 
-/** A node: its own attempts in, its own reports, results and heartbeats out. */
+/**
+ * A node: its own attempts in (pushed, and read from its mailbox by direct gets of its own subjects:
+ * the subject a direct get names is the one permissions see), its own reports, results and
+ * heartbeats out.
+ */
 export function nodePermissions(node: string, identity: string): Permissions {
-  const consumer = attemptConsumer(node);
+  assertToken(node, "node name");
   return {
     publish: [
-      `$JS.API.CONSUMER.INFO.${ATTEMPTS_STREAM}.${consumer}`,
-      `$JS.API.CONSUMER.MSG.NEXT.${ATTEMPTS_STREAM}.${consumer}`,
-      `$JS.ACK.${ATTEMPTS_STREAM}.${consumer}.>`,
+      subjects.lastOf(MAILBOX_STREAM, subjects.mailbox(node)),
+      subjects.lastOf(MAILBOX_STREAM, subjects.attemptsOf(node)),
       subjects.report(node),
       subjects.result(node),
       subjects.heartbeat(node),
       subjects.heartbeat(node, "*"),
       subjects.kv(OBSERVED_BUCKET, node),
     ],
-    subscribe: [`${subjects.inboxPrefix(identity)}.>`, subjects.control(node)],
+    subscribe: [
+      `${subjects.inboxPrefix(identity)}.>`,
+      subjects.control(node),
+      subjects.attemptsOf(node),
+      subjects.mailbox(node),
+    ],
     allowResponses: true,
   };
 }

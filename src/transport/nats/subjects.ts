@@ -6,8 +6,15 @@
  * Node and assignment names are DNS labels (schema `Name`), which are valid subject tokens as they are.
  */
 
-/** Stream of attempts; one subject per instance so the stream keeps only the newest attempt of each. */
-export const ATTEMPTS_STREAM = "STEWARD_ATTEMPTS";
+/**
+ * Every node's mailbox: the newest attempt of each instance (one subject per instance, one message
+ * per subject) and each node's list of the instances it holds (`subjects.mailbox`). Agents are
+ * pushed attempts as they are published and read their mailbox with direct gets to catch up; no
+ * consumer per node (see topology.ts for why).
+ */
+export const MAILBOX_STREAM = "STEWARD_MAILBOX";
+/** The stream of steward 0.x (a work queue with one durable consumer per node); removed at start. */
+export const LEGACY_ATTEMPTS_STREAM = "STEWARD_ATTEMPTS";
 /** Stream of what agents send back: full reports and attempt results. */
 export const REPORTS_STREAM = "STEWARD_REPORTS";
 /** Stream of tasks (conditions that need judgement) and of their claims and resolutions. */
@@ -60,17 +67,17 @@ export function assertToken(name: string, what: string): void {
     );
 }
 
-/** The durable pull consumer of `node`'s attempts has the node's name. */
-export function attemptConsumer(node: string): string {
-  assertToken(node, "node name");
-  return node;
-}
-
 export const subjects = {
   /** One instance's attempts. */
   attempt: (node: string, assignment: string) => `steward.attempt.${node}.${assignment}`,
-  /** Every attempt for a node: the node's consumer filter. */
+  /** Every attempt for a node: what its agent subscribes to. */
   attemptsOf: (node: string) => `steward.attempt.${node}.*`,
+  /** The node's mailbox list: the assignments whose newest attempt the mailbox holds. */
+  mailbox: (node: string) => `steward.mailbox.${node}`,
+  /** Every node's mailbox list: the stream's second subject. */
+  mailboxes: "steward.mailbox.*",
+  /** A direct get of the last message on `subject` (the form permissions can restrict to a node). */
+  lastOf: (stream: string, subject: string) => `$JS.API.DIRECT.GET.${stream}.${subject}`,
   report: (node: string) => `steward.report.${node}`,
   result: (node: string) => `steward.result.${node}`,
   /** Node beat (`steward.heartbeat.<node>`); an instance beat adds the assignment as a token. */

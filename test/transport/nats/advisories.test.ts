@@ -3,7 +3,7 @@ import { connect } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { observeAdvisory } from "../../../src/transport/nats/advisories.js";
 import { createNatsTransport } from "../../../src/transport/nats/hub.js";
-import { ATTEMPTS_STREAM } from "../../../src/transport/nats/subjects.js";
+import { MAILBOX_STREAM } from "../../../src/transport/nats/subjects.js";
 import { natsNode, testBundle } from "../../helpers/marker-agent.js";
 import { startNatsServer, type TestNatsServer } from "../../helpers/nats-server.js";
 import { type NatsTestBed, startNatsTestBed } from "../../helpers/nats-testbed.js";
@@ -13,82 +13,40 @@ describe("nats advisories - the bus itself is observed", { timeout: 60_000 }, ()
   let bed: NatsTestBed;
 
   beforeAll(async () => {
-    bed = await startNatsTestBed({ nodes: ["db-1"], attemptDelivery: { maxDeliver: 2, backoffMs: [300] } });
+    bed = await startNatsTestBed({ nodes: ["db-1"] });
   });
 
   afterAll(async () => {
     await bed?.dispose();
   });
 
-  it("nats advisories - an attempt that exhausts its deliveries becomes MaxDeliveriesExceeded and is reported lost", async () => {
-    const { hub, recorded } = bed;
-    await bed.startAgent("db-1", { crash: true });
-    const bundle = testBundle("db-1", "db", 1);
-    await hub.dispatch(bundle, natsNode("db-1"));
-    await recorded.until(
-      () => recorded.lost.some((l) => l.attemptId === bundle.attemptId),
-      "the attempt lost",
-    );
-    expect(recorded.healthEvents).toContainEqual(
-      expect.objectContaining({ status: "degraded", node: "db-1", reason: "MaxDeliveriesExceeded" }),
-    );
-    expect(recorded.lost.find((l) => l.attemptId === bundle.attemptId)).toMatchObject({
-      node: "db-1",
-      reason: expect.stringMatching(/^MaxDeliveriesExceeded/),
-    });
-    // The exhausted attempt does not linger in the work queue.
-    const jsm = await jetstreamManager(hub.connection);
-    await recorded.until(
-      async () => (await jsm.streams.info(ATTEMPTS_STREAM)).state.messages === 0,
-      "the exhausted attempt removed",
-    );
-  });
-
-  it("nats advisories - the node's next completed attempt clears MaxDeliveriesExceeded", async () => {
-    const { hub, recorded } = bed;
-    await bed.startAgent("db-1");
-    const bundle = testBundle("db-1", "db", 2);
-    await hub.dispatch(bundle, natsNode("db-1"));
-    await recorded.until(
-      () =>
-        recorded.healthEvents.some(
-          (h) => h.reason === "MaxDeliveriesExceeded" && h.status === "recovered" && h.node === "db-1",
-        ),
-      "MaxDeliveriesExceeded recovered",
-    );
-  });
-
-  it("nats advisories - a deleted stream is observed and recreated by running the topology again", async () => {
+  it("nats advisories - a deleted stream is recreated by running the topology again, and attempts flow again", async () => {
     const { hub, recorded } = bed;
     await bed.startAgent("db-1");
     const jsm = await jetstreamManager(hub.connection);
-    await jsm.streams.delete(ATTEMPTS_STREAM);
-    // The server announces the node's consumer deleted with its stream, and usually the stream too
-    // (nats-server 2.9 sometimes loses that advisory when the stream is recreated at once). Each
-    // degraded observation is recovered under its own reason (and node) once recreated.
-    const open = () => {
-      const state = new Map<string, string>();
-      for (const h of recorded.healthEvents)
-        if (h.reason === "StreamDeleted" || h.reason === "ConsumerDeleted")
-          state.set(`${h.reason}/${h.node ?? ""}`, h.status);
-      return state;
-    };
-    await recorded.until(
-      () =>
-        open().get("ConsumerDeleted/db-1") === "recovered" &&
-        [...open().values()].every((s) => s === "recovered"),
-      "the topology repaired",
-    );
-    expect(recorded.healthEvents).toContainEqual(
-      expect.objectContaining({ status: "degraded", reason: "ConsumerDeleted", node: "db-1" }),
-    );
-    expect((await jsm.streams.info(ATTEMPTS_STREAM)).config.name).toBe(ATTEMPTS_STREAM);
+    await jsm.streams.delete(MAILBOX_STREAM);
+    // The server announces the stream deleted (nats-server 2.9 sometimes loses that advisory when
+    // the stream is recreated at once); a dispatch that finds no stream repairs the topology too.
     const bundle = testBundle("db-1", "db", 3);
-    await hub.dispatch(bundle, natsNode("db-1"));
+    await recorded.until(async () => {
+      try {
+        await hub.dispatch(bundle, natsNode("db-1"));
+        return true;
+      } catch (error) {
+        expect((error as { reason?: string }).reason).toBe("StreamUnavailable");
+        return false;
+      }
+    }, "the attempt dispatched again");
+    expect((await jsm.streams.info(MAILBOX_STREAM)).config.name).toBe(MAILBOX_STREAM);
     await recorded.until(
       () => recorded.results.some((r) => r.attemptId === bundle.attemptId),
       "a result again",
     );
+    // Each degraded observation of the deletion is recovered once the stream is back.
+    await recorded.until(() => {
+      const last = recorded.healthEvents.filter((h) => h.reason === "StreamDeleted").at(-1);
+      return last === undefined || last.status === "recovered";
+    }, "the deletion recovered");
   });
 
   it("nats advisories - the hub losing its server is ServerDisconnected, and reconnecting recovers it", async () => {
@@ -107,16 +65,17 @@ describe("nats advisories - the bus itself is observed", { timeout: 60_000 }, ()
 describe("nats advisories - what each advisory means", () => {
   const cases: { name: string; subject: string; body: object; expected: object | undefined }[] = [
     {
-      name: "max deliveries on a node's attempts names the node and the message",
-      subject: "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.STEWARD_ATTEMPTS.web-1",
-      body: { stream: "STEWARD_ATTEMPTS", consumer: "web-1", stream_seq: 7, deliveries: 5 },
+      name: "max deliveries on the task agents' consumer names the consumer and the message",
+      subject: "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.STEWARD_TASKS.task-agents",
+      body: { stream: "STEWARD_TASKS", consumer: "task-agents", stream_seq: 7, deliveries: 20 },
       expected: {
-        health: expect.objectContaining({
+        health: {
           status: "degraded",
-          node: "web-1",
           reason: "MaxDeliveriesExceeded",
-        }),
-        exhausted: { stream: "STEWARD_ATTEMPTS", seq: 7, node: "web-1" },
+          message:
+            "message 7 of STEWARD_TASKS was delivered to task-agents 20 times and never acknowledged; it will not be delivered again",
+        },
+        exhausted: { stream: "STEWARD_TASKS", seq: 7 },
       },
     },
     {
@@ -134,10 +93,10 @@ describe("nats advisories - what each advisory means", () => {
     },
     {
       name: "a deleted consumer of ours asks for a repair",
-      subject: "$JS.EVENT.ADVISORY.CONSUMER.DELETED.STEWARD_ATTEMPTS.web-1",
-      body: { stream: "STEWARD_ATTEMPTS", consumer: "web-1" },
+      subject: "$JS.EVENT.ADVISORY.CONSUMER.DELETED.STEWARD_REPORTS.hub",
+      body: { stream: "STEWARD_REPORTS", consumer: "hub" },
       expected: {
-        health: expect.objectContaining({ reason: "ConsumerDeleted", node: "web-1" }),
+        health: expect.objectContaining({ reason: "ConsumerDeleted", status: "degraded" }),
         repair: true,
       },
     },

@@ -10,13 +10,13 @@ import type { ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { jetstreamManager } from "@nats-io/jetstream";
+import { jetstreamManager, type StreamInfo } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, describe, expect, it } from "vitest";
 import { SqliteStore } from "../../../src/hub/store/sqlite.js";
 import { credentialsAuthenticator } from "../../../src/transport/nats/connect.js";
 import { stopChild } from "../../../src/transport/nats/server.js";
-import { ATTEMPTS_STREAM, REPORTS_STREAM } from "../../../src/transport/nats/subjects.js";
+import { MAILBOX_STREAM, REPORTS_STREAM } from "../../../src/transport/nats/subjects.js";
 import { makeRepo, removeTempDirs } from "../../helpers/git.js";
 import { startNatsCluster, type TestNatsCluster } from "../../helpers/nats-cluster.js";
 import { startNatsAgent, startNatsHub } from "../../helpers/nats-processes.js";
@@ -80,7 +80,7 @@ describe("nats cluster failover - a rollout survives a cluster server killed mid
         return true;
       };
       await eventually(() => convergedAt(undefined), 30_000, "the first generation to converge");
-      for (const stream of [ATTEMPTS_STREAM, REPORTS_STREAM]) {
+      for (const stream of [MAILBOX_STREAM, REPORTS_STREAM]) {
         const info = await jsm.streams.info(stream);
         expect([info.config.num_replicas, info.cluster?.replicas?.length], stream).toEqual([3, 2]);
       }
@@ -92,7 +92,7 @@ describe("nats cluster failover - a rollout survives a cluster server killed mid
         30_000,
         "version 2's one-shot to start somewhere",
       );
-      const leader = (await jsm.streams.info(ATTEMPTS_STREAM)).cluster?.leader;
+      const leader = (await jsm.streams.info(MAILBOX_STREAM)).cluster?.leader;
       const victim = cluster.plan.servers.findIndex((server) => server.name === leader);
       expect(victim, `leader ${leader}`).toBeGreaterThanOrEqual(0);
       await cluster.kill(victim);
@@ -100,8 +100,18 @@ describe("nats cluster failover - a rollout survives a cluster server killed mid
 
       await eventually(() => convergedAt(head), 60_000, "every instance converged at the last commit");
       // Two copies of each stream are left, on the survivors; a new leader among them.
-      for (const stream of [ATTEMPTS_STREAM, REPORTS_STREAM]) {
-        const info = await jsm.streams.info(stream);
+      for (const stream of [MAILBOX_STREAM, REPORTS_STREAM]) {
+        // The first request after the kill may have gone to the dead server: asked again.
+        let info: StreamInfo | undefined;
+        await eventually(
+          async () => {
+            info = await jsm.streams.info(stream).catch(() => undefined);
+            return info !== undefined;
+          },
+          15_000,
+          `${stream}'s information`,
+        );
+        if (!info) throw new Error("unreachable");
         expect(info.config.num_replicas, stream).toBe(3);
         expect(info.cluster?.leader, stream).not.toBe(leader);
         expect(info.cluster?.replicas?.filter((peer) => peer.current && !peer.offline).length, stream).toBe(

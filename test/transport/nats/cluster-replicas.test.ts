@@ -11,9 +11,9 @@ import { credentialsAuthenticator, untilServerAnswers } from "../../../src/trans
 import { natsOptionsFromFlags } from "../../../src/transport/nats/flags.js";
 import { createNatsTransport } from "../../../src/transport/nats/hub.js";
 import {
-  ATTEMPTS_STREAM,
   CONDITIONS_BUCKET,
   HUB_REPORTS_CONSUMER,
+  MAILBOX_STREAM,
   OBSERVED_BUCKET,
   REPORTS_STREAM,
   TASKS_STREAM,
@@ -24,7 +24,7 @@ import { startNatsServer, type TestNatsServer } from "../../helpers/nats-server.
 import { recordEvents } from "../../helpers/transport-events.js";
 
 const STREAMS = [
-  ATTEMPTS_STREAM,
+  MAILBOX_STREAM,
   REPORTS_STREAM,
   TASKS_STREAM,
   `KV_${OBSERVED_BUCKET}`,
@@ -146,9 +146,9 @@ describe("nats replicas - streams and buckets in 3 copies on a cluster, 1 on a s
       expect(nc.info?.cluster).toBeUndefined();
       await ensureTopology(nc, local);
       expect(Object.values(await replicasOf(local)).map(([declared]) => declared)).toEqual([1, 1, 1, 1, 1]);
-      await local.streams.delete(ATTEMPTS_STREAM);
+      await local.streams.delete(MAILBOX_STREAM);
       await expect(ensureTopology(nc, local, { replicas: 3 })).rejects.toThrow(
-        /JetStream cannot keep stream STEWARD_ATTEMPTS in 3 replicas \(.*\): the cluster needs at least 3 servers with JetStream up — start the missing ones, or give the hub --nats-replicas/,
+        /JetStream cannot keep stream STEWARD_MAILBOX in 3 replicas \(.*\): the cluster needs at least 3 servers with JetStream up — start the missing ones, or give the hub --nats-replicas/,
       );
     } finally {
       await nc.close();

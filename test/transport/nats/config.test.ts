@@ -24,9 +24,12 @@ describe("nats config - planning the server configuration and credentials", () =
     expect(config).toContain('store_dir: "/etc/steward/nats/jetstream"');
     expect(config).toContain('listen: "127.0.0.1:4222"');
     const node = config.slice(config.indexOf("# node web-1"), config.indexOf("# task-agent"));
-    expect(node).toContain('"$JS.API.CONSUMER.MSG.NEXT.STEWARD_ATTEMPTS.web-1"');
+    expect(node).toContain('"$JS.API.DIRECT.GET.STEWARD_MAILBOX.steward.mailbox.web-1"');
+    expect(node).toContain('"$JS.API.DIRECT.GET.STEWARD_MAILBOX.steward.attempt.web-1.*"');
     expect(node).toContain('"steward.report.web-1", "steward.result.web-1", "steward.heartbeat.web-1"');
-    expect(node).toContain('subscribe: { allow: ["_INBOX_node_web-1.>", "steward.control.web-1"] }');
+    expect(node).toContain(
+      'subscribe: { allow: ["_INBOX_node_web-1.>", "steward.control.web-1", "steward.attempt.web-1.*", "steward.mailbox.web-1"] }',
+    );
     const publish = /publish: \{ allow: \[(.*)\] \}/.exec(node)?.[1]?.split(", ") ?? [];
     expect(publish.length).toBeGreaterThan(5);
     for (const subject of publish)

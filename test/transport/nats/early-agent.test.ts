@@ -38,7 +38,7 @@ describe("nats agent before hub - an agent started before the hub waits for it",
     });
     await recorded.until(
       () => warnings.some((w) => w.includes("waiting for the hub to create it")),
-      "the agent to notice it has no consumer yet",
+      "the agent to notice it has no mailbox yet",
     );
     hub = createNatsTransport({ servers: server.url, nodes: ["web-1"] });
     await hub.start(recorded.events);

@@ -26,9 +26,10 @@ describe("nats offline node - converges the current generation, not every interm
     await hub.dispatch(web2, natsNode("edge-2"));
     await hub.dispatch(proxy1, natsNode("edge-2"));
     await hub.dispatch(web3, natsNode("edge-2"));
-    // While the node is away the bus shows what waits for it: one attempt per instance, the newest.
-    expect((await hub.busState()).nodes).toEqual([
-      { node: "edge-2", waiting: 2, inProgress: 0, redelivered: 0 },
+    // While the node is away its mailbox holds what waits for it: one attempt per instance, the newest.
+    expect(await hub.mailbox("edge-2")).toEqual([
+      { assignment: "proxy", attemptId: proxy1.attemptId, generation: 1 },
+      { assignment: "web", attemptId: web3.attemptId, generation: 3 },
     ]);
 
     const root = await bed.startRealAgent("edge-2");

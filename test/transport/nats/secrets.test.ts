@@ -82,7 +82,7 @@ describe("secrets end to end - NATS", () => {
           stored.push({ name: `stream ${info.config.name} #${seq} ${message.subject}`, bytes: message.data });
       }
     }
-    expect(streams).toEqual(expect.arrayContaining(["STEWARD_ATTEMPTS", "STEWARD_REPORTS"]));
+    expect(streams).toEqual(expect.arrayContaining(["STEWARD_MAILBOX", "STEWARD_REPORTS"]));
     const kvm = new Kvm(watcher);
     for (const bucket of [OBSERVED_BUCKET, CONDITIONS_BUCKET]) {
       const kv = await kvm.open(bucket);

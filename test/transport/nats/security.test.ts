@@ -9,7 +9,7 @@ import { type NatsAgent, runNatsAgent } from "../../../src/transport/nats/agent.
 import { type ConditionChange, watchConditions } from "../../../src/transport/nats/conditions.js";
 import { connectNats } from "../../../src/transport/nats/connect.js";
 import { createNatsTransport, type NatsTransport } from "../../../src/transport/nats/hub.js";
-import { ATTEMPTS_STREAM, identities, subjects } from "../../../src/transport/nats/subjects.js";
+import { identities, MAILBOX_STREAM, subjects } from "../../../src/transport/nats/subjects.js";
 import { serveTasks, type TaskEvent } from "../../../src/transport/nats/tasks.js";
 import { MarkerAgent, natsNode, testBundle } from "../../helpers/marker-agent.js";
 import { startNatsServer, type TestNatsServer } from "../../helpers/nats-server.js";
@@ -112,18 +112,24 @@ describe("nats security - per-node credentials from steward nats config", () => 
     );
   });
 
-  it("nats security - node A cannot pull node B's attempts: the server refuses", async () => {
+  it("nats security - node A cannot read node B's mailbox: direct gets of B's subjects are refused", async () => {
     await hub.dispatch(testBundle("node-b", "web", 1), natsNode("node-b"));
-    const js = jetstream(nodeA);
-    await expect(js.consumers.get(ATTEMPTS_STREAM, "node-b")).rejects.toThrow(
-      'Permissions Violation for Publish to "$JS.API.CONSUMER.INFO.STEWARD_ATTEMPTS.node-b"',
-    );
+    for (const subject of [subjects.attempt("node-b", "web"), subjects.mailbox("node-b")]) {
+      const api = subjects.lastOf(MAILBOX_STREAM, subject);
+      await expect(nodeA.request(api, "", { timeout: 2_000 })).rejects.toThrow(
+        `Permissions Violation for Publish to "${api}"`,
+      );
+    }
+    // Nor by the request form that names the subject in its body.
+    const any = `$JS.API.DIRECT.GET.${MAILBOX_STREAM}`;
     await expect(
-      nodeA.request(`$JS.API.CONSUMER.MSG.NEXT.${ATTEMPTS_STREAM}.node-b`, JSON.stringify({ batch: 1 }), {
+      nodeA.request(any, JSON.stringify({ last_by_subj: subjects.attempt("node-b", "web") }), {
         timeout: 2_000,
       }),
-    ).rejects.toThrow(
-      'Permissions Violation for Publish to "$JS.API.CONSUMER.MSG.NEXT.STEWARD_ATTEMPTS.node-b"',
+    ).rejects.toThrow(`Permissions Violation for Publish to "${any}"`);
+    const js = jetstream(nodeA);
+    await expect(js.consumers.get(MAILBOX_STREAM, "node-b")).rejects.toThrow(
+      'Permissions Violation for Publish to "$JS.API.CONSUMER.INFO.STEWARD_MAILBOX.node-b"',
     );
   });
 
@@ -153,21 +159,26 @@ describe("nats security - per-node credentials from steward nats config", () => 
       for await (const status of nodeA.status())
         if (status.type === "error") {
           errors.push(status.error.message);
-          if (errors.length === 2) return;
+          if (errors.length === 4) return;
         }
     })();
     nodeA.subscribe(`${subjects.inboxPrefix(identities.node("node-b"))}.>`);
     nodeA.subscribe(subjects.control("node-b"));
+    nodeA.subscribe(subjects.attemptsOf("node-b"));
+    nodeA.subscribe(subjects.mailbox("node-b"));
     await watch;
     expect(errors.join("\n")).toMatch(/Permissions Violation for Subscription to "_INBOX_node_node-b\.>"/);
     expect(errors.join("\n")).toMatch(/Permissions Violation for Subscription to "steward\.control\.node-b"/);
+    expect(errors.join("\n")).toMatch(
+      /Permissions Violation for Subscription to "steward\.attempt\.node-b\.\*"/,
+    );
+    expect(errors.join("\n")).toMatch(/Permissions Violation for Subscription to "steward\.mailbox\.node-b"/);
   });
 
-  it("nats security - node B's attempt is still waiting for node B, untouched by A's tries", async () => {
-    const info = await (await import("@nats-io/jetstream")).jetstreamManager(hub.connection);
-    const consumer = await info.consumers.info(ATTEMPTS_STREAM, "node-b");
-    expect(consumer.num_pending + consumer.num_ack_pending).toBe(1);
-    expect(consumer.delivered.consumer_seq).toBe(0);
+  it("nats security - node B's attempt is still in node B's mailbox, untouched by A's tries", async () => {
+    expect(await hub.mailbox("node-b")).toEqual([
+      { assignment: "web", attemptId: expect.any(String), generation: 1 },
+    ]);
   });
 
   it("nats security - the viewer's credentials watch conditions but cannot write them", async () => {
