@@ -11,87 +11,40 @@
 // more than one attempt (`figure failover_duplicated_oneshots`, must be 0); instances that never
 // converged at the new generation (`figure failover_lost_generations`, must be 0).
 // BENCH_NODES, BENCH_ASSIGNMENTS and BENCH_REPLICA_LEASE (default 10s) change the shape.
-import { execFileSync, spawn } from "node:child_process";
-import { chmodSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import pg from "pg";
 import { agentsDirectory, fleetRepository, natsNodeYaml } from "./fleet.mjs";
+import {
+  root,
+  startEchoAgents,
+  startHub as startHubProcess,
+  startNatsFleet,
+  startPostgres,
+  until,
+} from "./processes.mjs";
 
-const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const NODES = Number(process.env.BENCH_NODES ?? 200);
 const ASSIGNMENTS = Number(process.env.BENCH_ASSIGNMENTS ?? 10);
 const LEASE = process.env.BENCH_REPLICA_LEASE ?? "10s";
-const PG_BIN = process.env.STEWARD_PG_BIN ?? "/usr/lib/postgresql/15/bin";
 const TOTAL = NODES * ASSIGNMENTS;
 
 execFileSync("npm", ["run", "build"], { cwd: root, stdio: ["ignore", "ignore", "inherit"] });
-const { newUserSeed, planNatsConfig, writeNatsConfig } = await import("../dist/transport/nats/config.js");
-const { NatsServerProcess, stopChild } = await import("../dist/transport/nats/server.js");
+const { stopChild } = await import("../dist/transport/nats/server.js");
 
 const dir = mkdtempSync(join(tmpdir(), "steward-bench-failover-"));
 const agentsDir = agentsDirectory("steward-bench-failover-agents-");
 const children = [];
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-/** PostgreSQL runs as the postgres user when we are root (it refuses root). */
-function asPostgres(tool, args) {
-  const path = join(PG_BIN, tool);
-  if (!existsSync(path)) throw new Error(`${path} is missing: apt-get install -y postgresql`);
-  const isRoot = process.getuid?.() === 0;
-  execFileSync(isRoot ? "runuser" : path, isRoot ? ["-u", "postgres", "--", path, ...args] : args, {
-    stdio: "pipe",
-  });
-}
-
-// Its own directory: the postgres user must reach it (a temporary directory is its creator's alone).
-const pgDir = mkdtempSync(join(tmpdir(), "steward-bench-failover-pg-"));
-chmodSync(pgDir, 0o777);
-if (process.getuid?.() === 0) execFileSync("chown", ["postgres", pgDir]);
-const pgPort = await freePort();
-asPostgres("initdb", [
-  "-D",
-  join(pgDir, "data"),
-  "-A",
-  "trust",
-  "-U",
-  "steward",
-  "-E",
-  "UTF8",
-  "--locale=C.UTF-8",
-]);
-asPostgres("pg_ctl", [
-  "-D",
-  join(pgDir, "data"),
-  "-o",
-  `-p ${pgPort} -k ${pgDir} -c listen_addresses=127.0.0.1 -c max_connections=100`,
-  "-l",
-  join(pgDir, "server.log"),
-  "-w",
-  "start",
-]);
-const storeUrl = `postgres://steward@127.0.0.1:${pgPort}/postgres`;
+const postgres = await startPostgres("steward-bench-failover-pg-");
+const storeUrl = postgres.url;
 const db = new pg.Client({ connectionString: storeUrl });
 await db.connect();
 
 const nodes = Array.from({ length: NODES }, (_, i) => `node-${String(i).padStart(3, "0")}`);
-const busDir = join(dir, "nats");
-writeNatsConfig(planNatsConfig({ dir: busDir, nodes }, () => undefined, newUserSeed));
-const server = new NatsServerProcess({ configFile: join(busDir, "nats-server.conf") });
-await server.start();
-const credsDir = join(busDir, "credentials");
+const { server, credsDir } = await startNatsFleet(dir, nodes);
 
 const fleet = fleetRepository(dir);
 const repo = fleet.repo;
@@ -107,57 +60,29 @@ function writeFleet(version) {
 writeFleet(1);
 
 function startHub(name) {
-  const log = openSync(join(dir, `${name}.log`), "a");
-  const child = spawn(
-    process.execPath,
-    [
-      join(root, "bin", "steward.js"),
-      "--state",
-      join(dir, name),
-      "hub",
-      "--store",
-      storeUrl,
-      "--repo",
-      repo,
-      "--nats",
-      server.url,
-      "--nats-creds",
-      join(credsDir, "hub.nk"),
-      "--listen",
-      "127.0.0.1:0",
-      "--sync-interval",
-      "1s",
-      "--replica-lease",
-      LEASE,
-      "--status",
-      "none",
-    ],
-    { cwd: dir, env: { ...process.env, STEWARD_LOG_LEVEL: "warn" }, stdio: ["ignore", log, log] },
-  );
+  const child = startHubProcess({
+    dir,
+    name,
+    repo,
+    natsUrl: server.url,
+    credsDir,
+    args: ["--store", storeUrl, "--listen", "127.0.0.1:0", "--sync-interval", "1s", "--replica-lease", LEASE],
+  });
   children.push(child);
   return child;
 }
 
-function startAgents(part) {
-  const child = spawn(
-    process.execPath,
-    [
-      join(root, "bench", "nats-agents.mjs"),
-      JSON.stringify({ url: server.url, dir: agentsDir, credsDir, nodes: part }),
-    ],
-    {
-      cwd: dir,
-      env: { ...process.env, BENCH_AGENT: "echo", BENCH_APPLIED: "1" },
-      stdio: ["ignore", "pipe", "inherit"],
-    },
-  );
-  children.push(child);
-  return new Promise((resolve, reject) => {
-    child.stdout.on("data", (chunk) => {
-      if (String(chunk).includes("ready")) resolve(child);
-    });
-    child.once("exit", (code) => reject(new Error(`agents exited with ${code}`)));
+async function startAgents(part) {
+  const child = await startEchoAgents({
+    dir,
+    natsUrl: server.url,
+    credsDir,
+    agentsDir,
+    nodes: part,
+    env: { BENCH_APPLIED: "1" },
   });
+  children.push(child);
+  return child;
 }
 
 const half = Math.ceil(NODES / 2);
@@ -169,15 +94,6 @@ async function converged(generation) {
     .query("SELECT count(*) AS n FROM intents WHERE status = 'converged' AND generation = $1", [generation])
     .catch(() => ({ rows: [{ n: 0 }] }));
   return Number(rows[0].n);
-}
-
-async function until(check, timeoutMs, what) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await check()) return;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
 }
 
 try {
@@ -256,10 +172,7 @@ try {
   for (const child of children.reverse()) await stopChild(child).catch(() => undefined);
   await db.end().catch(() => undefined);
   await server.stop?.().catch(() => undefined);
-  try {
-    asPostgres("pg_ctl", ["-D", join(pgDir, "data"), "-m", "immediate", "stop"]);
-  } catch {}
+  postgres.stop();
   rmSync(dir, { recursive: true, force: true });
-  rmSync(pgDir, { recursive: true, force: true });
   rmSync(agentsDir, { recursive: true, force: true });
 }

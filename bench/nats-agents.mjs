@@ -53,7 +53,7 @@ function echoAgent(node, applied) {
 }
 
 const loops = [];
-for (const node of nodes) {
+async function startLoop(node) {
   const root = join(dir, node, "root");
   const stateDir = join(dir, node, "state");
   mkdirSync(root, { recursive: true });
@@ -72,6 +72,13 @@ for (const node of nodes) {
     }),
   );
 }
+// Started a few dozen at a time: thousands of hosts do not connect one after another.
+const queue = [...nodes];
+await Promise.all(
+  Array.from({ length: Math.min(32, queue.length) }, async () => {
+    while (queue.length > 0) await startLoop(queue.shift());
+  }),
+);
 process.stdout.write("ready\n");
 process.on("SIGTERM", async () => {
   await Promise.all(loops.map((loop) => loop.stop()));

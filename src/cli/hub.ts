@@ -66,6 +66,8 @@ export class HubRuntime {
   private local: import("../transport/local.js").LocalTransport | undefined;
   private fleet: import("../transport/nats/runtime.js").LocalFleetRuntime | undefined;
   private readonly analyses: import("../model/load.js").AnalysisCache = new Map();
+  /** The Node documents this process recorded last (served.ts): unchanged ones are not compared again. */
+  private readonly recordedNodes: import("../hub/desired.js").RecordedNodes = { nodes: new Map() };
   /** This hub as one of several sharing a PostgreSQL store (none on SQLite). */
   replica: import("../hub/replicas/replica.js").Replica | undefined;
   private readonly declarationListeners = new Set<
@@ -379,7 +381,7 @@ export class HubRuntime {
   /** Records the served revision's declarations (nodes, policies, fleet settings) when it changed. */
   private async recordDeclarations(): Promise<import("../hub/desired.js").DeclarationChanges | undefined> {
     const { recordServedRevision } = await import("./served.js");
-    return recordServedRevision(this.store, this.syncer, this.analyses, new Date());
+    return recordServedRevision(this.store, this.syncer, this.analyses, new Date(), this.recordedNodes);
   }
 
   /** The commit status publisher for the fleet's status settings (git notes by default). */

@@ -4,17 +4,21 @@
  * reach a node, whether an assignment is observe-only), so after each sync the wiring reads them
  * from the same git tree and records them, once per revision.
  */
-import type { DeclarationChanges } from "../hub/desired.js";
+import type { DeclarationChanges, RecordedNodes } from "../hub/desired.js";
 import type { Store } from "../hub/store/store.js";
 import type { AnalysisCache } from "../model/load.js";
 import type { Syncer } from "../repo/syncer.js";
 
-/** Records the served revision's declarations if not done yet; returns what changed (undefined: nothing to do). */
+/**
+ * Records the served revision's declarations if not done yet; returns what changed (undefined:
+ * nothing to do). `recorded`: the nodes recorded last (see recordDeclaredFleet), kept by the caller.
+ */
 export async function recordServedRevision(
   store: Store,
   syncer: Syncer,
   cache: AnalysisCache,
   now: Date,
+  recorded?: RecordedNodes,
 ): Promise<DeclarationChanges | undefined> {
   const revision = (await store.desired.syncState(syncer.branch))?.lastGood;
   const { declaredRevision, recordDeclaredFleet } = await import("../hub/desired.js");
@@ -25,5 +29,5 @@ export async function recordServedRevision(
   const commit = repository.commit(revision);
   const loaded = await loadRepo(treeSource(repository.reader, repository.trees, commit.tree), { cache });
   if (!loaded.desired) return undefined;
-  return recordDeclaredFleet(store, revision, loaded.desired, now.toISOString());
+  return recordDeclaredFleet(store, revision, loaded.desired, now.toISOString(), recorded);
 }

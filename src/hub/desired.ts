@@ -37,25 +37,50 @@ export function declaredRevision(store: StoreReads): Promise<string | undefined>
   return store.meta.get(DECLARED_REVISION);
 }
 
-/** Records the nodes, assignment policies and fleet settings `revision` declares. */
-export function recordDeclaredFleet(
+/**
+ * The Node documents this process recorded last, as parsed, and the revision they were recorded
+ * for: unchanged files keep their parsed values between revisions (the analysis cache), so a node
+ * whose value is the very same object needs no reading back and comparing, and a commit that
+ * touches one file costs one file, not the fleet. Used only while the store's declared revision is
+ * still the one recorded (another replica recording in between makes it compare everything again).
+ */
+export interface RecordedNodes {
+  revision?: string;
+  nodes: Map<string, Node>;
+}
+
+/**
+ * Records the nodes, assignment policies and fleet settings `revision` declares. With `recorded`
+ * (kept by the caller between revisions, filled here), nodes recorded before as the same object
+ * are skipped.
+ */
+export async function recordDeclaredFleet(
   store: Transactional,
   revision: string,
   declared: DeclaredFleet,
   now: string,
+  recorded?: RecordedNodes,
 ): Promise<DeclarationChanges> {
-  return store.transaction(async (tx) => {
+  const changes = await store.transaction(async (tx) => {
+    const known =
+      recorded && recorded.nodes.size > 0 && recorded.revision === (await tx.meta.get(DECLARED_REVISION))
+        ? recorded.nodes
+        : undefined;
     await tx.meta.set(DECLARED_REVISION, revision);
     const changes: DeclarationChanges = { nodes: [], assignments: [] };
     for (const [name, { value }] of declared.nodes) {
+      if (known?.get(name) === value) continue;
       const existing = await tx.nodes.get(name);
       if (existing && !existing.removedAt && canonicalJson(existing.spec) === canonicalJson(value)) continue;
       await tx.nodes.upsert({ name, transport: value.spec.transport, spec: value, revision });
       changes.nodes.push(name);
     }
-    for (const node of await tx.nodes.list())
-      if (!node.removedAt && !declared.nodes.has(node.name)) changes.nodes.push(node.name);
-    await tx.nodes.markRemoved([...declared.nodes.keys()], now);
+    // Every node recorded before is still declared: none was removed.
+    if (!known || [...known.keys()].some((name) => !declared.nodes.has(name))) {
+      for (const node of await tx.nodes.list())
+        if (!node.removedAt && !declared.nodes.has(node.name)) changes.nodes.push(node.name);
+      await tx.nodes.markRemoved([...declared.nodes.keys()], now);
+    }
     for (const [name, { value }] of declared.assignments) {
       const rollout = { stage: declared.fleet.mode, ...value.spec.rollout };
       const budget = effectiveBudget(value.spec.budget, declared.fleet.budget);
@@ -64,4 +89,9 @@ export function recordDeclaredFleet(
     await tx.desired.saveFleetSettings(revision, declared.fleet);
     return changes;
   });
+  if (recorded) {
+    recorded.revision = revision;
+    recorded.nodes = new Map([...declared.nodes].map(([name, { value }]) => [name, value]));
+  }
+  return changes;
 }

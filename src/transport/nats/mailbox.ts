@@ -18,6 +18,7 @@ import {
   type JetStreamManager,
   type PubAck,
 } from "@nats-io/jetstream";
+import { InFlight } from "./in-flight.js";
 import { MAILBOX_STREAM, subjects } from "./subjects.js";
 
 /** The body of `steward.mailbox.<node>`. */
@@ -50,6 +51,14 @@ export interface MailboxPosterOptions {
   jsm: Pick<JetStreamManager, "direct" | "streams">;
   /** Publish timeout, ms (tried 3 times). */
   timeoutMs: number;
+  /** Posts (attempts and lists) outstanding at once; default 512. */
+  inFlight?: number;
+  /**
+   * Settles outstanding at once; default 32. Fewer than posts, and apart from them: taking answered
+   * attempts out is housekeeping that must never make a dispatch wait (a rollout of 100,000
+   * instances leaves 100,000 of them behind it).
+   */
+  settlesInFlight?: number;
 }
 
 /**
@@ -63,18 +72,25 @@ export class MailboxPoster {
   private readonly writing = new Map<string, Promise<void>>();
   /** Stream sequence of each attempt posted by this process and not settled yet. */
   private readonly posted = new Map<string, number>();
+  private readonly requests: InFlight;
+  private readonly settles: InFlight;
 
-  constructor(private readonly options: MailboxPosterOptions) {}
+  constructor(private readonly options: MailboxPosterOptions) {
+    this.requests = new InFlight(options.inFlight ?? 512);
+    this.settles = new InFlight(options.settlesInFlight ?? 32);
+  }
 
   /** Publishes `data` as the newest attempt of the instance, de-duplicated by `attemptId`. */
   async post(node: string, assignment: string, attemptId: string, data: string): Promise<PubAck> {
-    const ack = await this.options.js.publish(subjects.attempt(node, assignment), data, {
-      msgID: attemptId,
-      timeout: this.options.timeoutMs,
-      // A retry after a lost acknowledgement is safe: the stream drops the second copy by its id.
-      retries: 3,
-      expect: { streamName: MAILBOX_STREAM },
-    });
+    const ack = await this.requests.run(() =>
+      this.options.js.publish(subjects.attempt(node, assignment), data, {
+        msgID: attemptId,
+        timeout: this.options.timeoutMs,
+        // A retry after a lost acknowledgement is safe: the stream drops the second copy by its id.
+        retries: 3,
+        expect: { streamName: MAILBOX_STREAM },
+      }),
+    );
     this.posted.set(attemptId, ack.seq);
     // After the attempt is stored: a node that reads the list finds the attempt it names.
     await this.list(node, assignment);
@@ -92,14 +108,15 @@ export class MailboxPoster {
     let seq = this.posted.get(attemptId);
     this.posted.delete(attemptId);
     if (seq === undefined) {
-      const stored = await jsm.direct.getMessage(MAILBOX_STREAM, {
-        last_by_subj: subjects.attempt(node, assignment),
-      });
+      const stored = await this.settles.run(() =>
+        jsm.direct.getMessage(MAILBOX_STREAM, { last_by_subj: subjects.attempt(node, assignment) }),
+      );
       if (!stored || attemptIdOf(stored.data) !== attemptId) return;
       seq = stored.seq;
     }
     try {
-      await jsm.streams.deleteMessage(MAILBOX_STREAM, seq, false);
+      const at = seq;
+      await this.settles.run(() => jsm.streams.deleteMessage(MAILBOX_STREAM, at, false));
     } catch (error) {
       // Replaced by a newer attempt already, or settled before (a result delivered twice).
       if (!(error instanceof JetStreamApiError && error.code === JetStreamApiCodes.NoMessageFound))
@@ -145,11 +162,13 @@ export class MailboxPoster {
       const assignments = new Set([...known.assignments, ...missing]);
       const list: MailboxList = { node, assignments: [...assignments].sort() };
       try {
-        const ack = await this.options.js.publish(subjects.mailbox(node), JSON.stringify(list), {
-          timeout: this.options.timeoutMs,
-          retries: 3,
-          expect: { streamName: MAILBOX_STREAM, lastSubjectSequence: known.seq },
-        });
+        const ack = await this.requests.run(() =>
+          this.options.js.publish(subjects.mailbox(node), JSON.stringify(list), {
+            timeout: this.options.timeoutMs,
+            retries: 3,
+            expect: { streamName: MAILBOX_STREAM, lastSubjectSequence: known.seq },
+          }),
+        );
         this.known.set(node, { assignments, seq: ack.seq });
         return;
       } catch (error) {
@@ -165,9 +184,9 @@ export class MailboxPoster {
   }
 
   private async read(node: string): Promise<Known> {
-    const stored = await this.options.jsm.direct.getMessage(MAILBOX_STREAM, {
-      last_by_subj: subjects.mailbox(node),
-    });
+    const stored = await this.requests.run(() =>
+      this.options.jsm.direct.getMessage(MAILBOX_STREAM, { last_by_subj: subjects.mailbox(node) }),
+    );
     if (!stored) return { assignments: new Set(), seq: 0 };
     return { assignments: new Set(parseList(stored.data, node)), seq: stored.seq };
   }
