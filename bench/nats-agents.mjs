@@ -72,10 +72,10 @@ async function startLoop(node) {
     }),
   );
 }
-// Started a few dozen at a time: thousands of hosts do not connect one after another.
+// Started eight at a time: thousands of hosts do not connect one after another.
 const queue = [...nodes];
 await Promise.all(
-  Array.from({ length: Math.min(32, queue.length) }, async () => {
+  Array.from({ length: Math.min(8, queue.length) }, async () => {
     while (queue.length > 0) await startLoop(queue.shift());
   }),
 );

@@ -158,7 +158,9 @@ async function measure(store, size) {
     for (const name of replicas) {
       const port = await freePort();
       ports.push(port);
-      const args = ["--listen", `127.0.0.1:${port}`, "--sync-interval", "1h"];
+      // On PostgreSQL the nudge may reach the replica that does not sync, which passes it on; the
+      // syncing one also looks every second.
+      const args = ["--listen", `127.0.0.1:${port}`, "--sync-interval", postgres ? "1s" : "1h"];
       if (postgres) args.push("--store", postgres.url);
       const node = [
         ...(process.env.BENCH_HEAP_SNAPSHOT ? ["--heapsnapshot-signal=SIGUSR2"] : []),
