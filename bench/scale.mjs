@@ -224,6 +224,8 @@ async function measure(store, size) {
     );
     fleet.write("version 3", [soloFile(2)]);
     const changedAt = Date.now();
+    // The monotonic clock (the one CPU profiles are stamped with): the window to look at in one.
+    const windowFrom = process.hrtime.bigint() / 1000n;
     await nudge();
     let dispatchedAt;
     await until(
@@ -240,6 +242,10 @@ async function measure(store, size) {
       2,
     );
     const oneChangeMs = Date.parse(dispatchedAt) - changedAt;
+    if (process.env.BENCH_CPU_PROFILE)
+      console.error(
+        `# one change in the profiles: monotonic ${windowFrom}..${process.hrtime.bigint() / 1000n} µs`,
+      );
     // Where the time went: commit → revision recorded by the syncer → attempt created → dispatched.
     const steps = await query(
       "SELECT (SELECT synced_at FROM revisions ORDER BY seq DESC LIMIT 1) AS synced, created_at AS created FROM attempts WHERE instance_key = ? AND generation = 2",
