@@ -23,7 +23,7 @@ import type { Diagnostic } from "../model/diagnostics.js";
 import { fleetSettings } from "../model/fleet.js";
 import type { FleetSpec, SigningPolicy } from "../model/generated.js";
 import { type AnalysisCache, analyzeFile, FLEET_FILE } from "../model/load.js";
-import { changedInstanceKeys, type Instance } from "../model/render.js";
+import { changedInstanceKeys, type DesiredState, type Instance } from "../model/render.js";
 import { generationChanges } from "./changes.js";
 import { type ParsedCommit, revisionInfo } from "./commits.js";
 import { GitObjectMissingError, RepoError } from "./errors.js";
@@ -134,6 +134,8 @@ export class Syncer {
     desired?: ReadonlyMap<string, Instance>;
   };
   private policyOf?: { sha: string; policy: SigningPolicy | undefined };
+  /** The desired state of the revision this syncer applied last, as it loaded it. */
+  private applied?: { sha: string; desired: DesiredState };
   private running: Promise<unknown> = Promise.resolve();
 
   constructor(options: SyncerOptions) {
@@ -159,6 +161,14 @@ export class Syncer {
   }
 
   /** Releases the repository's file descriptors. */
+  /**
+   * The desired state of `sha` if it is the revision this syncer applied last (what the hub records
+   * of its declarations, without loading and rendering the fleet again); undefined otherwise.
+   */
+  appliedState(sha: string): DesiredState | undefined {
+    return this.applied?.sha === sha ? this.applied.desired : undefined;
+  }
+
   close(): void {
     this.repository.close();
   }
@@ -331,6 +341,7 @@ export class Syncer {
     await this.remember(changes.generations, changes.retired, head, at);
     if (this.current) this.current.desired = desired;
     this.policyOf = { sha: head, policy: loaded.desired!.fleet.signing };
+    this.applied = { sha: head, desired: loaded.desired! };
     this.log.info(
       {
         branch,
