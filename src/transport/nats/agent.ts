@@ -243,7 +243,9 @@ class AgentLoop {
    * tried again a second later, until it succeeds or the loop stops.
    */
   private catchUp(): void {
-    if (this.stopped) return;
+    // Before the loop has its JetStream handle (a report request during start), start reads it.
+    const direct = this.direct;
+    if (this.stopped || !direct) return;
     if (this.catchingUp) {
       this.catchUpAgain = true;
       return;
@@ -252,8 +254,7 @@ class AgentLoop {
       do {
         this.catchUpAgain = false;
         try {
-          for (const entry of await readMailbox(this.direct as DirectStreamAPI, this.node))
-            this.receive(entry.data);
+          for (const entry of await readMailbox(direct, this.node)) this.receive(entry.data);
         } catch (error) {
           // Nothing answers for a stream the hub has not made yet (an agent started first): said once.
           const unanswered = causedBy(error, NoRespondersError) || causedBy(error, TimeoutError);

@@ -70,8 +70,11 @@ export class MailboxPoster {
   private readonly known = new Map<string, Known>();
   private readonly waiting = new Map<string, { assignments: Set<string>; written: Promise<void> }>();
   private readonly writing = new Map<string, Promise<void>>();
-  /** Stream sequence of each attempt posted by this process and not settled yet. */
-  private readonly posted = new Map<string, number>();
+  /**
+   * Per instance subject, the attempt this process posted there last and its stream sequence: one
+   * entry per instance at most, however many attempts are never answered.
+   */
+  private readonly posted = new Map<string, { attemptId: string; seq: number }>();
   private readonly requests: InFlight;
   private readonly settles: InFlight;
 
@@ -91,7 +94,7 @@ export class MailboxPoster {
         expect: { streamName: MAILBOX_STREAM },
       }),
     );
-    this.posted.set(attemptId, ack.seq);
+    this.posted.set(subjects.attempt(node, assignment), { attemptId, seq: ack.seq });
     // After the attempt is stored: a node that reads the list finds the attempt it names.
     await this.list(node, assignment);
     return ack;
@@ -105,11 +108,13 @@ export class MailboxPoster {
    */
   async settle(node: string, assignment: string, attemptId: string): Promise<void> {
     const { jsm } = this.options;
-    let seq = this.posted.get(attemptId);
-    this.posted.delete(attemptId);
-    if (seq === undefined) {
+    const subject = subjects.attempt(node, assignment);
+    const posted = this.posted.get(subject);
+    let seq = posted?.attemptId === attemptId ? posted.seq : undefined;
+    if (seq !== undefined) this.posted.delete(subject);
+    else {
       const stored = await this.settles.run(() =>
-        jsm.direct.getMessage(MAILBOX_STREAM, { last_by_subj: subjects.attempt(node, assignment) }),
+        jsm.direct.getMessage(MAILBOX_STREAM, { last_by_subj: subject }),
       );
       if (!stored || attemptIdOf(stored.data) !== attemptId) return;
       seq = stored.seq;
