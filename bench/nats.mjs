@@ -38,7 +38,7 @@ const PATH = process.env.BENCH_PATH ?? "hub";
 execFileSync("npm", ["run", "build"], { cwd: root, stdio: ["ignore", "ignore", "inherit"] });
 const { newUserSeed, planNatsConfig, writeNatsConfig } = await import("../dist/transport/nats/config.js");
 const { NatsServerProcess, stopChild } = await import("../dist/transport/nats/server.js");
-const { REPORTS_STREAM, HUB_REPORTS_CONSUMER, subjects } = await import("../dist/transport/nats/subjects.js");
+const { REPORTS_STREAM, subjects } = await import("../dist/transport/nats/subjects.js");
 
 const dir = mkdtempSync(join(tmpdir(), "steward-bench-nats-"));
 // 200 hosts do not share one disk: on one machine their fsyncs would queue on a single device, so
@@ -246,8 +246,8 @@ async function throughTheHub() {
   });
   const jsm = await jetstreamManager(watcher);
   const waiting = async () => {
-    const info = await jsm.consumers.info(REPORTS_STREAM, HUB_REPORTS_CONSUMER);
-    return info.num_pending + info.num_ack_pending;
+    // A work queue: what the hub's shard consumers have not acknowledged yet is what the stream holds.
+    return (await jsm.streams.info(REPORTS_STREAM)).state.messages;
   };
   const backlog = await waiting();
   hub = await runtime();

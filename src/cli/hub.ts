@@ -96,7 +96,8 @@ export class HubRuntime {
     // Replicas take their leases first: only the sync lease's holder syncs.
     const takeovers: import("../hub/replicas/replica.js").LeaseChange[] = [];
     if (store.signals) {
-      const { Replica, shardOf } = await import("../hub/replicas/replica.js");
+      const { Replica } = await import("../hub/replicas/replica.js");
+      const { shardOf } = await import("../model/shards.js");
       const { systemClock } = await import("../hub/clock.js");
       this.replica = new Replica({
         store,
@@ -108,9 +109,7 @@ export class HubRuntime {
       const replica = this.replica;
       replica.countNodesWith(
         async (shards) =>
-          (await store.nodes.list()).filter(
-            (n) => !n.removedAt && shards.has(shardOf(n.name, replica.shards)),
-          ).length,
+          (await store.nodes.list()).filter((n) => !n.removedAt && shards.has(shardOf(n.name))).length,
       );
       const early = replica.onChange((change) => {
         takeovers.push(change);
@@ -180,6 +179,7 @@ export class HubRuntime {
               },
               forward: (keys: readonly string[]) => forwarder.forward(keys),
               fencedOut: () => replica.fencedOut(),
+              shards: () => replica.heldShards,
               state: () => replica.state(),
             },
           }
@@ -318,13 +318,13 @@ export class HubRuntime {
    * registered and reconciled; the sync lease taken starts the sync loop, lost stops it.
    */
   private async leasesChanged(change: import("../hub/replicas/replica.js").LeaseChange): Promise<void> {
-    const { shardOf } = await import("../hub/replicas/replica.js");
-    const replica = this.replica!;
+    const { shardOf } = await import("../model/shards.js");
+    await this.hub.shardsChanged();
     if (change.gained.length > 0) {
       const from = new Map<number, string | undefined>(change.gained.map((g) => [g.shard, g.from]));
       const byFrom = new Map<string, string[]>();
       for (const node of await this.store.nodes.list()) {
-        const shard = shardOf(node.name, replica.shards);
+        const shard = shardOf(node.name);
         if (node.removedAt || !from.has(shard)) continue;
         const key = from.get(shard) ?? "";
         byFrom.set(key, [...(byFrom.get(key) ?? []), node.name]);

@@ -38,8 +38,14 @@ import type { NodeRecord, RevisionRecord } from "./records.js";
 import { Relay } from "./relay.js";
 import type { StatusHealth, StatusSink } from "./status.js";
 import { StatusFeed } from "./status-feed.js";
-import { FencedError, type Store, type StoreReads, type Transactional } from "./store/store.js";
-import type { Transport, TransportEvents, TransportHealth } from "./transport.js";
+import {
+  FencedError,
+  type Store,
+  type StoreReads,
+  type Transactional,
+  type UnitOfWork,
+} from "./store/store.js";
+import { NotOwnedError, type Transport, type TransportEvents, type TransportHealth } from "./transport.js";
 
 export { HubStoppedError } from "./inbox.js";
 
@@ -86,6 +92,8 @@ export interface Ownership {
   forward(keys: readonly string[]): void;
   /** A unit of work was fenced: the replica lost leases it counted on. */
   fencedOut(): void;
+  /** The shards (model/shards.ts) it holds now. */
+  shards(): ReadonlySet<number>;
   /** What it holds, for /healthz and /metrics. */
   state(): ReplicaState;
 }
@@ -157,7 +165,12 @@ export class Hub {
     this.queue = new WorkQueue(this.clock, () => this.schedule());
     const wakeIdle = () => this.wakeIdle();
     const enqueue = (keys: Iterable<string>) => this.enqueue(keys);
-    this.inbox = new Inbox({ store: this.store, log: this.log, flushed: wakeIdle });
+    this.inbox = new Inbox({
+      store: this.store,
+      log: this.log,
+      flushed: wakeIdle,
+      fencedOut: () => this.ownership?.fencedOut(),
+    });
     this.relay = new Relay({
       store: this.store,
       clock: this.clock,
@@ -247,6 +260,13 @@ export class Hub {
     return this.ownership?.leader ?? true;
   }
 
+  /** The replica's shards changed (and at start): each transport hands this hub its own shards' events. */
+  async shardsChanged(): Promise<void> {
+    if (!this.ownership) return;
+    const shards = this.ownership.shards();
+    for (const transport of this.transports.values()) await transport.consumeShards?.(shards);
+  }
+
   /** Recovers durable work and starts the transports. */
   async start(): Promise<void> {
     if (this.started) return;
@@ -262,6 +282,7 @@ export class Hub {
       recovered.length,
       outbox.length,
     );
+    await this.shardsChanged();
     for (const [name, transport] of this.transports) await transport.start(this.eventsFor(name));
     this.bus?.start();
     await this.relay.recover(outbox.map((row) => row.attemptId));
@@ -578,15 +599,19 @@ export class Hub {
         if (!(error instanceof HubStoppedError))
           this.log.warn({ err: error, transport, event }, "a %s event was not recorded", event);
       });
-    // Among replicas, whichever receives a report, result or loss records it (a shared consumer
-    // hands each message to one of them) and hands what it changed to the owner (process()); a
-    // heartbeat, which every replica hears, is the owner's to record.
+    // Among replicas, a node's reports, results and losses are its owner's to record: a transport
+    // hands each replica its own shards' (consumeShards), and one that comes to another replica
+    // (a shard changing hands) is refused, for the transport to hand to the owner. A heartbeat,
+    // which every replica hears, is the owner's to record too.
     const foreign = (node: string) => this.ownership !== undefined && !this.owns(node);
+    const owned = (node: string, event: string, run: (tx: UnitOfWork) => Promise<void>) =>
+      foreign(node)
+        ? Promise.reject(new NotOwnedError(node))
+        : this.inbox.deliver(event, transport, run, node);
     return {
       report: (report: Report) =>
-        this.inbox.deliver("report", transport, (tx) => this.ingest.report(tx, report, transport)),
-      result: (result: AttemptResult) =>
-        this.inbox.deliver("result", transport, (tx) => this.ingest.result(tx, result)),
+        owned(report.node, "report", (tx) => this.ingest.report(tx, report, transport)),
+      result: (result: AttemptResult) => owned(result.node, "result", (tx) => this.ingest.result(tx, result)),
       heartbeat: (node: string, at: Date) =>
         foreign(node)
           ? Promise.resolve()
@@ -595,7 +620,7 @@ export class Hub {
               this.inbox.deliver("heartbeat", transport, (tx) => this.ingest.heartbeat(tx, node, at)),
             ),
       lost: (attemptId: string, node: string, reason: string) =>
-        this.inbox.deliver("lost", transport, (tx) => this.ingest.lost(tx, attemptId, node, reason)),
+        owned(node, "lost", (tx) => this.ingest.lost(tx, attemptId, node, reason)),
       health: (event: TransportHealth) =>
         bestEffort(
           "health",

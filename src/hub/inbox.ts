@@ -4,10 +4,14 @@
  * reports costs one commit, not one each. Each event runs in its own savepoint: one that fails
  * rolls back alone. Each event's promise settles after the commit — resolved when recorded, rejected
  * when not — so a transport that acknowledges (NATS) never acknowledges what a crash could lose.
+ * Among hub replicas a batch checks the leases of the nodes its events are about once (the fence):
+ * a replica that lost one records none of the batch, and its events are refused as not owned, for
+ * the transport to hand to the replica that owns them now.
  */
 import type { Logger } from "pino";
 import { StewardError } from "../model/errors.js";
-import type { Store, UnitOfWork } from "./store/store.js";
+import { FencedError, type Store, type UnitOfWork } from "./store/store.js";
+import { NotOwnedError } from "./transport.js";
 
 /** An event handed to a stopped hub: not recorded, so a transport must not acknowledge it. */
 export class HubStoppedError extends StewardError {
@@ -27,6 +31,8 @@ export class HubStoppedError extends StewardError {
 interface InboxEvent {
   event: string;
   transport: string;
+  /** The node it is about, whose lease the batch checks (none: an event about no node's attempts). */
+  node: string | undefined;
   run: (tx: UnitOfWork) => Promise<void>;
   recorded: () => void;
   failed: (error: unknown) => void;
@@ -37,6 +43,8 @@ export interface InboxOptions {
   log: Logger;
   /** Called after every flush (the hub may have become idle). */
   flushed: () => void;
+  /** A batch was fenced: the replica lost leases it counted on. */
+  fencedOut?: () => void;
 }
 
 /** Transport events, recorded in batches (see the module comment). */
@@ -58,10 +66,15 @@ export class Inbox {
    * Records `run` with the next batch; resolves once committed. Rejects with HubStoppedError once
    * the inbox is closed.
    */
-  deliver(event: string, transport: string, run: (tx: UnitOfWork) => Promise<void>): Promise<void> {
+  deliver(
+    event: string,
+    transport: string,
+    run: (tx: UnitOfWork) => Promise<void>,
+    node?: string,
+  ): Promise<void> {
     if (this.closed) return Promise.reject(new HubStoppedError(event));
     return new Promise<void>((recorded, failed) => {
-      this.waiting.push({ event, transport, run, recorded, failed });
+      this.waiting.push({ event, transport, run, node, recorded, failed });
       if (this.scheduled) return;
       this.scheduled = true;
       setImmediate(() => void this.flush());
@@ -89,8 +102,13 @@ export class Inbox {
   private async record(batch: readonly InboxEvent[]): Promise<void> {
     const { store, log } = this.options;
     const failures = new Map<InboxEvent, unknown>();
+    const nodes = new Set<string>();
+    for (const entry of batch) if (entry.node !== undefined) nodes.add(entry.node);
     try {
       await store.transaction(async (tx) => {
+        // Run again from the start if the store retries the unit (PostgreSQL, another replica).
+        failures.clear();
+        await tx.fence(nodes);
         for (const entry of batch) {
           try {
             await tx.transaction(entry.run);
@@ -105,6 +123,13 @@ export class Inbox {
         }
       });
     } catch (error) {
+      if (error instanceof FencedError) {
+        log.warn({ events: batch.length }, "%s: the batch is left to their owners", error.message);
+        this.options.fencedOut?.();
+        for (const entry of batch)
+          entry.failed(entry.node === undefined ? error : new NotOwnedError(entry.node));
+        return;
+      }
       // Nothing of the batch is committed.
       log.error({ err: error, events: batch.length }, "recording %d transport events failed", batch.length);
       for (const entry of batch) entry.failed(error);

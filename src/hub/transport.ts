@@ -68,10 +68,27 @@ export class DispatchError extends Error {
   }
 }
 
+/**
+ * A report, result or loss about a node another hub replica owns now: not recorded here. A transport
+ * whose replicas share what they receive (NATS) hands it back, so the owner gets it.
+ */
+export class NotOwnedError extends Error {
+  override readonly name = "NotOwnedError";
+  constructor(readonly node: string) {
+    super(`node ${node} is another hub replica's now`);
+  }
+}
+
 export interface Transport {
   readonly name: TransportName;
   /** Starts listening; events flow until `stop`. */
   start(events: TransportEvents): Promise<void>;
+  /**
+   * Among hub replicas: the shards (model/shards.ts) whose nodes this replica owns now, so a
+   * transport that shares what agents send between replicas (NATS) hands this one only its own.
+   * Called before `start` and whenever they change; a transport without it hears every node.
+   */
+  consumeShards?(shards: ReadonlySet<number>): Promise<void>;
   /**
    * Hands one attempt to a node. Resolves once the transport has accepted it (for NATS: the stream
    * acknowledged it); the result arrives later through `events.result`. Rejects with DispatchError.

@@ -137,7 +137,8 @@ async function cluster(): Promise<Cluster> {
         await new Promise((resolve) => hub.once("exit", resolve));
       }
       for (const agent of agents) await stopChild(agent);
-      rmSync(dir, { recursive: true, force: true });
+      if (process.env.KEEP) console.log("KEPT", dir);
+      else rmSync(dir, { recursive: true, force: true });
     },
   };
 }

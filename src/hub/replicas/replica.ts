@@ -15,17 +15,11 @@
 import { createHash, randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import type { Logger } from "pino";
+import { SHARDS, shardOf } from "../../model/shards.js";
 import type { Clock } from "../clock.js";
 import type { Fencing, Store } from "../store/store.js";
 
-/** Shards the nodes are split into: enough to balance a few dozen replicas, few enough to renew at once. */
-export const SHARDS = 64;
 export const SYNC_LEASE = "sync";
-
-/** The shard of node `name`. */
-export function shardOf(name: string, shards = SHARDS): number {
-  return createHash("sha1").update(name).digest().readUInt32BE(0) % shards;
-}
 
 const shardLease = (shard: number) => `shard:${shard}`;
 
@@ -57,7 +51,6 @@ export interface ReplicaOptions {
   id?: string;
   /** Where this replica's HTTP endpoints answer, for `steward get replicas`. */
   address?: string;
-  shards?: number;
 }
 
 /** What changed in what a replica holds, told after the store says so. */
@@ -72,7 +65,6 @@ export interface LeaseChange {
 /** The leases of one replica (see the module comment). */
 export class Replica implements Fencing {
   readonly holder: string;
-  readonly shards: number;
   private readonly held = new Map<number, number>();
   private syncToken: number | undefined;
   /** Until when (epoch ms, this clock) the leases count, as of the last renewal that succeeded. */
@@ -96,7 +88,6 @@ export class Replica implements Fencing {
   constructor(private readonly options: ReplicaOptions) {
     this.address = options.address;
     this.holder = options.id ?? newReplicaId();
-    this.shards = options.shards ?? SHARDS;
     this.startedAt = options.clock.now().toISOString();
   }
 
@@ -123,7 +114,7 @@ export class Replica implements Fencing {
 
   /** Whether this replica holds node `name`'s shard now. */
   owns(name: string): boolean {
-    return this.valid() && this.held.has(shardOf(name, this.shards));
+    return this.valid() && this.held.has(shardOf(name));
   }
 
   /** Whether this replica holds the sync lease now. */
@@ -140,7 +131,7 @@ export class Replica implements Fencing {
     if (!this.valid()) return undefined;
     const leases = new Map<number, number>();
     for (const node of nodes) {
-      const shard = shardOf(node, this.shards);
+      const shard = shardOf(node);
       const token = this.held.get(shard);
       if (token === undefined) return undefined;
       leases.set(shard, token);
@@ -214,7 +205,7 @@ export class Replica implements Fencing {
       });
       const live = (await tx.replicas.live(at)).map((r) => r.id);
       const wanted = new Set<number>();
-      for (let shard = 0; shard < this.shards; shard++)
+      for (let shard = 0; shard < SHARDS; shard++)
         if (shardOwner(shard, live) === this.holder) wanted.add(shard);
       const kept = await tx.replicas.renew(
         this.holder,

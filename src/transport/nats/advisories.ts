@@ -6,8 +6,9 @@
  */
 import type { TransportHealth } from "../../hub/transport.js";
 import {
-  HUB_REPORTS_CONSUMER,
+  HUB_REPORTS_CONSUMER_PREFIX,
   identities,
+  LEGACY_HUB_REPORTS_CONSUMER,
   MAILBOX_STREAM,
   REPORTS_STREAM,
   TASKS_STREAM,
@@ -54,7 +55,7 @@ export function observeAdvisory(subject: string, body: AdvisoryBody): AdvisoryOb
     case "CONSUMER.MAX_DELIVERIES": {
       const seq = body.stream_seq ?? 0;
       const what =
-        consumer === HUB_REPORTS_CONSUMER
+        consumer?.startsWith(HUB_REPORTS_CONSUMER_PREFIX) === true
           ? `a message from an agent (stream sequence ${seq}) was delivered to the hub ${body.deliveries} times and never recorded`
           : `message ${seq} of ${stream} was delivered to ${consumer} ${body.deliveries} times and never acknowledged`;
       return {
@@ -67,6 +68,8 @@ export function observeAdvisory(subject: string, body: AdvisoryBody): AdvisoryOb
       };
     }
     case "CONSUMER.DELETED":
+      // The hub deletes the single consumer of earlier versions itself (topology.ts).
+      if (stream === REPORTS_STREAM && consumer === LEGACY_HUB_REPORTS_CONSUMER) return undefined;
       return {
         health: {
           status: "degraded",

@@ -6,9 +6,10 @@
  *   with the attempt id as `Nats-Msg-Id`, so re-publishing after a crash is de-duplicated by the
  *   stream, which keeps only the newest attempt per instance: an offline node later sees the
  *   current generation only;
- * - reports and results come from the durable consumer `hub` of STEWARD_REPORTS, handled in order
+ * - reports and results come from the durable consumers `hub-shard-<N>` of STEWARD_REPORTS, one per
+ *   shard of nodes (a hub replica consumes the shards it holds: `consumeShards`), handled in order
  *   per node and acknowledged only after the hub's handler returned (a hub that dies before
- *   recording gets them again);
+ *   recording gets them again; one that no longer owns the node naks it for the owner);
  * - node heartbeats reach the hub as `heartbeat` events; besides, each sender (node, or instance with
  *   a running service) is watched with one timer reset by each beat (SilenceWatch): `silentSince`,
  *   `silent()` and `onSilence` say who is silent, and `heartbeat.asHealth` turns it into `health`
@@ -19,6 +20,7 @@
  */
 import { setTimeout as delay } from "node:timers/promises";
 import {
+  type ConsumerMessages,
   JetStreamApiError,
   type JetStreamClient,
   type JetStreamManager,
@@ -38,12 +40,14 @@ import {
 import type { HubBus } from "../../hub/bus.js";
 import {
   DispatchError,
+  NotOwnedError,
   type Transport,
   type TransportEvents,
   type TransportHealth,
   type TransportName,
 } from "../../hub/transport.js";
 import type { AttemptResult, Bundle, Node, Report } from "../../model/generated.js";
+import { everyShard, shardOf } from "../../model/shards.js";
 import { ADVISORY_SUBJECTS, observeAdvisory } from "./advisories.js";
 import { ConditionMirror } from "./conditions.js";
 import { causedBy, connectNats, type NatsTls, untilServerAnswers } from "./connect.js";
@@ -51,8 +55,8 @@ import { type HeartbeatKey, parseHeartbeat, SilenceWatch } from "./heartbeats.js
 import { type NatsLog, silentLog } from "./log.js";
 import { MailboxPoster, readMailbox } from "./mailbox.js";
 import {
-  HUB_REPORTS_CONSUMER,
   HUB_TASK_EVENTS_CONSUMER,
+  hubReportsConsumer,
   identities,
   MAILBOX_STREAM,
   OBSERVED_BUCKET,
@@ -120,6 +124,8 @@ export interface SilenceChange {
 
 /** The NATS transport with what only the bus offers besides the Transport port. */
 export interface NatsTransport extends Transport {
+  /** Consumes the reports and results of these shards only (a hub replica's); by default every shard. */
+  consumeShards(shards: ReadonlySet<number>): Promise<void>;
   /** The connection (after `start`). */
   readonly connection: NatsConnection;
   /** Open conditions mirrored into KV `steward-conditions` (after `start`). */
@@ -150,11 +156,25 @@ export interface BusState {
 /** How long one pull request of the hub's consumers waits on the server; bounds the pause after a server restart. */
 const PULL_EXPIRES_MS = 3_000;
 
+/** Messages one shard's consumer pulls at a time (a hub consuming all 64 holds at most 64 × this). */
+const SHARD_PULL_BATCH = 128;
+
+/** When a message of a shard this replica no longer holds comes again (to whichever holds it then). */
+const NOT_OWNED_NAK_MS = 250;
+
 /** Share of the account's storage limit past which the bus is degraded (`StorageNearLimit`). */
 const STORAGE_WARNING_SHARE = 0.9;
 
 /** How long a problem the client reports without an end (slow consumer, server error) must be absent. */
 const QUIET_MS = 60_000;
+
+/**
+ * Never delivered again. Without a reason: nats-server 2.9.10 takes `+TERM <reason>` for no
+ * acknowledgement at all and hands the message out again until its deliveries run out (tested).
+ */
+function terminate(msg: JsMsg): void {
+  msg.term();
+}
 
 /** Creates the hub's NATS transport; nothing happens until `start`. */
 export function createNatsTransport(options: NatsTransportOptions): NatsTransport {
@@ -202,6 +222,11 @@ class NatsHubTransport implements NatsTransport {
   /** The hub's own consumer gave up on a message: recovered once it records one again. */
   private hubDeliveriesExhausted = false;
   private storageNearLimit = false;
+  /** The shards whose reports and results this hub records (consumeShards), and their consumers. */
+  private wantedShards: ReadonlySet<number> = everyShard();
+  private readonly shardConsumers = new Map<number, ConsumerMessages>();
+  private shardsSettled: Promise<void> = Promise.resolve();
+  private consuming = false;
   private stopped = false;
   private starting: Promise<void> | undefined;
 
@@ -282,7 +307,10 @@ class NatsHubTransport implements NatsTransport {
     // Best effort: what cannot be recorded now (another hub replica writing the same rows, say) is
     // asked for again — every node the hub reaches reports at its start.
     const replayed = await Promise.allSettled(last.map((report) => this.hand(() => events.report(report))));
-    const unrecorded = replayed.filter((outcome) => outcome.status === "rejected").length;
+    // Another replica's nodes are its own to replay.
+    const unrecorded = replayed.filter(
+      (outcome) => outcome.status === "rejected" && !(outcome.reason instanceof NotOwnedError),
+    ).length;
     if (unrecorded > 0)
       this.log.warn(
         { reports: unrecorded },
@@ -352,8 +380,8 @@ class NatsHubTransport implements NatsTransport {
   }
 
   /**
-   * Runs `publish` again while the stream has no leader — a cluster server died and the survivors
-   * are electing one, which takes seconds — for up to `electionGraceMs`. Failing at once would
+   * Runs `publish` again while the stream has no leader or does not answer — a cluster server died
+   * and the survivors are electing one, which takes seconds — for up to `electionGraceMs`. Failing at once would
    * spend the instance's retry budget in those seconds and leave it Stuck; publishing again is
    * safe (the attempt id de-duplicates).
    */
@@ -484,37 +512,70 @@ class NatsHubTransport implements NatsTransport {
     for (const stop of this.stoppers.splice(0).reverse()) await stop();
   }
 
-  /** Reports and results: parsed, handled in order per node, acknowledged once handled. */
+  /**
+   * Consumes the reports and results of `shards` only (a hub replica's, replicas/replica.ts), and
+   * stops consuming the others: what a replica stops consuming comes to the one that takes the
+   * shard over (unacknowledged, after the ack deadline). A hub alone consumes every shard.
+   */
+  consumeShards(shards: ReadonlySet<number>): Promise<void> {
+    this.wantedShards = new Set(shards);
+    if (!this.consuming) return Promise.resolve();
+    this.shardsSettled = this.shardsSettled.then(() => this.settleShardConsumers());
+    return this.shardsSettled;
+  }
+
+  /** Starts and stops shard consumers until they match the wanted shards. */
+  private async settleShardConsumers(): Promise<void> {
+    for (const [shard, messages] of this.shardConsumers) {
+      if (this.wantedShards.has(shard) && !this.stopped) continue;
+      this.shardConsumers.delete(shard);
+      await messages.close().catch(() => undefined);
+    }
+    if (this.stopped) return;
+    for (const shard of this.wantedShards) {
+      if (this.shardConsumers.has(shard)) continue;
+      const consumer = await this.connectionJs().consumers.get(REPORTS_STREAM, hubReportsConsumer(shard));
+      const messages = await consumer.consume({
+        max_messages: SHARD_PULL_BATCH,
+        expires: PULL_EXPIRES_MS,
+        callback: (msg) => {
+          void this.onAgentMessage(msg);
+        },
+      });
+      this.shardConsumers.set(shard, messages);
+    }
+  }
+
+  /** Reports and results of the wanted shards: parsed, handled in order per node, acknowledged once handled. */
   private async consumeAgentMessages(): Promise<void> {
-    const consumer = await this.connectionJs().consumers.get(REPORTS_STREAM, HUB_REPORTS_CONSUMER);
-    const messages = await consumer.consume({
-      max_messages: 1_000,
-      expires: PULL_EXPIRES_MS,
-      callback: (msg) => {
-        void this.onAgentMessage(msg);
-      },
-    });
+    this.consuming = true;
+    await this.consumeShards(this.wantedShards);
     this.stoppers.push(async () => {
-      await messages.close();
+      this.consuming = false;
+      await this.shardsSettled.catch(() => undefined);
+      await this.settleShardConsumers();
       while (this.handing.size > 0) await Promise.allSettled([...this.handing]);
     });
   }
 
   private async onAgentMessage(msg: JsMsg): Promise<void> {
     const events = this.events as TransportEvents;
-    const [, kind, node] = msg.subject.split(".");
-    if (!node || (kind !== "report" && kind !== "result")) return msg.term("not a steward subject");
+    const [, , shard, kind, node] = msg.subject.split(".");
+    if (!node || (kind !== "report" && kind !== "result") || shard !== String(shardOf(node))) {
+      this.log.warn({ subject: msg.subject }, "message on a subject steward does not send; dropped");
+      return terminate(msg);
+    }
     let body: Report | AttemptResult;
     try {
       body = msg.json<Report | AttemptResult>();
     } catch {
       this.log.warn({ node, subject: msg.subject }, "unreadable message from agent; dropped");
-      return msg.term("not JSON");
+      return terminate(msg);
     }
     // The subject is what the server's permissions vouch for; a body naming another node is forged.
     if (body.node !== node) {
       this.log.warn({ node, claimed: body.node }, "message names another node than its subject; dropped");
-      return msg.term("node mismatch");
+      return terminate(msg);
     }
     try {
       // Handed over at once, in the stream's order, which the hub keeps (see TransportEvents): a
@@ -542,6 +603,11 @@ class NatsHubTransport implements NatsTransport {
         });
       }
     } catch (error) {
+      if (error instanceof NotOwnedError) {
+        // Its shard moved to another replica meanwhile: that one takes it from the shard's consumer.
+        msg.nak(NOT_OWNED_NAK_MS);
+        return;
+      }
       this.log.error(
         { node, kind, error: String(error) },
         "hub handler failed; the message will be redelivered",
@@ -559,7 +625,8 @@ class NatsHubTransport implements NatsTransport {
         try {
           event = msg.json<TaskEvent>();
         } catch {
-          msg.term("not a task event");
+          this.log.warn({ subject: msg.subject }, "unreadable task event; dropped");
+          terminate(msg);
           continue;
         }
         try {
@@ -783,7 +850,9 @@ function silenceHealth(status: TransportHealth["status"], key: HeartbeatKey, sin
  * or "JetStream system temporarily unavailable" (10008).
  */
 function leaderless(error: unknown): boolean {
-  if (causedBy(error, NoRespondersError)) return true;
+  // No answer in time: a stream whose leader just died answers nothing until the survivors elected
+  // one (on a cluster with many groups to elect, past the publish timeout).
+  if (causedBy(error, NoRespondersError) || causedBy(error, TimeoutError)) return true;
   let current: unknown = error;
   while (current instanceof Error) {
     if (current instanceof JetStreamApiError && current.code === 10_008) return true;

@@ -5,6 +5,7 @@
  *
  * Node and assignment names are DNS labels (schema `Name`), which are valid subject tokens as they are.
  */
+import { shardOf } from "../../model/shards.js";
 
 /**
  * Every node's mailbox: the newest attempt of each instance (one subject per instance, one message
@@ -25,8 +26,11 @@ export const OBSERVED_BUCKET = "steward-observed";
 /** Open conditions (key = condition id); a resolved condition is deleted. */
 export const CONDITIONS_BUCKET = "steward-conditions";
 
-/** The hub's durable consumer of reports and results. */
-export const HUB_REPORTS_CONSUMER = "hub";
+/** The hub's durable consumer of one shard's reports and results (hub replicas each consume their own). */
+export const HUB_REPORTS_CONSUMER_PREFIX = "hub-shard-";
+export const hubReportsConsumer = (shard: number) => `${HUB_REPORTS_CONSUMER_PREFIX}${shard}`;
+/** The single consumer of every report and result, of steward before sharded subjects; removed at start. */
+export const LEGACY_HUB_REPORTS_CONSUMER = "hub";
 /** The hub's durable consumer of task claims and resolutions. */
 export const HUB_TASK_EVENTS_CONSUMER = "hub-task-events";
 /** The durable push consumer that hands tasks to the task agents' queue group. */
@@ -78,8 +82,18 @@ export const subjects = {
   mailboxes: "steward.mailbox.*",
   /** A direct get of the last message on `subject` (the form permissions can restrict to a node). */
   lastOf: (stream: string, subject: string) => `$JS.API.DIRECT.GET.${stream}.${subject}`,
-  report: (node: string) => `steward.report.${node}`,
-  result: (node: string) => `steward.result.${node}`,
+  /**
+   * A node's full reports, under what agents send back (`steward.agent.<shard>.<kind>.<node>`): the
+   * shard first, so each hub replica consumes its own shards' (nats-server 2.9 takes one filter
+   * per consumer, a subset of one of the stream's subjects).
+   */
+  report: (node: string) => `steward.agent.${shardOf(node)}.report.${node}`,
+  /** A node's attempt results (as its reports). */
+  result: (node: string) => `steward.agent.${shardOf(node)}.result.${node}`,
+  /** Every report and result of every node: the stream's subject. */
+  agentMessages: "steward.agent.*.*.*",
+  /** Every report and result of one shard's nodes: the filter of that shard's hub consumer. */
+  agentMessagesOf: (shard: number) => `steward.agent.${shard}.*.*`,
   /** Node beat (`steward.heartbeat.<node>`); an instance beat adds the assignment as a token. */
   heartbeat: (node: string, assignment?: string) =>
     assignment === undefined ? `steward.heartbeat.${node}` : `steward.heartbeat.${node}.${assignment}`,

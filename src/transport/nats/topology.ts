@@ -39,11 +39,13 @@ import {
 import { Kvm } from "@nats-io/kv";
 import { type NatsConnection, nanos, type ServerInfo } from "@nats-io/transport-node";
 import { EnvironmentError } from "../../model/errors.js";
+import { SHARDS } from "../../model/shards.js";
 import {
   CONDITIONS_BUCKET,
-  HUB_REPORTS_CONSUMER,
   HUB_TASK_EVENTS_CONSUMER,
+  hubReportsConsumer,
   LEGACY_ATTEMPTS_STREAM,
+  LEGACY_HUB_REPORTS_CONSUMER,
   MAILBOX_STREAM,
   OBSERVED_BUCKET,
   REPORTS_STREAM,
@@ -94,7 +96,7 @@ function streamConfigs(replicas: number): StreamDeclaration[] {
     {
       name: REPORTS_STREAM,
       description: "steward: full reports and attempt results from agents, consumed by the hub",
-      subjects: [subjects.report("*"), subjects.result("*")],
+      subjects: [subjects.agentMessages],
       retention: RetentionPolicy.Workqueue,
       // Bounds what piles up for a hub that is down for long; a report is a full observation, so
       // only the newest matter, and 1,000 results per node outlasts any sane outage.
@@ -125,24 +127,40 @@ function consumerBase(): Pick<ConsumerConfig, "ack_policy" | "deliver_policy" | 
   };
 }
 
+/**
+ * How many messages of one shard the hub holds unacknowledged at most: it awaits each message's
+ * handler before acknowledging it, so this bounds what it holds (and its memory) when it falls
+ * behind — 64 shards × 256 = 16,384 for a hub that consumes them all.
+ */
+export const SHARD_ACK_PENDING = 256;
+
+/**
+ * One consumer per shard of reports and results (`hub-shard-N`, filtered to `steward.*.N.*`): each
+ * hub replica consumes the shards it holds, so a node's messages are recorded by the replica that
+ * owns the node and replicas never write the same node's rows. 64 consumers cost the server little
+ * (the cost that grows is per consumer, see above, and 64 is fixed whatever the fleet).
+ */
+function reportsConsumerConfigs(): { stream: string; config: ConsumerConfig }[] {
+  return Array.from({ length: SHARDS }, (_, shard) => ({
+    stream: REPORTS_STREAM,
+    config: {
+      ...consumerBase(),
+      durable_name: hubReportsConsumer(shard),
+      description: `steward: the hub replica holding shard ${shard} records its nodes' reports and results`,
+      filter_subject: subjects.agentMessagesOf(shard),
+      max_deliver: 10,
+      // The first entry is the ack deadline of a message the hub holds: long enough for a full
+      // prefetch to be handled, short enough that a dead replica's messages come back soon.
+      backoff: [5_000, 10_000, 30_000, 60_000, 120_000].map((ms) => nanos(ms)),
+      ack_wait: nanos(5_000),
+      max_ack_pending: SHARD_ACK_PENDING,
+    },
+  }));
+}
+
 function hubConsumerConfigs(): { stream: string; config: ConsumerConfig }[] {
   return [
-    {
-      stream: REPORTS_STREAM,
-      config: {
-        ...consumerBase(),
-        durable_name: HUB_REPORTS_CONSUMER,
-        description: "steward: the hub records reports and results",
-        max_deliver: 10,
-        // The first entry is the ack deadline of a message the hub holds: long enough for a full
-        // prefetch to be handled, short enough that a dead hub's messages come back soon.
-        backoff: [5_000, 10_000, 30_000, 60_000, 120_000].map((ms) => nanos(ms)),
-        ack_wait: nanos(5_000),
-        // The hub awaits each message's handler before acknowledging it; this bounds how many it
-        // holds at once (and so its memory) when it falls behind.
-        max_ack_pending: 4_096,
-      },
-    },
+    ...reportsConsumerConfigs(),
     {
       stream: TASKS_STREAM,
       config: {
@@ -249,6 +267,22 @@ async function removeLegacyAttempts(jsm: JetStreamManager): Promise<void> {
   }
 }
 
+/**
+ * Reports and results of earlier versions (`steward.report.<node>`, one consumer `hub` for all) are
+ * removed before the stream takes the sharded subjects (a work queue refuses a filtered consumer
+ * beside an unfiltered one). What they held is not lost to the hub: every agent reports afresh when
+ * asked, and an attempt whose result was among them is settled as ambiguous (from a fresh report).
+ */
+async function removeLegacyReports(jsm: JetStreamManager): Promise<void> {
+  try {
+    await jsm.consumers.delete(REPORTS_STREAM, LEGACY_HUB_REPORTS_CONSUMER);
+  } catch (error) {
+    if (!isNotFound(error)) throw error;
+    return;
+  }
+  await jsm.streams.purge(REPORTS_STREAM);
+}
+
 export interface TopologyOptions {
   /** Replicas of every stream and bucket; default `replicasOn(nc.info)`: 3 on a cluster, 1 on a single server. */
   replicas?: number;
@@ -266,8 +300,10 @@ export async function ensureTopology(
 ): Promise<void> {
   const replicas = replicasOn(nc.info, options.replicas);
   await removeLegacyAttempts(jsm);
+  await removeLegacyReports(jsm);
   for (const config of streamConfigs(replicas)) await ensureStream(jsm, config);
-  for (const { stream, config } of hubConsumerConfigs()) await ensureConsumer(jsm, stream, config);
+  // Together: on a cluster each consumer is a group that elects its leader, one after another 0.5 s each.
+  await Promise.all(hubConsumerConfigs().map(({ stream, config }) => ensureConsumer(jsm, stream, config)));
   const kvm = new Kvm(nc);
   const buckets = [
     { name: OBSERVED_BUCKET, description: "steward: last full report per node" },

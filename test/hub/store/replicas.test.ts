@@ -8,8 +8,9 @@ import pino from "pino";
 import { describe, expect, it } from "vitest";
 import type { Clock } from "../../../src/hub/clock.js";
 import type { IntentRecord } from "../../../src/hub/records.js";
-import { Replica, SHARDS, shardOf, shardOwner } from "../../../src/hub/replicas/replica.js";
+import { Replica, shardOwner } from "../../../src/hub/replicas/replica.js";
 import { FencedError } from "../../../src/hub/store/store.js";
+import { SHARDS, shardOf } from "../../../src/model/shards.js";
 import { storeKinds } from "./stores.js";
 
 /** A clock the test moves; timers never fire on their own (renewals are driven by hand). */

@@ -3,7 +3,7 @@ import { connect } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { observeAdvisory } from "../../../src/transport/nats/advisories.js";
 import { createNatsTransport } from "../../../src/transport/nats/hub.js";
-import { MAILBOX_STREAM } from "../../../src/transport/nats/subjects.js";
+import { MAILBOX_STREAM, subjects } from "../../../src/transport/nats/subjects.js";
 import { natsNode, testBundle } from "../../helpers/marker-agent.js";
 import { startNatsServer, type TestNatsServer } from "../../helpers/nats-server.js";
 import { type NatsTestBed, startNatsTestBed } from "../../helpers/nats-testbed.js";
@@ -80,8 +80,8 @@ describe("nats advisories - what each advisory means", () => {
     },
     {
       name: "max deliveries on the hub's reports is about the transport as a whole",
-      subject: "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.STEWARD_REPORTS.hub",
-      body: { stream: "STEWARD_REPORTS", consumer: "hub", stream_seq: 3, deliveries: 10 },
+      subject: "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.STEWARD_REPORTS.hub-shard-5",
+      body: { stream: "STEWARD_REPORTS", consumer: "hub-shard-5", stream_seq: 3, deliveries: 10 },
       expected: {
         health: {
           status: "degraded",
@@ -93,12 +93,18 @@ describe("nats advisories - what each advisory means", () => {
     },
     {
       name: "a deleted consumer of ours asks for a repair",
-      subject: "$JS.EVENT.ADVISORY.CONSUMER.DELETED.STEWARD_REPORTS.hub",
-      body: { stream: "STEWARD_REPORTS", consumer: "hub" },
+      subject: "$JS.EVENT.ADVISORY.CONSUMER.DELETED.STEWARD_REPORTS.hub-shard-5",
+      body: { stream: "STEWARD_REPORTS", consumer: "hub-shard-5" },
       expected: {
         health: expect.objectContaining({ reason: "ConsumerDeleted", status: "degraded" }),
         repair: true,
       },
+    },
+    {
+      name: "the single consumer of earlier versions, which the hub deletes itself, is not missed",
+      subject: "$JS.EVENT.ADVISORY.CONSUMER.DELETED.STEWARD_REPORTS.hub",
+      body: { stream: "STEWARD_REPORTS", consumer: "hub" },
+      expected: undefined,
     },
     {
       name: "another application's stream is none of our business",
@@ -163,8 +169,13 @@ describe("nats advisories - storage near the account's limit", () => {
     await first.start(recordEvents().events);
     await first.stop();
     const js = jetstream(nc);
-    const filler = "x".repeat(100_000);
-    for (let i = 0; i < 19; i++) await js.publish("steward.report.node-1", filler);
+    // Reports the hub takes (a readable body from the node its subject names) and never records.
+    const filler = JSON.stringify({
+      node: "node-1",
+      takenAt: "2026-12-01T00:00:00Z",
+      pad: "x".repeat(100_000),
+    });
+    for (let i = 0; i < 19; i++) await js.publish(subjects.report("node-1"), filler);
     const recorded = recordEvents();
     const second = createNatsTransport({ connection: nc });
     // Nothing consumes reports here but the hub itself, and its handler holds them: the store stays full.

@@ -39,7 +39,8 @@ describe("nats cluster failover - a rollout survives a cluster server killed mid
     for (const child of children.reverse()) await stopChild(child);
     await admin?.close();
     await cluster?.dispose();
-    rmSync(dir, { recursive: true, force: true });
+    if (!process.env.KEEP) rmSync(dir, { recursive: true, force: true });
+    else console.log("KEPT", dir);
     removeTempDirs();
   });
 

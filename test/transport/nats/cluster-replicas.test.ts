@@ -12,7 +12,7 @@ import { natsOptionsFromFlags } from "../../../src/transport/nats/flags.js";
 import { createNatsTransport } from "../../../src/transport/nats/hub.js";
 import {
   CONDITIONS_BUCKET,
-  HUB_REPORTS_CONSUMER,
+  hubReportsConsumer,
   MAILBOX_STREAM,
   OBSERVED_BUCKET,
   REPORTS_STREAM,
@@ -92,7 +92,7 @@ describe("nats replicas - streams and buckets in 3 copies on a cluster, 1 on a s
     try {
       await hub.start(recordEvents().events);
       expect(await replicasOf(jsm)).toEqual(Object.fromEntries(STREAMS.map((name) => [name, [3, 3]])));
-      const consumer = await jsm.consumers.info(REPORTS_STREAM, HUB_REPORTS_CONSUMER);
+      const consumer = await jsm.consumers.info(REPORTS_STREAM, hubReportsConsumer(0));
       expect(1 + (consumer.cluster?.replicas?.length ?? 0)).toBe(3);
     } finally {
       await hub.stop();
@@ -127,7 +127,7 @@ describe("nats replicas - streams and buckets in 3 copies on a cluster, 1 on a s
     const grown = await replicasOf(jsm);
     for (const name of STREAMS) expect(grown[name]?.[0], name).toBe(3);
     const consumerCopies = async () => {
-      const info = await jsm.consumers.info(REPORTS_STREAM, HUB_REPORTS_CONSUMER);
+      const info = await jsm.consumers.info(REPORTS_STREAM, hubReportsConsumer(0));
       return 1 + (info.cluster?.replicas?.length ?? 0);
     };
     await expect

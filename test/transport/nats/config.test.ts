@@ -26,7 +26,9 @@ describe("nats config - planning the server configuration and credentials", () =
     const node = config.slice(config.indexOf("# node web-1"), config.indexOf("# task-agent"));
     expect(node).toContain('"$JS.API.DIRECT.GET.STEWARD_MAILBOX.steward.mailbox.web-1"');
     expect(node).toContain('"$JS.API.DIRECT.GET.STEWARD_MAILBOX.steward.attempt.web-1.*"');
-    expect(node).toContain('"steward.report.web-1", "steward.result.web-1", "steward.heartbeat.web-1"');
+    expect(node).toContain(
+      '"steward.agent.43.report.web-1", "steward.agent.43.result.web-1", "steward.heartbeat.web-1"',
+    );
     expect(node).toContain(
       'subscribe: { allow: ["_INBOX_node_web-1.>", "steward.control.web-1", "steward.attempt.web-1.*", "steward.mailbox.web-1"] }',
     );

@@ -278,7 +278,7 @@ describe("nats enrolment - a host from nothing to converged: enrol, one approval
     ])
       enrol.subscribe(subject);
     for (const subject of [
-      "steward.report.web-3",
+      "steward.agent.44.report.web-3",
       "steward.heartbeat.web-3",
       "$JS.API.INFO",
       "steward.tasks",
@@ -294,7 +294,7 @@ describe("nats enrolment - a host from nothing to converged: enrol, one approval
     ])
       expect(errors.join("\n")).toContain(`Permissions Violation for Subscription to "${subject}"`);
     for (const subject of [
-      "steward.report.web-3",
+      "steward.agent.44.report.web-3",
       "steward.heartbeat.web-3",
       "$JS.API.INFO",
       "steward.tasks",
@@ -375,7 +375,7 @@ describe("nats enrolment - a host from nothing to converged: enrol, one approval
     };
     // The run did say things: requests, reports and answers went by.
     expect(said.bus).toMatch(/^steward\.enrol\.request \{"kind":"EnrolmentRequest"/m);
-    expect(said.bus).toMatch(/^steward\.report\.web-3 /m);
+    expect(said.bus).toMatch(/^steward\.agent\.44\.report\.web-3 /m);
     expect(said.bus).toMatch(/"status":"admitted"/);
     for (const [where, words] of Object.entries(said))
       for (const secret of secrets) {

@@ -6,8 +6,9 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SqliteStore } from "../../../src/hub/store/sqlite.js";
+import { shardOf } from "../../../src/model/shards.js";
 import { stopChild } from "../../../src/transport/nats/server.js";
-import { HUB_REPORTS_CONSUMER, REPORTS_STREAM, subjects } from "../../../src/transport/nats/subjects.js";
+import { hubReportsConsumer, REPORTS_STREAM, subjects } from "../../../src/transport/nats/subjects.js";
 import { makeRepo, removeTempDirs } from "../../helpers/git.js";
 import { startNatsAgent, startNatsHub } from "../../helpers/nats-processes.js";
 import { startNatsServer, type TestNatsServer } from "../../helpers/nats-server.js";
@@ -55,9 +56,9 @@ describe("nats hub crash - the hub acknowledges what agents send only once it is
     const path = join(dir, NODE, "srv", "runs");
     return existsSync(path) ? readFileSync(path, "utf8").split("\n").filter(Boolean) : [];
   };
-  /** Where the hub's durable consumer stands on the stream of reports and results. */
+  /** Where the hub's durable consumer of the node's shard stands on the stream of reports and results. */
   const hubConsumer = async () =>
-    (await jetstreamManager(watcher)).consumers.info(REPORTS_STREAM, HUB_REPORTS_CONSUMER);
+    (await jetstreamManager(watcher)).consumers.info(REPORTS_STREAM, hubReportsConsumer(shardOf(NODE)));
 
   beforeAll(async () => {
     repo = makeRepo({

@@ -92,7 +92,7 @@ describe("secrets end to end - NATS", () => {
       }
     }
     expect(published.some((p) => p.name.startsWith("bus steward.attempt.db-1"))).toBe(true);
-    expect(published.some((p) => p.name.startsWith("bus steward.report.db-1"))).toBe(true);
+    expect(published.some((p) => p.name.startsWith("bus steward.agent.52.report.db-1"))).toBe(true);
     expect(stored.some((p) => p.name.startsWith("kv steward-observed"))).toBe(true);
     // The attempt did carry the secret, encrypted.
     expect(published.some((p) => Buffer.from(p.bytes).includes("BEGIN AGE ENCRYPTED FILE"))).toBe(true);
