@@ -596,7 +596,8 @@ export class Hub {
   eventsFor(transport: string): TransportEvents {
     const bestEffort = (event: string, promise: Promise<void>) =>
       promise.catch((error: unknown) => {
-        if (!(error instanceof HubStoppedError))
+        // A stopped hub, or a node whose shard moved meanwhile: the next beat says the same to its owner.
+        if (!(error instanceof HubStoppedError) && !(error instanceof NotOwnedError))
           this.log.warn({ err: error, transport, event }, "a %s event was not recorded", event);
       });
     // Among replicas, a node's reports, results and losses are its owner's to record: a transport
@@ -617,7 +618,7 @@ export class Hub {
           ? Promise.resolve()
           : bestEffort(
               "heartbeat",
-              this.inbox.deliver("heartbeat", transport, (tx) => this.ingest.heartbeat(tx, node, at)),
+              this.inbox.deliver("heartbeat", transport, (tx) => this.ingest.heartbeat(tx, node, at), node),
             ),
       lost: (attemptId: string, node: string, reason: string) =>
         owned(node, "lost", (tx) => this.ingest.lost(tx, attemptId, node, reason)),

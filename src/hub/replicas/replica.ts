@@ -193,7 +193,7 @@ export class Replica implements Fencing {
     // giving it up) is a takeover, whose attempts in flight are that replica's.
     for (const lease of await store.replicas.leases())
       if (lease.name.startsWith("shard:")) owners.set(Number(lease.name.slice(6)), lease.holder);
-    const outcome = await store.transaction(async (tx) => {
+    const outcome = await store.leaseTransaction(async (tx) => {
       await tx.replicas.heartbeat({
         id: this.holder,
         ...(this.address ? { address: this.address } : {}),
@@ -289,6 +289,6 @@ export class Replica implements Fencing {
     await this.ticking?.catch(() => undefined);
     this.held.clear();
     this.syncToken = undefined;
-    await this.options.store.transaction((tx) => tx.replicas.remove(this.holder)).catch(() => undefined);
+    await this.options.store.leaseTransaction((tx) => tx.replicas.remove(this.holder)).catch(() => undefined);
   }
 }

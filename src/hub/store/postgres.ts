@@ -141,19 +141,28 @@ export class PostgresStore extends SqlStore {
   }
 
   protected unit<T>(work: (sql: Sql) => Promise<T>): Promise<T> {
-    return this.oneAtATime(async () => {
-      // A unit of another process (a replica, a command) wrote the same rows first: run it again on
-      // what is committed now, a few times, as PostgreSQL advises for repeatable read.
-      for (let tries = 1; ; tries++) {
-        try {
-          return await this.unitNow(work);
-        } catch (error) {
-          const code = (error as { code?: string }).code;
-          if ((code !== SERIALIZATION_FAILURE && code !== DEADLOCK) || tries >= RETRIES) throw error;
-          await new Promise((resolve) => setTimeout(resolve, Math.random() * 50 * tries));
-        }
+    return this.oneAtATime(() => this.retried(work));
+  }
+
+  /** On a connection of its own, at once: the replicas' leases (leaseTransaction). */
+  protected override unitBeside<T>(work: (sql: Sql) => Promise<T>): Promise<T> {
+    return this.retried(work);
+  }
+
+  /**
+   * A unit of another process (a replica, a command) wrote the same rows first: run it again on
+   * what is committed now, a few times, as PostgreSQL advises for repeatable read.
+   */
+  private async retried<T>(work: (sql: Sql) => Promise<T>): Promise<T> {
+    for (let tries = 1; ; tries++) {
+      try {
+        return await this.unitNow(work);
+      } catch (error) {
+        const code = (error as { code?: string }).code;
+        if ((code !== SERIALIZATION_FAILURE && code !== DEADLOCK) || tries >= RETRIES) throw error;
+        await new Promise((resolve) => setTimeout(resolve, Math.random() * 50 * tries));
       }
-    });
+    }
   }
 
   private async unitNow<T>(work: (sql: Sql) => Promise<T>): Promise<T> {

@@ -467,6 +467,13 @@ export interface Store extends StoreReads, Transactional {
   /** Fences every unit of work's `fence(nodes)` with these leases (a replica's, replicas/replica.ts). */
   useFencing(fencing: Fencing): void;
   /**
+   * A unit of work on the replicas' rows and leases alone, run beside the others rather than after
+   * them: a replica's renewal never waits behind a long batch of reconciles (which would let its
+   * leases run out under load). Nothing else writes those rows, so it cannot interleave with a
+   * write of the hub's parts.
+   */
+  leaseTransaction<T>(work: (tx: Pick<UnitOfWork, "replicas">) => Promise<T>): Promise<T>;
+  /**
    * Messages between the processes sharing the store (PostgreSQL's LISTEN/NOTIFY): what a replica
    * hands to another. Absent where one process has the store to itself (SQLite).
    */

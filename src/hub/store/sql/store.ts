@@ -115,6 +115,11 @@ export abstract class SqlStore extends Ports implements Store {
   /** Runs `work` on a connection inside BEGIN … COMMIT (ROLLBACK when it rejects). */
   protected abstract unit<T>(work: (sql: Sql) => Promise<T>): Promise<T>;
 
+  /** `unit`, beside the units of work already queued where the database allows it (see leaseTransaction). */
+  protected unitBeside<T>(work: (sql: Sql) => Promise<T>): Promise<T> {
+    return this.unit(work);
+  }
+
   /**
    * Runs `run` after every earlier call's has ended: a store's units of work never interleave, so
    * the hub's parts (a batch of reconciles, the inbox, the relay) never write the same rows at once.
@@ -155,6 +160,10 @@ export abstract class SqlStore extends Ports implements Store {
     if (written.size > 0)
       for (const id of written) for (const listener of this.conditionListeners) listener(id);
     return result;
+  }
+
+  leaseTransaction<T>(work: (tx: Pick<UnitOfWork, "replicas">) => Promise<T>): Promise<T> {
+    return this.unitBeside((sql) => work(new SqlUnitOfWork(sql, this.caches, () => undefined, undefined)));
   }
 
   useFencing(fencing: Fencing): void {
