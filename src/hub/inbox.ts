@@ -27,6 +27,13 @@ export class HubStoppedError extends StewardError {
   }
 }
 
+/**
+ * Events recorded in one unit of work at most: a burst of 100,000 results is many commits of this
+ * size, each short, so what waits for the store between them (a reconcile batch, a replica's
+ * fence) waits for one of them only.
+ */
+const MAX_BATCH = 1_024;
+
 /** A transport event waiting for the inbox's next unit of work, with its handler's promise. */
 interface InboxEvent {
   event: string;
@@ -85,7 +92,11 @@ export class Inbox {
   async flush(): Promise<void> {
     this.scheduled = false;
     while (this.flushing) await this.flushing;
-    const batch = this.waiting.splice(0);
+    const batch = this.waiting.splice(0, MAX_BATCH);
+    if (this.waiting.length > 0 && !this.scheduled) {
+      this.scheduled = true;
+      setImmediate(() => void this.flush());
+    }
     if (batch.length === 0) {
       this.options.flushed();
       return;
