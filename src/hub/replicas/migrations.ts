@@ -33,4 +33,15 @@ export const REPLICA_MIGRATIONS: readonly Migration[] = [
       CREATE INDEX leases_by_holder ON leases (holder);
     `,
   },
+  {
+    version: 502,
+    name: "replicas: a lease's token is a key",
+    sql: `
+      -- With the token in a unique index, PostgreSQL counts it a key column: a unit of work's fence
+      -- (SELECT ... FOR KEY SHARE) then blocks a takeover, which changes the token, until the unit
+      -- ends, and never a renewal, which changes only expires_at. A renewal that waited for the
+      -- hub's long units of work let leases run out under load.
+      CREATE UNIQUE INDEX leases_by_token ON leases (name, token);
+    `,
+  },
 ];

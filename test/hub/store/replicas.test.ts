@@ -147,3 +147,63 @@ describe.each(storeKinds())("store ($name) - replica leases and fencing", (kind)
     expect(await store.replicas.live(clock.now().toISOString())).toEqual([]);
   });
 });
+
+describe.each(storeKinds().filter((kind) => kind.name === "postgres"))(
+  "store ($name) - a fence against renewals and takeovers",
+  (kind) => {
+    it("store - while a unit of work holds its fence, its replica renews at once, and a takeover waits for the unit to end", async () => {
+      const store = await kind.fresh();
+      const other = await store.reopen();
+      const log = pino({ level: "silent" });
+      const clock = manualClock(Date.parse("2026-12-01T10:00:00.000Z"));
+      const a = new Replica({ store, clock, log, leaseMs: 3_000, id: "r-a" });
+      const b = new Replica({ store: other, clock, log, leaseMs: 3_000, id: "r-b" });
+      store.useFencing(a);
+      other.useFencing(b);
+      await a.start();
+      const node = "web-1";
+
+      // a's unit of work fences the node and stays open.
+      let release!: () => void;
+      const held = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      let fenced!: () => void;
+      const isFenced = new Promise<void>((resolve) => {
+        fenced = resolve;
+      });
+      const unit = store.transaction(async (tx) => {
+        await tx.fence([node]);
+        fenced();
+        await held;
+        await tx.intents.save(intent(node));
+      });
+      await isFenced;
+      // Its own renewal does not wait for it (a renewal queued behind long units let leases lapse).
+      const renewed = await Promise.race([
+        a.renewNow().then(() => "renewed"),
+        new Promise((resolve) => setTimeout(() => resolve("waited"), 2_000)),
+      ]);
+      expect(renewed).toBe("renewed");
+
+      // a stops renewing; past its lease b takes every shard, but not while a's unit holds the fence.
+      clock.advance(3_500);
+      const takeover = b.start().then(() => "taken");
+      const first = await Promise.race([
+        takeover,
+        new Promise((resolve) => setTimeout(() => resolve("waiting"), 1_000)),
+      ]);
+      expect(first).toBe("waiting");
+      expect(b.owns(node)).toBe(false);
+      release();
+      await unit;
+      expect(await takeover).toBe("taken");
+      expect(b.owns(node)).toBe(true);
+      // What a wrote under its lease is there; what it tries now is refused.
+      expect(await store.intents.get(`app@${node}`, 1)).toBeDefined();
+      await expect(store.transaction((tx) => tx.fence([node]))).rejects.toBeInstanceOf(FencedError);
+      await a.stop();
+      await b.stop();
+    });
+  },
+);

@@ -3,7 +3,8 @@
  * in hand answers: parsed generation specs (a generation never changes once written) and the last
  * stored body of each observation (a report that repeats it rewrites nothing). The observation
  * caches are dropped whenever a unit of work rolls back, and per node whenever another writer may
- * have written the node's observations (a node's lease changed hands between hub replicas).
+ * have written the node's observations (a node's lease changed hands between hub replicas: only
+ * the replica that owns a node records its reports, see hub/replicas/replica.ts).
  */
 import type { DesiredInstance, Observation } from "../../records.js";
 
@@ -17,12 +18,6 @@ export class StoreCaches {
     string,
     { body: string; takenAt: string; observation: Observation }
   >();
-
-  /**
-   * Other processes write the same observations (hub replicas sharing a store: whichever receives
-   * a node's report records it): what was last stored is read from the database, not remembered.
-   */
-  shared = false;
 
   /** After a rollback: what was cached may be ahead of the database. */
   rolledBack(): void {

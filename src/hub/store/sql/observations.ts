@@ -56,7 +56,6 @@ export class ObservationsSql implements Observations {
          received_at = excluded.received_at, agent = excluded.agent`,
       [report.node, report.takenAt, nul(report.seq), receivedAt, JSON.stringify(report.agent)],
     );
-    if (this.caches.shared) this.caches.forgetNode(report.node);
     const { observed, parsedObservations } = this.caches;
     const changed: string[] = [];
     const keys = await this.observationKeysOf(report.node);

@@ -37,10 +37,11 @@ export class ReplicasSql implements Replicas {
 
   async holds(holder: string, leases: readonly { name: string; token: number }[]): Promise<boolean> {
     if (leases.length === 0) return true;
-    // FOR SHARE on PostgreSQL: a takeover that commits after this check waits for this unit of
-    // work to end, and one that committed since it began makes it fail (repeatable read).
+    // FOR KEY SHARE on PostgreSQL: a takeover (it changes the token, a key: migration 502) that
+    // commits after this check waits for this unit of work to end, and one that committed since it
+    // began makes it fail (repeatable read); a renewal (expires_at only) never waits for it.
     const rows = await this.sql.all(
-      `SELECT name, holder, token FROM leases WHERE name IN (${marks(leases.length)})${this.sql.dialect === "postgres" ? " FOR SHARE" : ""}`,
+      `SELECT name, holder, token FROM leases WHERE name IN (${marks(leases.length)})${this.sql.dialect === "postgres" ? " FOR KEY SHARE" : ""}`,
       leases.map((l) => l.name),
     );
     const held = new Map(rows.map((r) => [r.name as string, r]));

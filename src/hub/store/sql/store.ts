@@ -168,7 +168,6 @@ export abstract class SqlStore extends Ports implements Store {
 
   useFencing(fencing: Fencing): void {
     this.fencing = fencing;
-    this.caches.shared = true;
   }
 
   forgetNode(node: string): void {
