@@ -84,6 +84,40 @@ describe.each(storeKinds())("store ($name) - units of work", (kind) => {
     expect((await store.intents.list()).map((i) => i.instanceKey)).toEqual(["web@a", "web@c"]);
   });
 
+  it("store - a step whose savepoint is taken at its first write still rolls back whole, its nested steps with it; one that only read leaves nothing to undo", async () => {
+    const store = await kind.fresh();
+    await store.transaction(async (tx) => {
+      // Reads only, then fails: nothing to undo, and the unit goes on.
+      await expect(
+        tx.transaction(async (step) => {
+          await step.intents.get("web@a", 1);
+          throw new Error("read, then failed");
+        }),
+      ).rejects.toThrow("read, then failed");
+      // Reads, then a nested step writes and succeeds, then the outer step writes and fails: all of it goes.
+      await expect(
+        tx.transaction(async (outer) => {
+          await outer.intents.get("web@a", 1);
+          await outer.transaction((inner) => inner.intents.save(intent("web@b")));
+          await outer.intents.save(intent("web@c"));
+          throw new Error("outer fails");
+        }),
+      ).rejects.toThrow("outer fails");
+      expect(await tx.intents.get("web@b", 1)).toBeUndefined();
+      // A nested step that fails after its parent wrote undoes only its own write.
+      await tx.transaction(async (outer) => {
+        await outer.intents.save(intent("web@d"));
+        await expect(
+          outer.transaction(async (inner) => {
+            await inner.intents.save(intent("web@e"));
+            throw new Error("inner fails");
+          }),
+        ).rejects.toThrow("inner fails");
+      });
+    });
+    expect((await store.intents.list()).map((i) => i.instanceKey)).toEqual(["web@d"]);
+  });
+
   it("store - reads outside a unit see only what committed; the unit reads its own writes", async () => {
     const store = await kind.fresh();
     let release!: () => void;
