@@ -11,7 +11,7 @@ import type { IntentRecord } from "../../../src/hub/records.js";
 import { Replica, shardOwner } from "../../../src/hub/replicas/replica.js";
 import { FencedError } from "../../../src/hub/store/store.js";
 import { SHARDS, shardOf } from "../../../src/model/shards.js";
-import { storeKinds } from "./stores.js";
+import { type StoreKind, storeKinds } from "./stores.js";
 
 /** A clock the test moves; timers never fire on their own (renewals are driven by hand). */
 function manualClock(start: number): Clock & { advance(ms: number): void } {
@@ -51,6 +51,19 @@ function nodeOf(replica: string, replicas: string[]): string {
   }
 }
 
+/** Two replicas, r-a and r-b, each on its own connection to a fresh store, on one manual clock. */
+async function twoReplicas(kind: StoreKind) {
+  const store = await kind.fresh();
+  const other = await store.reopen();
+  const log = pino({ level: "silent" });
+  const clock = manualClock(Date.parse("2026-12-01T10:00:00.000Z"));
+  const a = new Replica({ store, clock, log, leaseMs: 3_000, id: "r-a" });
+  const b = new Replica({ store: other, clock, log, leaseMs: 3_000, id: "r-b" });
+  store.useFencing(a);
+  other.useFencing(b);
+  return { store, other, clock, a, b };
+}
+
 describe("replicas - dividing shards", () => {
   it("replicas - rendezvous hashing gives every shard one live replica, the same whoever asks, and moves only the leaver's", () => {
     const three = ["r-a", "r-b", "r-c"];
@@ -64,14 +77,7 @@ describe("replicas - dividing shards", () => {
 
 describe.each(storeKinds())("store ($name) - replica leases and fencing", (kind) => {
   it("store - a replica past its lease loses its shards to the other, and its units of work about them are refused whole", async () => {
-    const store = await kind.fresh();
-    const other = await store.reopen();
-    const log = pino({ level: "silent" });
-    const clock = manualClock(Date.parse("2026-12-01T10:00:00.000Z"));
-    const a = new Replica({ store, clock, log, leaseMs: 3_000, id: "r-a" });
-    const b = new Replica({ store: other, clock, log, leaseMs: 3_000, id: "r-b" });
-    store.useFencing(a);
-    other.useFencing(b);
+    const { store, other, clock, a, b } = await twoReplicas(kind);
 
     await a.start();
     expect(a.heldShards.size).toBe(SHARDS);
@@ -152,14 +158,7 @@ describe.each(storeKinds().filter((kind) => kind.name === "postgres"))(
   "store ($name) - a fence against renewals and takeovers",
   (kind) => {
     it("store - while a unit of work holds its fence, its replica renews at once, and a takeover waits for the unit to end", async () => {
-      const store = await kind.fresh();
-      const other = await store.reopen();
-      const log = pino({ level: "silent" });
-      const clock = manualClock(Date.parse("2026-12-01T10:00:00.000Z"));
-      const a = new Replica({ store, clock, log, leaseMs: 3_000, id: "r-a" });
-      const b = new Replica({ store: other, clock, log, leaseMs: 3_000, id: "r-b" });
-      store.useFencing(a);
-      other.useFencing(b);
+      const { store, clock, a, b } = await twoReplicas(kind);
       await a.start();
       const node = "web-1";
 
