@@ -288,15 +288,36 @@ export interface TopologyOptions {
   replicas?: number;
 }
 
+/** How many times the topology is ensured when another hub is creating it at the same moment. */
+const TOPOLOGY_TRIES = 5;
+
 /**
  * Ensures every stream, the hub's and task agents' consumers and both key-value buckets exist as
  * declared, in as many replicas as the server warrants. Safe to run any number of times and
- * concurrently with traffic.
+ * concurrently with traffic, and by several hub replicas at once: two creating the same stream or
+ * bucket together may see the server refuse one of them (2.9.10 answers "subjects overlap with an
+ * existing stream" to the second create of a stream the first has just made); every step reads
+ * before it writes, so the refused one runs again and finds what the other made.
  */
 export async function ensureTopology(
   nc: NatsConnection,
   jsm: JetStreamManager,
   options: TopologyOptions = {},
+): Promise<void> {
+  for (let tries = 1; ; tries++) {
+    try {
+      return await ensureTopologyOnce(nc, jsm, options);
+    } catch (error) {
+      if (!(error instanceof JetStreamApiError) || tries >= TOPOLOGY_TRIES) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 50 + Math.random() * 150 * tries));
+    }
+  }
+}
+
+async function ensureTopologyOnce(
+  nc: NatsConnection,
+  jsm: JetStreamManager,
+  options: TopologyOptions,
 ): Promise<void> {
   const replicas = replicasOn(nc.info, options.replicas);
   await removeLegacyAttempts(jsm);
