@@ -11,6 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EXIT } from "../../src/cli/io.js";
+import { shardOf } from "../../src/model/shards.js";
 import { stopChild } from "../../src/transport/nats/server.js";
 import { runCli } from "../helpers/cli.js";
 import { makeRepo, type TempRepo } from "../helpers/git.js";
@@ -158,6 +159,11 @@ async function eventually<T>(
 }
 
 const shardsOf = (row: ReplicaRow) => row.leases.filter((l) => l.name.startsWith("shard:")).length;
+/** How many of the test's nodes are in the shards a replica holds. */
+const nodesIn = (row: ReplicaRow) => {
+  const held = new Set(row.leases.map((l) => l.name));
+  return NODES.filter((node) => held.has(`shard:${shardOf(node)}`)).length;
+};
 
 describe("hub replicas on PostgreSQL", () => {
   it("replicas - two hubs divide the nodes and both work; one SIGKILLed mid-rollout, the other takes its nodes within the replica lease and every instance converges, no one-shot twice", async () => {
@@ -176,11 +182,16 @@ describe("hub replicas on PostgreSQL", () => {
       expect(both.reduce((n, r) => n + shardsOf(r), 0)).toBe(64);
       expect(both.filter((r) => r.sync)).toHaveLength(1);
       await eventually(async () => (await c.status())?.answer === "right", 60_000, "v1 to converge");
-      // Counted at each renewal of the leases: within one replica lease of the rollout.
+      // Counted at each renewal of the leases: within one replica lease of the rollout, each
+      // replica the nodes of the shards it holds (the division is by hashing the random replica
+      // ids: now and then one holds all eight).
       await eventually(
-        async () => (await c.replicas()).every((r) => r.nodes > 0),
+        async () => {
+          const rows = await c.replicas();
+          return rows.length === 2 && rows.every((r) => r.nodes === nodesIn(r));
+        },
         15_000,
-        "both replicas counting nodes",
+        "each replica counting the nodes of its shards",
       );
       for (const node of NODES) expect(c.runs(node)).toEqual(["v1"]);
 

@@ -8,6 +8,7 @@ import { JetStreamApiCodes, JetStreamApiError, jetstream } from "@nats-io/jetstr
 import { type KV, Kvm } from "@nats-io/kv";
 import { type NatsConnection, PermissionViolationError, TimeoutError } from "@nats-io/transport-node";
 import { EnvironmentError } from "../../model/errors.js";
+import { bucketEntries } from "./bucket.js";
 import { causedBy } from "./connect.js";
 import { CONDITIONS_BUCKET } from "./subjects.js";
 
@@ -29,11 +30,14 @@ function assertKey(id: string): void {
 
 /** Writes open conditions to the bucket and removes resolved ones. Level-based: `replaceAll` syncs. */
 export class ConditionMirror {
-  private constructor(private readonly kv: KV) {}
+  private constructor(
+    private readonly nc: NatsConnection,
+    private readonly kv: KV,
+  ) {}
 
   /** Binds to the bucket (which `ensureTopology` created). */
   static async open(nc: NatsConnection): Promise<ConditionMirror> {
-    return new ConditionMirror(await new Kvm(jetstream(nc)).open(CONDITIONS_BUCKET));
+    return new ConditionMirror(nc, await new Kvm(jetstream(nc)).open(CONDITIONS_BUCKET));
   }
 
   /** Records an opened or updated condition; a condition with `status: "resolved"` is removed. */
@@ -53,7 +57,8 @@ export class ConditionMirror {
   async replaceAll(open: readonly MirroredCondition[]): Promise<void> {
     const wanted = new Set(open.map((c) => c.id));
     const stale: string[] = [];
-    for await (const key of await this.kv.keys()) if (!wanted.has(key)) stale.push(key);
+    for (const key of (await bucketEntries(this.nc, CONDITIONS_BUCKET)).keys())
+      if (!wanted.has(key)) stale.push(key);
     for (const key of stale) await this.kv.delete(key);
     for (const condition of open) await this.put(condition);
   }
@@ -61,10 +66,8 @@ export class ConditionMirror {
   /** The open conditions as the bucket holds them. */
   async list(): Promise<MirroredCondition[]> {
     const list: MirroredCondition[] = [];
-    for await (const key of await this.kv.keys()) {
-      const entry = await this.kv.get(key);
-      if (entry?.operation === "PUT") list.push(entry.json<MirroredCondition>());
-    }
+    for (const data of (await bucketEntries(this.nc, CONDITIONS_BUCKET)).values())
+      list.push(JSON.parse(new TextDecoder().decode(data)) as MirroredCondition);
     return list.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   }
 }

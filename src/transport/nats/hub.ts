@@ -28,7 +28,6 @@ import {
   jetstream,
   jetstreamManager,
 } from "@nats-io/jetstream";
-import { Kvm } from "@nats-io/kv";
 import {
   ClosedConnectionError,
   type NatsConnection,
@@ -49,6 +48,7 @@ import {
 import type { AttemptResult, Bundle, Node, Report } from "../../model/generated.js";
 import { everyShard, shardOf } from "../../model/shards.js";
 import { ADVISORY_SUBJECTS, observeAdvisory } from "./advisories.js";
+import { bucketEntries } from "./bucket.js";
 import { ConditionMirror } from "./conditions.js";
 import { causedBy, connectNats, type NatsTls, untilServerAnswers } from "./connect.js";
 import { type HeartbeatKey, parseHeartbeat, SilenceWatch } from "./heartbeats.js";
@@ -440,13 +440,10 @@ class NatsHubTransport implements NatsTransport {
   }
 
   async lastReports(): Promise<Report[]> {
-    const kv = await new Kvm(this.connection).open(OBSERVED_BUCKET);
     const reports: Report[] = [];
-    for await (const key of await kv.keys()) {
-      const entry = await kv.get(key);
-      if (entry?.operation !== "PUT") continue;
+    for (const [key, data] of await bucketEntries(this.connection, OBSERVED_BUCKET)) {
       try {
-        reports.push(entry.json<Report>());
+        reports.push(JSON.parse(new TextDecoder().decode(data)) as Report);
       } catch {
         this.log.warn({ node: key }, "unreadable last report in KV; ignored");
       }
