@@ -12,8 +12,8 @@ import {
 import { startNatsServer, type TestNatsServer } from "../../helpers/nats-server.js";
 import { recordEvents } from "../../helpers/transport-events.js";
 
-async function until(check: () => boolean, what: string): Promise<void> {
-  const deadline = Date.now() + 10_000;
+async function until(check: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
   while (!check()) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 20));
@@ -104,9 +104,12 @@ describe("nats tasks - judgement goes to a queue group and what the agent did is
       "alice's decline",
     );
     await startTaskAgent("carol", () => false);
+    // The queue group hands each redelivery (a second after a decline) to either member: alice may
+    // decline it a few times more before carol gets it.
     await until(
       () => recordedByHub.some((e) => e.kind === "resolved" && e.taskId === "task-2"),
       "task-2 resolved",
+      30_000,
     );
     expect(recordedByHub.filter((e) => e.taskId === "task-2")).toContainEqual(
       expect.objectContaining({ kind: "declined", by: "alice", note: "alice cannot do this" }),
@@ -115,5 +118,5 @@ describe("nats tasks - judgement goes to a queue group and what the agent did is
       kind: "resolved",
       by: "carol",
     });
-  });
+  }, 60_000);
 });
