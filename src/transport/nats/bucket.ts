@@ -8,7 +8,7 @@
  * times the entries the bucket held when it began. A read that makes no progress fails as a
  * timeout (which a caller waiting for its server retries).
  */
-import { DeliverPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { DeliverPolicy, type JsMsg, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { errors, type NatsConnection } from "@nats-io/transport-node";
 
 /** Messages one fetch takes, and how long it waits for them. */
@@ -17,11 +17,18 @@ const FETCH_EXPIRES_MS = 1_000;
 /** Fetches in a row that may bring nothing before the read gives up. */
 const EMPTY_FETCHES = 3;
 
-/** The value of every key the bucket holds (deleted and purged keys left out), by key. */
-export async function bucketEntries(nc: NatsConnection, bucket: string): Promise<Map<string, Uint8Array>> {
+/**
+ * The last entry of every key the bucket holds (deleted and purged keys left out), by key; with
+ * `keysOnly`, entries without their values (headers only: for the keys alone).
+ */
+export async function bucketEntries(
+  nc: NatsConnection,
+  bucket: string,
+  options: { keysOnly?: boolean } = {},
+): Promise<Map<string, JsMsg>> {
   const stream = `KV_${bucket}`;
   const prefix = `$KV.${bucket}.`;
-  const entries = new Map<string, Uint8Array>();
+  const entries = new Map<string, JsMsg>();
   const { state } = await (await jetstreamManager(nc)).streams.info(stream);
   if (state.messages === 0) return entries;
   // Beyond this many, writers that never pause are being chased: what was there at the start is read.
@@ -29,6 +36,7 @@ export async function bucketEntries(nc: NatsConnection, bucket: string): Promise
   const consumer = await jetstream(nc).consumers.get(stream, {
     filter_subjects: `${prefix}>`,
     deliver_policy: DeliverPolicy.LastPerSubject,
+    headers_only: options.keysOnly === true,
   });
   try {
     let read = 0;
@@ -42,7 +50,7 @@ export async function bucketEntries(nc: NatsConnection, bucket: string): Promise
         const key = msg.subject.slice(prefix.length);
         const operation = msg.headers?.get("KV-Operation");
         if (operation === "DEL" || operation === "PURGE") entries.delete(key);
-        else entries.set(key, msg.data);
+        else entries.set(key, msg);
         if (msg.info.pending === 0 || ++read >= most) return entries;
       }
       empty = got === 0 ? empty + 1 : 0;

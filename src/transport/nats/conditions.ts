@@ -57,7 +57,7 @@ export class ConditionMirror {
   async replaceAll(open: readonly MirroredCondition[]): Promise<void> {
     const wanted = new Set(open.map((c) => c.id));
     const stale: string[] = [];
-    for (const key of (await bucketEntries(this.nc, CONDITIONS_BUCKET)).keys())
+    for (const key of (await bucketEntries(this.nc, CONDITIONS_BUCKET, { keysOnly: true })).keys())
       if (!wanted.has(key)) stale.push(key);
     for (const key of stale) await this.kv.delete(key);
     for (const condition of open) await this.put(condition);
@@ -66,8 +66,8 @@ export class ConditionMirror {
   /** The open conditions as the bucket holds them. */
   async list(): Promise<MirroredCondition[]> {
     const list: MirroredCondition[] = [];
-    for (const data of (await bucketEntries(this.nc, CONDITIONS_BUCKET)).values())
-      list.push(JSON.parse(new TextDecoder().decode(data)) as MirroredCondition);
+    for (const entry of (await bucketEntries(this.nc, CONDITIONS_BUCKET)).values())
+      list.push(entry.json<MirroredCondition>());
     return list.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   }
 }

@@ -441,9 +441,9 @@ class NatsHubTransport implements NatsTransport {
 
   async lastReports(): Promise<Report[]> {
     const reports: Report[] = [];
-    for (const [key, data] of await bucketEntries(this.connection, OBSERVED_BUCKET)) {
+    for (const [key, entry] of await bucketEntries(this.connection, OBSERVED_BUCKET)) {
       try {
-        reports.push(JSON.parse(new TextDecoder().decode(data)) as Report);
+        reports.push(entry.json<Report>());
       } catch {
         this.log.warn({ node: key }, "unreadable last report in KV; ignored");
       }

@@ -84,7 +84,7 @@ describe.each(storeKinds())("store ($name) - units of work", (kind) => {
     expect((await store.intents.list()).map((i) => i.instanceKey)).toEqual(["web@a", "web@c"]);
   });
 
-  it("store - a step whose savepoint is taken at its first write still rolls back whole, its nested steps with it; one that only read leaves nothing to undo", async () => {
+  it("store - a step rolls back whole, its nested steps with it; a nested step that fails undoes only its own write; one that only read fails without undoing anything", async () => {
     const store = await kind.fresh();
     await store.transaction(async (tx) => {
       // Reads only, then fails: nothing to undo, and the unit goes on.

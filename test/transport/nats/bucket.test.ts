@@ -3,7 +3,7 @@
  * read ends, with the value of every key nobody wrote meanwhile, and without the keys deleted or
  * purged.
  */
-import { jetstream } from "@nats-io/jetstream";
+import { type JsMsg, jetstream } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -26,8 +26,8 @@ describe("nats bucket - what a bucket holds, read to its end", { timeout: 60_000
     await server?.dispose();
   });
 
-  const decoded = (entries: Map<string, Uint8Array>) =>
-    new Map([...entries].map(([key, data]) => [key, new TextDecoder().decode(data)]));
+  const decoded = (entries: Map<string, JsMsg>) =>
+    new Map([...entries].map(([key, entry]) => [key, entry.string()]));
 
   it("bucket - an empty bucket reads as empty; deleted and purged keys are left out", async () => {
     const kv = await new Kvm(jetstream(nc)).create("plain", { history: 1 });
@@ -42,6 +42,10 @@ describe("nats bucket - what a bucket holds, read to its end", { timeout: 60_000
     expect(entries.has("k4")).toBe(false);
     expect(entries.get("k5")).toBe("newer");
     expect(entries.get("k19")).toBe("v19");
+    // The keys alone: the same keys, without their values.
+    const keys = await bucketEntries(nc, "plain", { keysOnly: true });
+    expect([...keys.keys()].sort()).toEqual([...entries.keys()].sort());
+    expect(keys.get("k5")?.data.length).toBe(0);
   });
 
   it("bucket - a read while another connection writes without pause ends, with every key left alone meanwhile", async () => {

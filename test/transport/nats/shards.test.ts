@@ -36,14 +36,8 @@ describe("nats shards - each hub replica records its own shards' reports and res
   let nc: NatsConnection;
 
   beforeAll(async () => {
-    server = await startNatsServer({
-      config: (storeDir) =>
-        [
-          `jetstream { store_dir: ${JSON.stringify(storeDir)} }`,
-          "accounts { STEWARD { jetstream: enabled, users: [ { user: hub, password: hub } ] } }",
-        ].join("\n"),
-    });
-    nc = await connect({ servers: server.url, user: "hub", pass: "hub" });
+    server = await startNatsServer();
+    nc = await connect({ servers: server.url });
   });
 
   afterAll(async () => {
