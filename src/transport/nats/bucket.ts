@@ -16,6 +16,8 @@ const FETCH_BATCH = 512;
 const FETCH_EXPIRES_MS = 1_000;
 /** Fetches in a row that may bring nothing before the read gives up. */
 const EMPTY_FETCHES = 3;
+/** How long the read may go without any progress (a server restarting under it) before it fails. */
+const IDLE_MS = 10_000;
 
 /**
  * The last entry of every key the bucket holds (deleted and purged keys left out), by key; with
@@ -25,6 +27,32 @@ export async function bucketEntries(
   nc: NatsConnection,
   bucket: string,
   options: { keysOnly?: boolean } = {},
+): Promise<Map<string, JsMsg>> {
+  // Every step is a request with its own timeout, but the client re-creates an ordered consumer
+  // on its own when the server goes away: a read that stalls for IDLE_MS fails as a timeout.
+  let progress = Date.now();
+  let watch: NodeJS.Timeout | undefined;
+  const stalled = new Promise<never>((_, reject) => {
+    watch = setInterval(() => {
+      if (Date.now() - progress > IDLE_MS) reject(new errors.TimeoutError());
+    }, 1_000);
+  });
+  const reading = readBucket(nc, bucket, options, () => {
+    progress = Date.now();
+  });
+  reading.catch(() => undefined);
+  try {
+    return await Promise.race([reading, stalled]);
+  } finally {
+    clearInterval(watch);
+  }
+}
+
+async function readBucket(
+  nc: NatsConnection,
+  bucket: string,
+  options: { keysOnly?: boolean },
+  progressed: () => void,
 ): Promise<Map<string, JsMsg>> {
   const stream = `KV_${bucket}`;
   const prefix = `$KV.${bucket}.`;
@@ -47,12 +75,14 @@ export async function bucketEntries(
         expires: FETCH_EXPIRES_MS,
       })) {
         got++;
+        progressed();
         const key = msg.subject.slice(prefix.length);
         const operation = msg.headers?.get("KV-Operation");
         if (operation === "DEL" || operation === "PURGE") entries.delete(key);
         else entries.set(key, msg);
         if (msg.info.pending === 0 || ++read >= most) return entries;
       }
+      progressed();
       empty = got === 0 ? empty + 1 : 0;
     }
     // Nothing more came, though the consumer had not caught up: entries removed meanwhile.
