@@ -26,6 +26,15 @@ const SERIALIZATION_FAILURE = "40001";
 const DEADLOCK = "40P01";
 const RETRIES = 8;
 
+/**
+ * How long a unit of work's connection may sit idle inside its transaction before the server ends
+ * it. A unit only runs queries (it acts outside the store after it committed), so a long gap means
+ * its process is paused or gone: the server then ends its transaction and releases its locks — a
+ * unit holds its nodes' lease rows (`holds`, FOR KEY SHARE), which a replica taking those leases
+ * over must otherwise wait for, however long the pause lasts.
+ */
+const IDLE_IN_UNIT_MS = 5_000;
+
 /** The advisory lock every replica takes while it migrates (an arbitrary constant, steward's own). */
 const MIGRATION_LOCK = 7_117_018;
 
@@ -125,7 +134,11 @@ export class PostgresStore extends SqlStore {
     migrations: readonly Migration[] = POSTGRES_MIGRATIONS,
   ): Promise<PostgresStore> {
     const location = withoutPassword(options.url);
-    const pool = new pg.Pool({ connectionString: options.url, max: options.connections ?? 8 });
+    const pool = new pg.Pool({
+      connectionString: options.url,
+      max: options.connections ?? 8,
+      idle_in_transaction_session_timeout: IDLE_IN_UNIT_MS,
+    });
     // An idle connection the server closed (a restart) is an error on the pool: the next query reconnects.
     pool.on("error", () => undefined);
     try {
