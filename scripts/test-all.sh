@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Everything the tests need, on a fresh Debian machine, then every test: the real servers the
-# integration tests start (nats-server, OpenSSH's sshd, PostgreSQL, Chromium, systemd's tools) from
+# integration tests start (nats-server, OpenSSH's sshd, PostgreSQL, Chromium, systemd's tools, and the
+# age CLI the secret tests check interoperability with) from
 # Debian's packages, the Node packages, then `npm test`. `npm run test:all` runs it; CI (.ci/run)
 # runs exactly this.
 set -euo pipefail
@@ -8,7 +9,7 @@ cd "$(dirname "$0")/.."
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
-packages=(nats-server openssh-server openssh-client git postgresql chromium systemd)
+packages=(nats-server openssh-server openssh-client git postgresql chromium systemd age)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
