@@ -126,8 +126,23 @@ try {
   victim.kill("SIGKILL");
   const killedAt = performance.now();
   const at = await converged(2);
+  // When the survivor held every shard (the takeover), to tell detection from the work after it.
+  let takeoverMs;
   await until(
-    async () => (await converged(2)) === TOTAL,
+    async () => {
+      if (takeoverMs === undefined) {
+        const { rows: holders } = await db.query(
+          "SELECT count(DISTINCT holder) AS n FROM leases WHERE name LIKE 'shard:%' AND holder NOT LIKE $1",
+          [`%-${victim.pid}-%`],
+        );
+        const { rows: theirs } = await db.query(
+          "SELECT count(*) AS n FROM leases WHERE name LIKE 'shard:%' AND holder LIKE $1",
+          [`%-${victim.pid}-%`],
+        );
+        if (holders[0].n === "1" && theirs[0].n === "0") takeoverMs = performance.now() - killedAt;
+      }
+      return (await converged(2)) === TOTAL;
+    },
     120_000,
     "every instance to converge at generation 2",
   );
@@ -151,7 +166,7 @@ try {
   for (const node of nodes)
     for (let a = 0; a < ASSIGNMENTS; a++) if (!applied.has(`app-${a}@${node} 2`)) lost++;
   console.error(
-    `failover: ${TOTAL} instances, ${at} converged at the kill, replica lease ${LEASE}; killed pid ${victim.pid}`,
+    `failover: ${TOTAL} instances, ${at} converged at the kill, replica lease ${LEASE}; killed pid ${victim.pid}; every shard the survivor's after ${Math.round(takeoverMs ?? -1)} ms`,
   );
   console.log(`figure failover_converged_ms ${Math.round(convergedMs)} ms`);
   console.log(`figure failover_duplicated_oneshots ${duplicated} count`);

@@ -321,6 +321,8 @@ export interface ReplicaRecord {
   /** Shard leases it held at its last renewal, and the nodes in them. */
   shards: number;
   nodes: number;
+  /** The database session it keeps open while it lives (Store.session), if the database has sessions. */
+  session?: string;
 }
 
 /** A lease only one replica holds at a time (`shard:N`, `sync`), with its fencing token. */

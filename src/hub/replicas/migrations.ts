@@ -44,4 +44,14 @@ export const REPLICA_MIGRATIONS: readonly Migration[] = [
       CREATE UNIQUE INDEX leases_by_token ON leases (name, token);
     `,
   },
+  {
+    version: 503,
+    name: "replicas: the database session that says a replica lives",
+    sql: `
+      -- The name of a connection the replica keeps open while its process lives (PostgreSQL's
+      -- application_name): once the server no longer has it, the replica is gone, and the others
+      -- take its leases at once rather than wait them out. NULL: none (SQLite, an older replica).
+      ALTER TABLE replicas ADD COLUMN session TEXT;
+    `,
+  },
 ];

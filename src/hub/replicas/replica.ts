@@ -4,7 +4,8 @@
  * in the store (`shard:N`), and the live replicas divide the shards between them by rendezvous
  * hashing, so every replica computes the same division and a replica joining or leaving moves only
  * its share. A replica renews its leases every third of the replica lease; one that dies stops
- * renewing, and the survivors take its shards once the leases ran out. One replica at a time holds
+ * renewing, and the survivors take its shards once the leases ran out — or at once where the store
+ * sees its process die (a PostgreSQL session it kept open ended: Store.announce). One replica at a time holds
  * the `sync` lease: it syncs the repository and takes revisions in, so generations are numbered once.
  *
  * Every lease carries a fencing token that grows each time the lease changes hands. A unit of work
@@ -20,6 +21,9 @@ import type { Clock } from "../clock.js";
 import type { Fencing, Store } from "../store/store.js";
 
 export const SYNC_LEASE = "sync";
+
+/** How often a replica looks for replicas whose session ended (at most; a third of the lease if shorter). */
+const GONE_CHECK_MS = 1_000;
 
 const shardLease = (shard: number) => `shard:${shard}`;
 
@@ -71,6 +75,7 @@ export class Replica implements Fencing {
   private validUntil = 0;
   private readonly startedAt: string;
   private cancel: (() => void) | undefined;
+  private cancelWatch: (() => void) | undefined;
   private ticking: Promise<void> | undefined;
   private stopped = false;
   private readonly listeners = new Set<(change: LeaseChange) => void | Promise<void>>();
@@ -139,8 +144,13 @@ export class Replica implements Fencing {
     return [...leases].map(([shard, token]) => ({ name: shardLease(shard), token }));
   }
 
-  /** Takes this replica's first leases, then renews them every third of the lease until `stop`. */
+  /**
+   * Takes this replica's first leases, then renews them every third of the lease until `stop`.
+   * Where the store has sessions, it also looks every second for a replica whose session ended (its
+   * process died) and renews at once: that replica's shards are taken without waiting out its lease.
+   */
   async start(): Promise<void> {
+    const watching = (await this.options.store.announce(this.holder)) !== undefined;
     // Replicas starting together take the same rows: a renewal that lost the race is tried again.
     for (let tries = 1; ; tries++) {
       try {
@@ -152,6 +162,25 @@ export class Replica implements Fencing {
       }
     }
     this.schedule();
+    if (watching) this.watch();
+  }
+
+  private watch(): void {
+    if (this.stopped) return;
+    const { store, clock, leaseMs } = this.options;
+    this.cancelWatch = clock.schedule(Math.min(GONE_CHECK_MS, Math.floor(leaseMs / 3)), () => {
+      store.replicas
+        .gone(clock.now().toISOString(), this.holder)
+        .then((gone) => {
+          if (gone.length === 0 || this.stopped) return;
+          this.options.log.info({ replicas: gone }, "replica %s is gone: taking its shards", gone.join(", "));
+          return this.renewNow();
+        })
+        .catch((error: unknown) =>
+          this.options.log.warn({ err: error }, "looking for replicas that are gone failed; retrying"),
+        )
+        .finally(() => this.watch());
+    });
   }
 
   /** Renews now (one renewal at a time); resolves once it is done. */
@@ -193,6 +222,7 @@ export class Replica implements Fencing {
     // giving it up) is a takeover, whose attempts in flight are that replica's.
     for (const lease of await store.replicas.leases())
       if (lease.name.startsWith("shard:")) owners.set(Number(lease.name.slice(6)), lease.holder);
+    const session = store.session();
     const outcome = await store.leaseTransaction(async (tx) => {
       await tx.replicas.heartbeat({
         id: this.holder,
@@ -202,7 +232,10 @@ export class Replica implements Fencing {
         expiresAt: until,
         shards: this.held.size,
         nodes: this.nodes,
+        ...(session ? { session } : {}),
       });
+      // A replica whose process died is gone now, its lease run out or not.
+      await tx.replicas.expireGone(at, this.holder);
       const live = (await tx.replicas.live(at)).map((r) => r.id);
       const wanted = new Set<number>();
       for (let shard = 0; shard < SHARDS; shard++)
@@ -286,6 +319,7 @@ export class Replica implements Fencing {
   async stop(): Promise<void> {
     this.stopped = true;
     this.cancel?.();
+    this.cancelWatch?.();
     await this.ticking?.catch(() => undefined);
     this.held.clear();
     this.syncToken = undefined;

@@ -90,6 +90,9 @@ export interface PostgresStoreOptions {
 export class PostgresStore extends SqlStore {
   readonly signals: Signals;
   private listener: pg.Client | undefined;
+  /** The session `announce` keeps open: its name, and its connection while it is open. */
+  private presence: { name: string; client?: pg.Client } | undefined;
+  private closed = false;
   private readonly channels = new Map<string, Set<(payload: string) => void>>();
 
   private constructor(
@@ -199,7 +202,44 @@ export class PostgresStore extends SqlStore {
     }
   }
 
+  override async announce(id: string): Promise<string> {
+    // application_name keeps printable ASCII (anything else becomes '?') up to 63 bytes: the name
+    // recorded is the one the server shows.
+    const name = `steward ${id}`.replace(/[^\x20-\x7e]/g, "?").slice(0, 63);
+    this.presence = { name };
+    await this.present(this.presence);
+    return name;
+  }
+
+  override session(): string | undefined {
+    return this.presence?.client ? this.presence.name : undefined;
+  }
+
+  /** Opens the presence connection, and opens it again a second after it was lost. */
+  private async present(presence: { name: string; client?: pg.Client }): Promise<void> {
+    if (this.closed || this.presence !== presence) return;
+    const client = new pg.Client({ connectionString: this.url, application_name: presence.name });
+    let lost = false;
+    const again = () => {
+      if (lost) return;
+      lost = true;
+      if (presence.client === client) presence.client = undefined;
+      if (!this.closed) setTimeout(() => void this.present(presence), 1_000).unref();
+    };
+    client.on("error", again);
+    client.on("end", again);
+    try {
+      await client.connect();
+      presence.client = client;
+    } catch {
+      again();
+    }
+  }
+
   async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.presence?.client?.end().catch(() => undefined);
     // A unit of work still running ends first.
     await this.settled();
     await this.listener?.end().catch(() => undefined);

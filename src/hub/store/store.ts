@@ -363,6 +363,11 @@ export interface ReplicaReads {
   list(): Promise<ReplicaRecord[]>;
   /** Replicas whose lease has not run out at `at`, by id. */
   live(at: string): Promise<ReplicaRecord[]>;
+  /**
+   * Live replicas but `self` whose session (Store.session) the database no longer has: their
+   * process is gone though their lease has not run out. None where the database has no sessions.
+   */
+  gone(at: string, self: string): Promise<string[]>;
   leases(): Promise<LeaseRecord[]>;
 }
 
@@ -370,6 +375,8 @@ export interface Replicas extends ReplicaReads {
   /** Whether `holder` holds each lease with that token (locking them until the unit of work ends). */
   holds(holder: string, leases: readonly { name: string; token: number }[]): Promise<boolean>;
   heartbeat(replica: ReplicaRecord): Promise<void>;
+  /** Ends the rows and leases of the replicas `gone` names, at once; resolves with their ids. */
+  expireGone(at: string, self: string): Promise<string[]>;
   /**
    * Takes lease `name` for `holder` until `expiresAt` when it is free, has run out at `at`, or is
    * `holder`'s already; resolves with its token (greater than any earlier holder's), or undefined.
@@ -478,6 +485,15 @@ export interface Store extends StoreReads, Transactional {
    * hands to another. Absent where one process has the store to itself (SQLite).
    */
   readonly signals?: Signals;
+  /**
+   * Keeps a session open in the database for replica `id` while this process lives, and resolves
+   * with its name (PostgreSQL: a connection's application_name); the server drops it the moment the
+   * process dies, and the other replicas then see it gone (Replicas.gone). Undefined where the
+   * database has no sessions (SQLite).
+   */
+  announce(id: string): Promise<string | undefined>;
+  /** The session `announce` keeps, while it is open (it is opened again after a connection is lost). */
+  session(): string | undefined;
   /** Another writer (the replica that held the node before) may have written `node`'s observations. */
   forgetNode(node: string): void;
   close(): Promise<void>;

@@ -11,6 +11,7 @@ import type { IntentRecord } from "../../../src/hub/records.js";
 import { Replica, shardOwner } from "../../../src/hub/replicas/replica.js";
 import { FencedError } from "../../../src/hub/store/store.js";
 import { SHARDS, shardOf } from "../../../src/model/shards.js";
+import { eventually as eventuallyOr } from "../helpers/process.js";
 import { type StoreKind, storeKinds } from "./stores.js";
 
 /** A clock the test moves; timers never fire on their own (renewals are driven by hand). */
@@ -151,6 +152,55 @@ describe.each(storeKinds())("store ($name) - replica leases and fencing", (kind)
     await a.stop();
     await b.stop();
     expect(await store.replicas.live(clock.now().toISOString())).toEqual([]);
+  });
+});
+
+describe.each(storeKinds())("store ($name) - a replica whose process died", (kind) => {
+  it("store - a replica whose session ended is gone at once, its lease run out or not, and the other takes its shards (PostgreSQL; SQLite has no sessions)", async () => {
+    const { store, clock, b } = await twoReplicas(kind);
+    const dying = await store.reopen();
+    const a = new Replica({ store: dying, clock, log: pino({ level: "silent" }), leaseMs: 3_000, id: "r-a" });
+    await a.start();
+    await b.start();
+    await a.renewNow();
+    await b.renewNow();
+    expect(a.heldShards.size).toBeGreaterThan(0);
+    expect(a.leader).toBe(true);
+    const at = () => clock.now().toISOString();
+    expect(await store.replicas.gone(at(), "r-b")).toEqual([]);
+    const row = (await store.replicas.list()).find((r) => r.id === "r-a");
+    if (kind.name !== "postgres") {
+      // Without sessions only the lease says a replica lives: b waits it out.
+      expect(row?.session).toBeUndefined();
+      await dying.close();
+      await b.renewNow();
+      expect(b.heldShards.size).toBeLessThan(SHARDS);
+      return;
+    }
+    expect(row?.session).toBe("steward r-a");
+    // The process is gone: its connections end, and with them its session.
+    await dying.close();
+    const gone = await eventuallyOr(
+      async () => {
+        const ids = await store.replicas.gone(at(), "r-b");
+        return ids.length > 0 ? ids : undefined;
+      },
+      5_000,
+      "the server to drop r-a's session",
+    );
+    expect(gone).toEqual(["r-a"]);
+    // Not a millisecond of the lease has passed: b takes every shard and the sync lease now.
+    const before = new Map((await store.replicas.leases()).map((l) => [l.name, l]));
+    await b.renewNow();
+    expect(b.heldShards.size).toBe(SHARDS);
+    expect(b.leader).toBe(true);
+    for (const lease of await store.replicas.leases()) {
+      expect(lease.holder).toBe("r-b");
+      const earlier = before.get(lease.name)!;
+      if (earlier.holder === "r-a") expect(lease.token).toBeGreaterThan(earlier.token);
+    }
+    expect((await store.replicas.live(at())).map((r) => r.id)).toEqual(["r-b"]);
+    await b.stop();
   });
 });
 

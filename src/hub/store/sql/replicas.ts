@@ -14,8 +14,15 @@ const REPLICAS = new RecordMap<ReplicaRecord>([
   "expiresAt",
   ["shards", "int"],
   ["nodes", "int"],
+  "session",
 ]);
 const UPSERT_REPLICA = REPLICAS.upsertSql("replicas", ["id"]);
+/**
+ * A live replica (other than the one asking) whose session the server no longer has: its process
+ * died, and the server closed its connection (PostgreSQL; application_name is visible to every role).
+ */
+const GONE = `expires_at > ? AND id <> ? AND session IS NOT NULL
+  AND session NOT IN (SELECT application_name FROM pg_stat_activity WHERE application_name IS NOT NULL)`;
 const LEASES = new RecordMap<LeaseRecord>(["name", "holder", ["token", "int"], "expiresAt"]);
 
 export class ReplicasSql implements Replicas {
@@ -29,6 +36,21 @@ export class ReplicasSql implements Replicas {
     return (await this.sql.all("SELECT * FROM replicas WHERE expires_at > ? ORDER BY id", [at])).map((r) =>
       REPLICAS.from(r),
     );
+  }
+
+  async gone(at: string, self: string): Promise<string[]> {
+    if (this.sql.dialect !== "postgres") return [];
+    return (await this.sql.all(`SELECT id FROM replicas WHERE ${GONE} ORDER BY id`, [at, self])).map(
+      (r) => r.id as string,
+    );
+  }
+
+  async expireGone(at: string, self: string): Promise<string[]> {
+    const gone = await this.gone(at, self);
+    if (gone.length === 0) return gone;
+    await this.sql.run(`UPDATE leases SET expires_at = '' WHERE holder IN (${marks(gone.length)})`, gone);
+    await this.sql.run(`UPDATE replicas SET expires_at = '' WHERE id IN (${marks(gone.length)})`, gone);
+    return gone;
   }
 
   async leases(): Promise<LeaseRecord[]> {

@@ -166,6 +166,15 @@ export abstract class SqlStore extends Ports implements Store {
     return this.unitBeside((sql) => work(new SqlUnitOfWork(sql, this.caches, () => undefined, undefined)));
   }
 
+  /** No sessions (SQLite): replicas are known gone by their leases alone. */
+  async announce(_id: string): Promise<string | undefined> {
+    return undefined;
+  }
+
+  session(): string | undefined {
+    return undefined;
+  }
+
   useFencing(fencing: Fencing): void {
     this.fencing = fencing;
   }
