@@ -285,6 +285,11 @@ class NatsHubTransport implements NatsTransport {
       js: this.js,
       jsm,
       timeoutMs: this.options.publishTimeoutMs ?? 2_000,
+      settleFailed: (subject, attemptId, error) =>
+        this.log.warn(
+          { subject, attemptId, error: String(error) },
+          "could not take an answered attempt out of the mailbox",
+        ),
     });
     await untilServerAnswers(() => ensureTopology(nc, jsm, this.topologyOptions()), waiting, grace);
     this.mirror = await untilServerAnswers(() => ConditionMirror.open(nc), waiting, grace);
@@ -581,14 +586,7 @@ class NatsHubTransport implements NatsTransport {
       else {
         const result = body as AttemptResult;
         await this.hand(() => events.result(result));
-        void this.poster
-          ?.settle(node, result.assignment, result.attemptId)
-          .catch((error) =>
-            this.log.warn(
-              { node, attemptId: result.attemptId, error: String(error) },
-              "could not take an answered attempt out of the mailbox",
-            ),
-          );
+        this.poster?.settle(node, result.assignment, result.attemptId);
       }
       msg.ack();
       if (this.hubDeliveriesExhausted) {

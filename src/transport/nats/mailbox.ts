@@ -59,6 +59,8 @@ export interface MailboxPosterOptions {
    * instances leaves 100,000 of them behind it).
    */
   settlesInFlight?: number;
+  /** Told of an answered attempt that could not be taken out (it stays until replaced). */
+  settleFailed?: (subject: string, attemptId: string, error: unknown) => void;
 }
 
 /**
@@ -76,11 +78,18 @@ export class MailboxPoster {
    */
   private readonly posted = new Map<string, { attemptId: string; seq: number }>();
   private readonly requests: InFlight;
-  private readonly settles: InFlight;
+  /**
+   * Answered attempts still to take out, by instance subject: the newest answered per instance
+   * (one entry each, however long the queue behind a rollout grows). An older one answered before
+   * it needs nothing more: the newer attempt's post replaced it on the subject.
+   */
+  private readonly answered = new Map<string, string>();
+  private settling = 0;
+  private readonly maxSettling: number;
 
   constructor(private readonly options: MailboxPosterOptions) {
     this.requests = new InFlight(options.inFlight ?? 512);
-    this.settles = new InFlight(options.settlesInFlight ?? 32);
+    this.maxSettling = options.settlesInFlight ?? 32;
   }
 
   /** Publishes `data` as the newest attempt of the instance, de-duplicated by `attemptId`. */
@@ -106,22 +115,40 @@ export class MailboxPoster {
    * one posted meanwhile stays. Posted by another process (a replica, or before a restart), it is
    * found by reading the instance's subject.
    */
-  async settle(node: string, assignment: string, attemptId: string): Promise<void> {
-    const { jsm } = this.options;
+  settle(node: string, assignment: string, attemptId: string): void {
     const subject = subjects.attempt(node, assignment);
+    this.answered.delete(subject);
+    this.answered.set(subject, attemptId);
+    this.settleNext();
+  }
+
+  /** Starts taking answered attempts out, `settlesInFlight` at a time, oldest answer first. */
+  private settleNext(): void {
+    while (this.settling < this.maxSettling && this.answered.size > 0) {
+      const [subject, attemptId] = this.answered.entries().next().value as [string, string];
+      this.answered.delete(subject);
+      this.settling++;
+      void this.takeOut(subject, attemptId)
+        .catch((error: unknown) => this.options.settleFailed?.(subject, attemptId, error))
+        .finally(() => {
+          this.settling--;
+          this.settleNext();
+        });
+    }
+  }
+
+  private async takeOut(subject: string, attemptId: string): Promise<void> {
+    const { jsm } = this.options;
     const posted = this.posted.get(subject);
     let seq = posted?.attemptId === attemptId ? posted.seq : undefined;
     if (seq !== undefined) this.posted.delete(subject);
     else {
-      const stored = await this.settles.run(() =>
-        jsm.direct.getMessage(MAILBOX_STREAM, { last_by_subj: subject }),
-      );
+      const stored = await jsm.direct.getMessage(MAILBOX_STREAM, { last_by_subj: subject });
       if (!stored || attemptIdOf(stored.data) !== attemptId) return;
       seq = stored.seq;
     }
     try {
-      const at = seq;
-      await this.settles.run(() => jsm.streams.deleteMessage(MAILBOX_STREAM, at, false));
+      await jsm.streams.deleteMessage(MAILBOX_STREAM, seq, false);
     } catch (error) {
       // Replaced by a newer attempt already, or settled before (a result delivered twice).
       if (!(error instanceof JetStreamApiError && error.code === JetStreamApiCodes.NoMessageFound))
