@@ -37,16 +37,7 @@ export class DesiredStateSql implements DesiredState {
     if (!row) return undefined;
     const key = row.instance_key as string;
     const generation = row.generation as number;
-    const cacheKey = `${key}#${generation}\0${row.rollout}\0${row.budget}`;
-    let parsed = this.caches.specs.get(cacheKey);
-    if (!parsed) {
-      parsed = {
-        spec: JSON.parse(row.spec as string),
-        rollout: JSON.parse(row.rollout as string),
-        budget: JSON.parse(row.budget as string),
-      };
-      this.caches.specs.set(cacheKey, parsed);
-    }
+    const { specs } = this.caches;
     return defined(
       {
         key,
@@ -55,7 +46,9 @@ export class DesiredStateSql implements DesiredState {
         generation,
         hash: row.hash as string,
         revision: row.revision as string,
-        ...parsed,
+        spec: specs.parse(row.spec as string),
+        rollout: specs.parse(row.rollout as string),
+        budget: specs.parse(row.budget as string),
       } as DesiredInstance,
       { retiredAt: row.retired_at },
     );
