@@ -6,10 +6,12 @@
 //
 // For each size: generation 1 converges; then one commit changes every instance, and from the
 // webhook-like nudge to the last instance converged is measured with the hubs' CPU (from /proc) and
-// their resident memory afterwards; then one commit changes one instance only (an assignment
+// their resident memory right after it and at rest (30 s after the hubs went quiet); then one
+// commit changes one instance only (an assignment
 // selecting one node), and the time to its attempt dispatched is measured.
 // Prints, for SQLite, `figure scale_commit_to_converged_<n>_ms`, `figure scale_hub_cpu_per_instance_<n>_us`,
-// `figure scale_hub_rss_<n>_mib` and `figure scale_one_change_dispatch_<n>_ms`; for PostgreSQL the
+// `figure scale_hub_rss_<n>_mib`, `figure scale_hub_rest_rss_<n>_mib` and
+// `figure scale_one_change_dispatch_<n>_ms`; for PostgreSQL the
 // same names with `scale_postgres_` (CPU summed over both replicas, RSS the larger). Then, per
 // store, the growth of CPU per instance (largest size against smallest) and of RSS per instance.
 // BENCH_SIZES (default 1000,10000,100000), BENCH_STORES (default sqlite,postgres), BENCH_PROCESSES
@@ -44,6 +46,17 @@ const { stopChild } = await import("../dist/transport/nats/server.js");
 
 function assignment(name, selector, content) {
   return `apiVersion: steward.dev/v1\nkind: Assignment\nmetadata:\n  name: ${name}\nspec:\n  selector: {matchLabels: {${selector}}}\n  resources:\n    - kind: file\n      name: config\n      path: /srv/${name}.conf\n      content: "${content}"\n`;
+}
+
+/** Where each hub's resident memory is (its /metrics): the JS heap, used and held by V8, and outside it. */
+async function memoryBreakdown(ports, when) {
+  for (const port of ports) {
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text().catch(() => "");
+    const mib = (name) => (Number(new RegExp(`^${name} (\\S+)`, "m").exec(text)?.[1]) / 2 ** 20).toFixed(0);
+    console.error(
+      `# hub :${port} ${when}, MiB: resident ${mib("process_resident_memory_bytes")}, heap used ${mib("nodejs_heap_size_used_bytes")} of ${mib("nodejs_heap_size_total_bytes")}, external ${mib("nodejs_external_memory_bytes")}`,
+    );
+  }
 }
 
 /** Signals each hub to write a heap snapshot (into its working directory) and moves them to `into`. */
@@ -164,6 +177,7 @@ async function measure(store, size) {
       if (postgres) args.push("--store", postgres.url);
       const node = [
         ...(process.env.BENCH_HEAP_SNAPSHOT ? ["--heapsnapshot-signal=SIGUSR2"] : []),
+        ...(process.env.BENCH_NODE_FLAGS ? process.env.BENCH_NODE_FLAGS.split(" ") : []),
         ...(process.env.BENCH_CPU_PROFILE
           ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROFILE}`]
           : []),
@@ -208,6 +222,7 @@ async function measure(store, size) {
     const rolloutMs = performance.now() - committed;
     const cpuPerInstanceUs = ((cpu() - cpuBefore) * 1000) / size;
     const rss = Math.max(...hubs.map((hub) => rssMiB(hub.pid)));
+    await memoryBreakdown(ports, "after the rollout");
     if (process.env.BENCH_HEAP_SNAPSHOT) await heapSnapshots(hubs, dir, process.env.BENCH_HEAP_SNAPSHOT);
 
     // One instance changed, in a fleet at rest (the rollout's tail of reports and housekeeping done:
@@ -222,6 +237,11 @@ async function measure(store, size) {
       "the hubs at rest",
       0,
     );
+    // Resident memory at rest: once V8's memory reducer (it starts 8 s after the heap went quiet)
+    // had time to give back what the rollout left behind.
+    await new Promise((resolve) => setTimeout(resolve, 30_000));
+    const restRss = Math.max(...hubs.map((hub) => rssMiB(hub.pid)));
+    await memoryBreakdown(ports, "at rest");
     fleet.write("version 3", [soloFile(2)]);
     const changedAt = Date.now();
     // The monotonic clock (the one CPU profiles are stamped with): the window to look at in one.
@@ -254,7 +274,7 @@ async function measure(store, size) {
     console.error(
       `# one change: synced +${Date.parse(steps.synced) - changedAt} ms, attempt created +${Date.parse(steps.created) - changedAt} ms, dispatched +${Date.parse(dispatchedAt) - changedAt} ms`,
     );
-    return { rolloutMs, cpuPerInstanceUs, rss, oneChangeMs };
+    return { rolloutMs, cpuPerInstanceUs, rss, restRss, oneChangeMs };
   } catch (error) {
     for (const name of ["hub-a", "hub-b"]) {
       const log = join(dir, `${name}.log`);
@@ -285,6 +305,7 @@ for (const store of STORES) {
     console.log(`figure ${prefix}_commit_to_converged_${size}_ms ${Math.round(r.rolloutMs)} ms`);
     console.log(`figure ${prefix}_hub_cpu_per_instance_${size}_us ${Math.round(r.cpuPerInstanceUs)} us`);
     console.log(`figure ${prefix}_hub_rss_${size}_mib ${Math.round(r.rss)} MiB`);
+    console.log(`figure ${prefix}_hub_rest_rss_${size}_mib ${Math.round(r.restRss)} MiB`);
     console.log(`figure ${prefix}_one_change_dispatch_${size}_ms ${r.oneChangeMs} ms`);
   }
   const sizes = [...results.keys()].sort((a, b) => a - b);
@@ -296,5 +317,7 @@ for (const store of STORES) {
     );
     const kib = ((large.rss - small.rss) * 1024) / (sizes.at(-1) - sizes[0]);
     console.log(`figure ${prefix}_hub_rss_per_instance_kib ${kib.toFixed(2)} KiB`);
+    const restKib = ((large.restRss - small.restRss) * 1024) / (sizes.at(-1) - sizes[0]);
+    console.log(`figure ${prefix}_hub_rest_rss_per_instance_kib ${restKib.toFixed(2)} KiB`);
   }
 }

@@ -5,6 +5,7 @@
  * embedded defaults. This file is the only place that knows all of them.
  */
 import { join, resolve } from "node:path";
+import { setFlagsFromString } from "node:v8";
 import { Command } from "commander";
 import type { Logger } from "pino";
 import type { StatusFlags } from "../status/settings.js";
@@ -14,6 +15,18 @@ import type { HubFlags } from "./hub-flags.js";
 import type { StatePaths } from "./hub-state.js";
 import type { CliIo, GlobalOptions } from "./io.js";
 import { addStatusFlags } from "./status-flags.js";
+
+/**
+ * Lets V8's heap grow only a quarter past what the last full collection found alive. By default it
+ * grows up to four times past it, and a rollout allocates fast: 10,000 instances left the hub at
+ * 475 MiB resident, at rest, for 71 MiB alive; with this, 160 MiB, at the same CPU per instance
+ * (`npm run bench:scale`). A process started with its own `--heap-growing-percent` keeps it.
+ */
+export function keepHeapNearLive(): void {
+  const given = [...process.execArgv, ...(process.env.NODE_OPTIONS ?? "").split(/\s+/)];
+  if (given.some((flag) => /^--heap[-_]growing[-_]percent/.test(flag))) return;
+  setFlagsFromString("--heap-growing-percent=25");
+}
 
 export interface HubRuntimeOptions {
   paths: StatePaths;
@@ -504,6 +517,7 @@ export function hubCommand(io: CliIo, globals: () => GlobalOptions, _exit: (code
   for (const [flag, help] of NATS_HUB_FLAGS) command.option(flag, help);
   addStatusFlags(command);
   return command.action(async (options: HubFlags) => {
+    keepHeapNearLive();
     const { statePaths, findRunningHub, HubAlreadyRunningError } = await import("./hub-state.js");
     const { hubSettings } = await import("./hub-flags.js");
     const paths = statePaths(io, globals());
@@ -548,6 +562,10 @@ export function hubCommand(io: CliIo, globals: () => GlobalOptions, _exit: (code
     let enrolment: import("./hub-enrolment.js").HubEnrolment | undefined;
     try {
       await runtime.start();
+      // The process's own figures beside steward's (resident memory, heap, CPU, event-loop lag,
+      // garbage collection), as an operator of any Node service expects on /metrics.
+      const { collectDefaultMetrics } = await import("prom-client");
+      collectDefaultMetrics({ register: runtime.hub.metrics.registry });
       if (settings.natsIssuer && nats && settings.nats) {
         const { HubEnrolment } = await import("./hub-enrolment.js");
         enrolment = new HubEnrolment({

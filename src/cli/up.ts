@@ -183,7 +183,8 @@ export function upCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: 
   addOutputOptions(command);
   return command.action(async (options: UpOptions) => {
     const { statePaths, findRunningHub, HubAlreadyRunningError } = await import("./hub-state.js");
-    const { HubRuntime, untilSignal, operatorsFlag } = await import("./hub.js");
+    const { HubRuntime, untilSignal, operatorsFlag, keepHeapNearLive } = await import("./hub.js");
+    keepHeapNearLive();
     const { durationAtLeast, listenAddress } = await import("./hub-flags.js");
     const { instanceViews } = await import("../hub/views.js");
     const { fleetStatus } = await import("../hub/answer.js");

@@ -81,9 +81,17 @@ describe("nats cluster failover - a rollout survives a cluster server killed mid
         return true;
       };
       await eventually(() => convergedAt(undefined), 30_000, "the first generation to converge");
+      // Three replicas each (the leader and two peers; under load a peer may take a moment to show).
       for (const stream of [MAILBOX_STREAM, REPORTS_STREAM]) {
-        const info = await jsm.streams.info(stream);
-        expect([info.config.num_replicas, info.cluster?.replicas?.length], stream).toEqual([3, 2]);
+        const info = await eventually(
+          async () => {
+            const info = await jsm.streams.info(stream);
+            return info.cluster?.replicas?.length === 2 ? info : undefined;
+          },
+          15_000,
+          `${stream}'s two peers`,
+        );
+        expect(info.config.num_replicas, stream).toBe(3);
       }
 
       // Mid-rollout of version 2: kill the server leading the attempts stream, and keep it down.
