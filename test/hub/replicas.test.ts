@@ -51,6 +51,8 @@ const fleet = (version: string) => ({
 
 interface ReplicaRow {
   id: string;
+  address?: string;
+  session?: string;
   live: boolean;
   sync: boolean;
   nodes: number;
@@ -215,6 +217,12 @@ describe("hub replicas on PostgreSQL", () => {
       );
       expect(Date.now() - killedAt).toBeLessThan(8_000);
       expect(survivor.sync).toBe(true);
+      expect(survivor.session).toBe(`steward ${survivor.id}`);
+      // Its /metrics say what it holds, and the process's own figures beside them.
+      const metrics = await (await fetch(`${survivor.address}/metrics`)).text();
+      expect(metrics).toMatch(/^steward_replica_shards 64$/m);
+      expect(metrics).toMatch(/^process_resident_memory_bytes [1-9]\d+$/m);
+      expect(metrics).toMatch(/^nodejs_heap_size_used_bytes [1-9]\d+$/m);
       await eventually(
         async () => {
           const status = await c.status();

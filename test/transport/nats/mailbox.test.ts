@@ -122,4 +122,33 @@ describe("nats mailbox", { timeout: 60_000 }, () => {
       await Promise.all([a.close(), b.close()]);
     }
   });
+
+  it("nats mailbox - answered attempts are taken out a few at a time: only the answered one, never a newer attempt posted since, and an answer delivered twice is harmless", async () => {
+    const nc = await connect({ servers: bed.server.url });
+    try {
+      const jsm = await jetstreamManager(nc);
+      const poster = new MailboxPoster({ js: jetstream(nc), jsm, timeoutMs: 2_000, settlesInFlight: 2 });
+      const ids = (version: number) =>
+        Array.from({ length: 10 }, (_, i) => testBundle("n8", `app-${i}`, version));
+      const first = ids(1);
+      for (const [i, bundle] of first.entries())
+        await poster.post("n8", `app-${i}`, bundle.attemptId, JSON.stringify(bundle));
+      // app-0..4 get a newer attempt before their first is answered.
+      const second = ids(2).slice(0, 5);
+      for (const [i, bundle] of second.entries())
+        await poster.post("n8", `app-${i}`, bundle.attemptId, JSON.stringify(bundle));
+      for (const [i, bundle] of first.entries()) poster.settle("n8", `app-${i}`, bundle.attemptId);
+      const left = async () =>
+        (await readMailbox(jsm.direct, "n8")).map((e) => JSON.parse(new TextDecoder().decode(e.data)).attemptId);
+      await bed.recorded.until(async () => (await left()).length === 5, "the five answered taken out");
+      expect((await left()).sort()).toEqual(second.map((b) => b.attemptId).sort());
+      // app-0 and app-1 answered, each twice (a result delivered again).
+      for (const i of [0, 1, 0, 1]) poster.settle("n8", `app-${i}`, second[i]!.attemptId);
+      await bed.recorded.until(async () => (await left()).length === 3, "app-0 and app-1 taken out");
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect((await left()).sort()).toEqual(second.slice(2).map((b) => b.attemptId).sort());
+    } finally {
+      await nc.close();
+    }
+  });
 });
