@@ -139,14 +139,21 @@ describe("nats mailbox", { timeout: 60_000 }, () => {
         await poster.post("n8", `app-${i}`, bundle.attemptId, JSON.stringify(bundle));
       for (const [i, bundle] of first.entries()) poster.settle("n8", `app-${i}`, bundle.attemptId);
       const left = async () =>
-        (await readMailbox(jsm.direct, "n8")).map((e) => JSON.parse(new TextDecoder().decode(e.data)).attemptId);
+        (await readMailbox(jsm.direct, "n8")).map(
+          (e) => JSON.parse(new TextDecoder().decode(e.data)).attemptId,
+        );
       await bed.recorded.until(async () => (await left()).length === 5, "the five answered taken out");
       expect((await left()).sort()).toEqual(second.map((b) => b.attemptId).sort());
       // app-0 and app-1 answered, each twice (a result delivered again).
       for (const i of [0, 1, 0, 1]) poster.settle("n8", `app-${i}`, second[i]!.attemptId);
       await bed.recorded.until(async () => (await left()).length === 3, "app-0 and app-1 taken out");
       await new Promise((resolve) => setTimeout(resolve, 300));
-      expect((await left()).sort()).toEqual(second.slice(2).map((b) => b.attemptId).sort());
+      expect((await left()).sort()).toEqual(
+        second
+          .slice(2)
+          .map((b) => b.attemptId)
+          .sort(),
+      );
     } finally {
       await nc.close();
     }
