@@ -16,7 +16,8 @@
 // store, the growth of CPU per instance (largest size against smallest) and of RSS per instance.
 // BENCH_SIZES (default 1000,10000,100000), BENCH_STORES (default sqlite,postgres), BENCH_PROCESSES
 // (agent processes, default 4) change the shape; BENCH_HEAP_SNAPSHOT=DIR writes a heap snapshot of
-// each hub into DIR once the rollout converged, BENCH_CPU_PROFILE=DIR a CPU profile of each hub.
+// each hub into DIR once the rollout converged (at rest, before the one change, with
+// BENCH_HEAP_SNAPSHOT_AT=rest), BENCH_CPU_PROFILE=DIR a CPU profile of each hub.
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -223,7 +224,9 @@ async function measure(store, size) {
     const cpuPerInstanceUs = ((cpu() - cpuBefore) * 1000) / size;
     const rss = Math.max(...hubs.map((hub) => rssMiB(hub.pid)));
     await memoryBreakdown(ports, "after the rollout");
-    if (process.env.BENCH_HEAP_SNAPSHOT) await heapSnapshots(hubs, dir, process.env.BENCH_HEAP_SNAPSHOT);
+    const snapshotAtRest = process.env.BENCH_HEAP_SNAPSHOT_AT === "rest";
+    if (process.env.BENCH_HEAP_SNAPSHOT && !snapshotAtRest)
+      await heapSnapshots(hubs, dir, process.env.BENCH_HEAP_SNAPSHOT);
 
     // One instance changed, in a fleet at rest (the rollout's tail of reports and housekeeping done:
     // the hubs below a fifth of a core over a second): commit to its attempt handed to the bus.
@@ -242,6 +245,8 @@ async function measure(store, size) {
     await new Promise((resolve) => setTimeout(resolve, 30_000));
     const restRss = Math.max(...hubs.map((hub) => rssMiB(hub.pid)));
     await memoryBreakdown(ports, "at rest");
+    if (process.env.BENCH_HEAP_SNAPSHOT && snapshotAtRest)
+      await heapSnapshots(hubs, dir, process.env.BENCH_HEAP_SNAPSHOT);
     fleet.write("version 3", [soloFile(2)]);
     const changedAt = Date.now();
     // The monotonic clock (the one CPU profiles are stamped with): the window to look at in one.

@@ -23,4 +23,47 @@ describe("work queue", () => {
     clock.advance(5_000);
     expect(queue.take(10)).toEqual([]);
   });
+
+  it("queue - many keys wait on one clock timer and come due in time order, each once", () => {
+    const clock = new FakeClock();
+    const ready: string[][] = [];
+    const queue = new WorkQueue(clock, () => ready.push(queue.take(1_000)));
+    const start = clock.now().getTime();
+    // 1,000 keys in a shuffled order of times, then half of them moved earlier.
+    for (let i = 0; i < 1_000; i++) queue.addAt(`k${i}`, start + 1 + ((i * 7_919) % 1_000) * 10);
+    for (let i = 0; i < 1_000; i += 2) queue.addAt(`k${i}`, start + 1 + ((i * 7_919) % 1_000) * 5);
+    expect(clock.pending()).toEqual([1]);
+    expect(queue.delayed).toBe(1_000);
+    const seen = new Map<string, number>();
+    for (let t = 0; t <= 10_000; t += 250) {
+      clock.advance(t === 0 ? 0 : 250);
+      for (const key of ready.flat()) {
+        expect(seen.has(key)).toBe(false);
+        seen.set(key, clock.now().getTime() - start);
+      }
+      ready.length = 0;
+    }
+    expect(seen.size).toBe(1_000);
+    expect(queue.delayed).toBe(0);
+    expect(clock.pending()).toEqual([]);
+    for (let i = 0; i < 1_000; i++) {
+      const due = 1 + ((i * 7_919) % 1_000) * (i % 2 === 0 ? 5 : 10);
+      // Seen at the first look (every 250 ms) at or after its time, never before it.
+      expect(seen.get(`k${i}`)).toBe(Math.ceil(due / 250) * 250);
+    }
+  });
+
+  it("queue - clear drops every timer", () => {
+    const clock = new FakeClock();
+    const queue = new WorkQueue(clock, () => undefined);
+    queue.addAt("a", clock.now().getTime() + 100);
+    queue.addAt("b", clock.now().getTime() + 50);
+    queue.clear();
+    expect(clock.pending()).toEqual([]);
+    clock.advance(1_000);
+    expect(queue.take(10)).toEqual([]);
+    queue.addAt("c", clock.now().getTime() + 10);
+    clock.advance(10);
+    expect(queue.take(10)).toEqual(["c"]);
+  });
 });

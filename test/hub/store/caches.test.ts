@@ -3,7 +3,7 @@
  * reader changes it for the others), and what it keeps is bounded by texts, not by instances.
  */
 import { describe, expect, it } from "vitest";
-import { ParsedJson } from "../../../src/hub/store/sql/caches.js";
+import { bodyDigest, ParsedJson, Recent } from "../../../src/hub/store/sql/caches.js";
 
 describe("store caches - parsed JSON by text", () => {
   it("store caches - one text parses once to one frozen value; past its bound the first text kept is parsed anew", () => {
@@ -23,5 +23,31 @@ describe("store caches - parsed JSON by text", () => {
     const again = cache.parse(text);
     expect(again).not.toBe(first);
     expect(again).toEqual(first);
+  });
+});
+
+describe("store caches - bounded by recent use", () => {
+  it("store caches - past its bound the entry least recently read or written goes, not one just read", () => {
+    const recent = new Recent<string, number>(2);
+    recent.set("a", 1);
+    recent.set("b", 2);
+    expect(recent.get("a")).toBe(1);
+    recent.set("c", 3);
+    expect(recent.get("b")).toBeUndefined();
+    expect(recent.get("a")).toBe(1);
+    expect(recent.get("c")).toBe(3);
+    expect(recent.size).toBe(2);
+    recent.set("a", 10);
+    recent.set("d", 4);
+    expect([recent.get("a"), recent.get("c"), recent.get("d")]).toEqual([10, undefined, 4]);
+    recent.delete("a");
+    expect(recent.size).toBe(1);
+  });
+
+  it("store caches - an observation body is compared by a short digest that tells bodies apart", () => {
+    const body = JSON.stringify({ assignment: "web", generation: 3, hash: `sha256:${"a".repeat(64)}` });
+    expect(bodyDigest(body)).toHaveLength(27);
+    expect(bodyDigest(body)).toBe(bodyDigest(`${body} `.trimEnd()));
+    expect(bodyDigest(body)).not.toBe(bodyDigest(body.replace("3", "4")));
   });
 });

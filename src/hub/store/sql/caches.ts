@@ -6,27 +6,73 @@
  * have written the node's observations (a node's lease changed hands between hub replicas: only
  * the replica that owns a node records its reports, see hub/replicas/replica.ts).
  */
+
+import { createHash } from "node:crypto";
 import type { Observation } from "../../records.js";
+
+/** A map that keeps at most `max` entries: past it, the one least recently read or written goes. */
+export class Recent<K, V> {
+  private readonly entries = new Map<K, V>();
+
+  constructor(private readonly max: number) {}
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  get(key: K): V | undefined {
+    const value = this.entries.get(key);
+    if (value !== undefined) {
+      this.entries.delete(key);
+      this.entries.set(key, value);
+    }
+    return value;
+  }
+
+  set(key: K, value: V): void {
+    this.entries.delete(key);
+    if (this.entries.size >= this.max) this.entries.delete(this.entries.keys().next().value as K);
+    this.entries.set(key, value);
+  }
+
+  delete(key: K): void {
+    this.entries.delete(key);
+  }
+
+  clear(): void {
+    this.entries.clear();
+  }
+}
 
 /**
  * Parsed JSON by its text, for the few texts many rows share: an assignment's spec is the same on
  * every node it renders alike, its rollout and budget on all of them. Memory is bounded by the
- * texts kept, not by instances or generations: past `max`, the one cached first goes.
+ * texts kept, not by instances or generations: past `max`, the one least recently read goes.
  */
 export class ParsedJson {
-  private readonly parsed = new Map<string, unknown>();
+  private readonly parsed: Recent<string, unknown>;
 
-  constructor(private readonly max = 4_096) {}
+  constructor(max = 4_096) {
+    this.parsed = new Recent(max);
+  }
 
   parse(text: string): unknown {
     let value = this.parsed.get(text);
     if (value === undefined) {
       value = frozen(JSON.parse(text));
-      if (this.parsed.size >= this.max) this.parsed.delete(this.parsed.keys().next().value as string);
       this.parsed.set(text, value);
     }
     return value;
   }
+}
+
+/**
+ * What the store compares a stored observation body by: its SHA-1, 27 characters where a body is
+ * hundreds (one per instance, for the life of the hub). A collision would only skip rewriting an
+ * observation that changed; SHA-1's are made on purpose, and an agent gains nothing by one.
+ */
+export function bodyDigest(body: string): string {
+  return createHash("sha1").update(body).digest("base64").slice(0, 27);
 }
 
 /** `value`, frozen all the way down: a reader that changed a shared value would change it for all. */
@@ -41,14 +87,18 @@ function frozen<T>(value: T): T {
 export class StoreCaches {
   /** Desired instances' specs, rollouts and budgets (shared: never to be changed by a reader). */
   readonly specs = new ParsedJson();
-  /** Last stored body of each observation, to skip rewriting what a report repeats. */
+  /** The digest of each observation's last stored body, to skip rewriting what a report repeats. */
   readonly observed = new Map<string, string>();
   /** The instance keys each node has an observation of (read once per node, then kept). */
   readonly observedKeys = new Map<string, Set<string>>();
-  readonly parsedObservations = new Map<
+  /**
+   * The observations read last, parsed: a rollout reads each instance's a few times in a short
+   * while (dispatch, result, report), so the recent ones are what is read again.
+   */
+  readonly parsedObservations = new Recent<
     string,
     { body: string; takenAt: string; observation: Observation }
-  >();
+  >(8_192);
 
   /** After a rollback: what was cached may be ahead of the database. */
   rolledBack(): void {

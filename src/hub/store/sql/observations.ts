@@ -8,7 +8,7 @@ import type { Report } from "../../../model/generated.js";
 import { instanceKey } from "../../../model/render.js";
 import type { Observation } from "../../records.js";
 import type { Observations } from "../store.js";
-import type { StoreCaches } from "./caches.js";
+import { bodyDigest, type StoreCaches } from "./caches.js";
 import { defined, nul, RecordMap, type Sql } from "./sql.js";
 
 const OBSERVATIONS = new RecordMap<Observation>([
@@ -65,7 +65,8 @@ export class ObservationsSql implements Observations {
       reported.add(key);
       keys.add(key);
       const body = JSON.stringify(instance);
-      if (observed.get(key) === body) continue;
+      const digest = bodyDigest(body);
+      if (observed.get(key) === digest) continue;
       changed.push(key);
       await this.sql.run(UPSERT_OBSERVATION, [
         key,
@@ -79,7 +80,7 @@ export class ObservationsSql implements Observations {
         report.takenAt,
         body,
       ]);
-      observed.set(key, body);
+      observed.set(key, digest);
     }
     // A full report is all the node holds: an instance it does not mention is not there (another
     // agent's state, a wiped state directory), whatever an earlier report said.
