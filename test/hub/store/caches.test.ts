@@ -46,7 +46,7 @@ describe("store caches - bounded by recent use", () => {
 
   it("store caches - an observation body is compared by a short digest that tells bodies apart", () => {
     const body = JSON.stringify({ assignment: "web", generation: 3, hash: `sha256:${"a".repeat(64)}` });
-    expect(bodyDigest(body)).toHaveLength(27);
+    expect(bodyDigest(body)).toHaveLength(28);
     expect(bodyDigest(body)).toBe(bodyDigest(`${body} `.trimEnd()));
     expect(bodyDigest(body)).not.toBe(bodyDigest(body.replace("3", "4")));
   });

@@ -67,12 +67,13 @@ export class ParsedJson {
 }
 
 /**
- * What the store compares a stored observation body by: its SHA-1, 27 characters where a body is
+ * What the store compares a stored observation body by: its SHA-1, 28 characters where a body is
  * hundreds (one per instance, for the life of the hub). A collision would only skip rewriting an
- * observation that changed; SHA-1's are made on purpose, and an agent gains nothing by one.
+ * observation that changed; SHA-1's are made on purpose, and an agent gains nothing by one. (Not
+ * sliced: a slice of a string keeps the whole string alive beside it.)
  */
 export function bodyDigest(body: string): string {
-  return createHash("sha1").update(body).digest("base64").slice(0, 27);
+  return createHash("sha1").update(body).digest("base64");
 }
 
 /** `value`, frozen all the way down: a reader that changed a shared value would change it for all. */
