@@ -75,11 +75,17 @@ export function upOutcome(reaches: (node: string) => boolean, instances: Instanc
   // A node held behind a canary or a batch moves on by itself unless what it waits for has failed:
   // behind a failed canary (or a batch whose slot is taken by a failed node) it waits on nothing
   // that will change. Behind a converged canary it is soaking, which ends by itself.
-  const failedAssignments = new Set(reachable.filter((i) => FAILED.has(i.state)).map((i) => i.assignment));
+  // An instance waiting for its dependencies (on its own node) is dispatched by the hub's next
+  // reconcile once they converge — also when the report that says so has only just come in — unless
+  // one of its node's instances has failed.
+  const failed = reachable.filter((i) => FAILED.has(i.state));
+  const failedAssignments = new Set(failed.map((i) => i.assignment));
+  const failedNodes = new Set(failed.map((i) => i.node));
   const moving = reachable.some(
     (i) =>
       !i.converged &&
       (MOVING.has(i.state) ||
+        (i.state === "waiting" && !failedNodes.has(i.node)) ||
         (i.state === "held" &&
           (i.holdReason === "canary" || i.holdReason === "batch") &&
           !failedAssignments.has(i.assignment))),
@@ -303,13 +309,16 @@ export function upCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: 
         await new Promise((wake) => setTimeout(wake, 200));
         outcome = await look();
         show(outcome);
-        if (options.once && (outcome.done || Date.now() - started > timeoutMs)) break;
-      }
-      // Convergence shows in observations first: let the hub record it (reconcile what the last
-      // reports queued) before it stops, so its records say what was printed.
-      if (options.once)
+        if (!options.once) continue;
+        if (Date.now() - started > timeoutMs) break;
+        if (!outcome.done) continue;
+        // Convergence shows in observations first: let the hub record it (reconcile what the last
+        // reports queued) before it stops, so its records say what was printed — and look again,
+        // since that reconcile may have dispatched more (an instance whose dependencies converged).
         await Promise.race([runtime.hub.idle(), new Promise((wake) => setTimeout(wake, 2_000).unref())]);
-      if (options.once) outcome = await look();
+        outcome = await look();
+        if (outcome.done) break;
+      }
       const seconds = ((Date.now() - started) / 1000).toFixed(1);
       const status = fleetStatus(
         outcome.reachable,

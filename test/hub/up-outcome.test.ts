@@ -50,6 +50,28 @@ describe("up - outcome of --once", () => {
       converged: false,
     },
     {
+      name: "an instance waiting for a dependency that has just converged is dispatched next: moving",
+      instances: [view("a", "converged", { assignment: "base", instance: "base@a" }), view("a", "waiting")],
+      done: false,
+      converged: false,
+    },
+    {
+      name: "an instance waiting for a dependency that failed on its node waits on nothing that will change",
+      instances: [view("a", "backoff", { assignment: "base", instance: "base@a" }), view("a", "waiting")],
+      done: true,
+      converged: false,
+    },
+    {
+      name: "a failure on another node does not stop a waiting instance",
+      instances: [
+        view("b", "backoff", { assignment: "base", instance: "base@b" }),
+        view("a", "converged", { assignment: "base", instance: "base@a" }),
+        view("a", "waiting"),
+      ],
+      done: false,
+      converged: false,
+    },
+    {
       name: "a drained node does not keep --once waiting",
       instances: [view("a", "converged"), view("b", "held", { holdReason: "draining" })],
       done: true,

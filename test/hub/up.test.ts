@@ -38,7 +38,7 @@ describe("hub - steward up", () => {
     expect(await ensureExampleRepo(join(state, "repo"), example)).toBe("existing");
     const first = await runSteward(["--state", state, "up", "--once", "--timeout", "90s"], { cwd: dir });
     expect(first.stderr).toBe("");
-    expect(first.code).toBe(0);
+    expect(first.code, first.stdout).toBe(0);
     expect(first.stdout).toContain("steward up: state/repo at ");
     expect(first.stdout).toMatch(
       /right: no open conditions; 6\/6 instances converged \(3 local nodes in [0-9.]+s; 2 nodes not reached by this hub, see steward status\)\n$/,
