@@ -6,7 +6,7 @@
  * The timers are one clock timer for the earliest of them over a binary heap of (time, key): a
  * rollout of 100,000 instances leaves a lease timer on each, and a timer object per key cost some
  * 400 bytes where a heap slot costs 16. A replaced timer's slot stays in the heap until its time
- * and is then passed over.
+ * and is then passed over, or until such slots are half the heap, which is then made again.
  */
 import type { Clock } from "./clock.js";
 
@@ -61,14 +61,22 @@ export class WorkQueue {
     if (!this.armed || at < this.armed.at) this.arm();
   }
 
-  /** Takes up to `max` ready keys, oldest first. */
+  /**
+   * Takes up to `max` ready keys, oldest first. A key taken loses its timer: it is taken to be
+   * reconciled, and the reconcile says when to look again (or the error that stops it does). A
+   * converged fleet holds no timer per instance until its leases would have passed.
+   */
   take(max: number): string[] {
     const keys: string[] = [];
     for (const key of this.ready) {
       if (keys.length >= max) break;
       keys.push(key);
     }
-    for (const key of keys) this.ready.delete(key);
+    for (const key of keys) {
+      this.ready.delete(key);
+      this.due.delete(key);
+    }
+    if (this.heapAt.length > 1_024 && this.heapAt.length > 2 * this.due.size) this.compact();
     return keys;
   }
 
@@ -79,6 +87,14 @@ export class WorkQueue {
     this.heapAt.length = 0;
     this.heapKey.length = 0;
     this.ready.clear();
+  }
+
+  /** Drops the slots of replaced and taken timers: the heap made again from `due`. */
+  private compact(): void {
+    this.heapAt.length = 0;
+    this.heapKey.length = 0;
+    for (const [key, at] of this.due) this.push(at, key);
+    if (this.heapAt[0] !== this.armed?.at) this.arm();
   }
 
   /** One clock timer, for the earliest slot. */

@@ -156,7 +156,12 @@ export class Syncer {
   /** Syncs once. Calls are serialised: a call made while one runs starts after it. */
   sync(options: SyncOptions = {}): Promise<SyncOutcome> {
     const run = this.running.then(() => this.syncOnce(options));
-    this.running = run.catch(() => undefined);
+    // Settled to nothing: the chain must not keep the last outcome (every new generation of a
+    // 100,000-instance rollout) alive until the next sync.
+    this.running = run.then(
+      () => undefined,
+      () => undefined,
+    );
     return run;
   }
 

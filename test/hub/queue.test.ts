@@ -53,6 +53,28 @@ describe("work queue", () => {
     }
   });
 
+  it("queue - a key taken to be reconciled loses its timer, and the heap lets go of the slots it leaves", () => {
+    const clock = new FakeClock();
+    const queue = new WorkQueue(clock, () => undefined);
+    const start = clock.now().getTime();
+    for (let i = 0; i < 2_000; i++) queue.addAt(`k${i}`, start + 10_000 + i);
+    queue.addAt("kept", start + 20_000);
+    // Every k is reconciled now (a report came in for each): their timers are the reconcile's to set.
+    queue.addAll(Array.from({ length: 2_000 }, (_, i) => `k${i}`));
+    expect(queue.take(5_000)).toHaveLength(2_000);
+    expect(queue.delayed).toBe(1);
+    // The stale slots were dropped: the clock timer is the one for the key still waiting.
+    expect(clock.pending()).toEqual([20_000]);
+    clock.advance(15_000);
+    expect(queue.take(10)).toEqual([]);
+    clock.advance(5_000);
+    expect(queue.take(10)).toEqual(["kept"]);
+    // A timer set again after the take fires as asked.
+    queue.addAt("k1", clock.now().getTime() + 100);
+    clock.advance(100);
+    expect(queue.take(10)).toEqual(["k1"]);
+  });
+
   it("queue - clear drops every timer", () => {
     const clock = new FakeClock();
     const queue = new WorkQueue(clock, () => undefined);

@@ -83,6 +83,40 @@ describe("render - instances and hashes", () => {
     expect(instance(first, "web@web-1").hash).not.toBe(instance(first, "web@web-2").hash);
   });
 
+  it("render - an assignment that refers to nothing of the node shares one resources, probes and dependsOn array between its instances", async () => {
+    const plain = `apiVersion: steward.dev/v1
+kind: Assignment
+metadata:
+  name: plain
+spec:
+  selector:
+    matchLabels:
+      role: web
+  resources:
+    - kind: file
+      name: motd
+      path: /srv/motd
+      content: hello
+  probes:
+    - kind: http
+      name: up
+      url: http://127.0.0.1:8080/
+`;
+    const result = await load(tempRepo(fleet({ "assignments/plain.yaml": plain })));
+    const one = instance(result, "plain@web-1");
+    const two = instance(result, "plain@web-2");
+    expect(one.spec.resources).toBe(two.spec.resources);
+    expect(one.spec.probes).toBe(two.spec.probes);
+    expect(one.spec.dependsOn).toBe(two.spec.dependsOn);
+    expect(one.spec.node).toBe("web-1");
+    expect(one.hash).toBe(contentHash(one.spec));
+    expect(one.hash).not.toBe(two.hash);
+    // The templated assignment's arrays are each node's own.
+    expect(instance(result, "web@web-1").spec.resources).not.toBe(
+      instance(result, "web@web-2").spec.resources,
+    );
+  });
+
   it("render - renaming or moving the YAML file, or reordering its keys, changes no hash", async () => {
     const dir = tempRepo(fleet());
     const before = hashes(await load(dir));

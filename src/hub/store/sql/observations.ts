@@ -56,17 +56,16 @@ export class ObservationsSql implements Observations {
          received_at = excluded.received_at, agent = excluded.agent`,
       [report.node, report.takenAt, nul(report.seq), receivedAt, JSON.stringify(report.agent)],
     );
-    const { observed, parsedObservations } = this.caches;
+    const { parsedObservations } = this.caches;
     const changed: string[] = [];
-    const keys = await this.observationKeysOf(report.node);
+    const stored = await this.observedOf(report.node);
     const reported = new Set<string>();
     for (const instance of report.instances) {
       const key = instanceKey(instance.assignment, report.node);
-      reported.add(key);
-      keys.add(key);
+      reported.add(instance.assignment);
       const body = JSON.stringify(instance);
       const digest = bodyDigest(body);
-      if (observed.get(key) === digest) continue;
+      if (stored.get(instance.assignment) === digest) continue;
       changed.push(key);
       await this.sql.run(UPSERT_OBSERVATION, [
         key,
@@ -80,33 +79,37 @@ export class ObservationsSql implements Observations {
         report.takenAt,
         body,
       ]);
-      observed.set(key, digest);
+      stored.set(instance.assignment, digest);
     }
     // A full report is all the node holds: an instance it does not mention is not there (another
     // agent's state, a wiped state directory), whatever an earlier report said.
-    for (const key of keys) {
-      if (reported.has(key)) continue;
+    for (const assignment of stored.keys()) {
+      if (reported.has(assignment)) continue;
+      const key = instanceKey(assignment, report.node);
       await this.sql.run("DELETE FROM observations WHERE instance_key = ?", [key]);
-      keys.delete(key);
-      observed.delete(key);
+      stored.delete(assignment);
       parsedObservations.delete(key);
       changed.push(key);
     }
     return changed;
   }
 
-  /** The keys of `node`'s stored observations (kept up to date by `saveReport`). */
-  private async observationKeysOf(node: string): Promise<Set<string>> {
-    let keys = this.caches.observedKeys.get(node);
-    if (!keys) {
-      keys = new Set(
-        (await this.sql.all("SELECT instance_key FROM observations WHERE node = ?", [node])).map(
-          (r) => r.instance_key as string,
-        ),
+  /**
+   * The assignments `node` has stored observations of, with the digests of their bodies as far as
+   * this process wrote them (kept up to date by `saveReport`; -1: not known).
+   */
+  private async observedOf(node: string): Promise<Map<string, number>> {
+    let stored = this.caches.observed.get(node);
+    if (!stored) {
+      stored = new Map(
+        (await this.sql.all("SELECT assignment FROM observations WHERE node = ?", [node])).map((r) => [
+          r.assignment as string,
+          -1,
+        ]),
       );
-      this.caches.observedKeys.set(node, keys);
+      this.caches.observed.set(node, stored);
     }
-    return keys;
+    return stored;
   }
 
   async get(key: string): Promise<Observation | undefined> {

@@ -1,0 +1,72 @@
+/**
+ * Observations, on every store: a report records what changed and says which instances it changed;
+ * a body the store already holds is not written again; an instance a full report leaves out is no
+ * longer observed; and a store opened afresh (or after another writer) still knows what it holds.
+ */
+import { describe, expect, it } from "vitest";
+import type { InstanceReport, Report } from "../../../src/model/generated.js";
+import { storeKinds } from "./stores.js";
+
+function instance(assignment: string, generation: number, converged = true): InstanceReport {
+  return { assignment, generation, state: "running", converged, resources: [], probes: [] };
+}
+
+let taken = 0;
+function report(node: string, instances: InstanceReport[]): Report {
+  taken++;
+  return {
+    apiVersion: "steward.dev/v1",
+    kind: "Report",
+    node,
+    takenAt: new Date(Date.UTC(2026, 11, 1, 10, 0, taken)).toISOString(),
+    agent: { version: "test" },
+    instances,
+  };
+}
+
+const AT = "2026-12-01T10:00:00.000Z";
+
+describe.each(storeKinds())("store ($name) - observations", (kind) => {
+  it("store - a report says which instances it changed, repeats change nothing, and one left out is gone", async () => {
+    const store = await kind.fresh();
+    const save = (r: Report) => store.transaction((tx) => tx.observations.saveReport(r, AT));
+    expect(await save(report("n1", [instance("web", 1), instance("db", 1)]))).toEqual(["web@n1", "db@n1"]);
+    // The same bodies in a later report: nothing changed.
+    expect(await save(report("n1", [instance("web", 1), instance("db", 1)]))).toEqual([]);
+    expect(await save(report("n1", [instance("web", 2), instance("db", 1)]))).toEqual(["web@n1"]);
+    expect((await store.observations.get("web@n1"))?.generation).toBe(2);
+    // A full report without db: the node holds no db.
+    expect(await save(report("n1", [instance("web", 2)]))).toEqual(["db@n1"]);
+    expect(await store.observations.get("db@n1")).toBeUndefined();
+    // Another node's report touches nothing of n1.
+    expect(await save(report("n2", [instance("web", 1)]))).toEqual(["web@n2"]);
+    expect((await store.observations.get("web@n1"))?.generation).toBe(2);
+    // A store opened afresh knows what is stored though not its bodies: it writes them again once,
+    // and still takes out what a report leaves out.
+    const again = await store.reopen();
+    const saveAgain = (r: Report) => again.transaction((tx) => tx.observations.saveReport(r, AT));
+    expect(await saveAgain(report("n1", [instance("web", 2), instance("db", 3, false)]))).toEqual([
+      "web@n1",
+      "db@n1",
+    ]);
+    expect(await saveAgain(report("n1", [instance("db", 3, false)]))).toEqual(["web@n1"]);
+    expect(await again.observations.get("web@n1")).toBeUndefined();
+    expect((await again.observations.get("db@n1"))?.converged).toBe(false);
+  });
+
+  it("store - a report that rolls back leaves the store's memory of what it holds as the database says", async () => {
+    const store = await kind.fresh();
+    await store.transaction((tx) => tx.observations.saveReport(report("n1", [instance("web", 1)]), AT));
+    await expect(
+      store.transaction(async (tx) => {
+        await tx.observations.saveReport(report("n1", [instance("web", 2)]), AT);
+        throw new Error("the unit fails after the report");
+      }),
+    ).rejects.toThrow("the unit fails");
+    expect((await store.observations.get("web@n1"))?.generation).toBe(1);
+    // Generation 2 was never stored: reporting it again is a change.
+    expect(
+      await store.transaction((tx) => tx.observations.saveReport(report("n1", [instance("web", 2)]), AT)),
+    ).toEqual(["web@n1"]);
+  });
+});
