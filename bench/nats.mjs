@@ -22,7 +22,9 @@ import { ulid } from "ulid";
 // BENCH_PATH=transport measures the transport alone in this process: dispatch → apply → the report
 // showing the instance converged, and reports delivered to handlers that only count.
 // BENCH_AGENT=echo swaps the Agent for one that applies nothing (see bench/nats-agents.mjs);
-// BENCH_AGENT_PROF=DIR writes a CPU profile of each agent process into DIR.
+// BENCH_AGENT_PROF=DIR writes a CPU profile of each agent process into DIR; BENCH_HUB_PROF=DIR one
+// of this process (the hub's) over the measured commits (commits.cpuprofile) and another over the
+// ingestion (ingest.cpuprofile).
 // Prints `figure nats_converged_p50_ms`, `figure nats_converged_p99_ms`, `figure nats_reports_per_s`.
 import { agentsDirectory, benchHub } from "./fleet.mjs";
 
@@ -77,6 +79,23 @@ function cpuTimes() {
   } catch {
     return undefined;
   }
+}
+
+/** Profiles this process (the hub's) from here to the returned function's call, when BENCH_HUB_PROF asks. */
+async function hubProfile(name) {
+  const out = process.env.BENCH_HUB_PROF;
+  if (!out) return async () => {};
+  const { Session } = await import("node:inspector/promises");
+  const session = new Session();
+  session.connect();
+  await session.post("Profiler.enable");
+  await session.post("Profiler.start");
+  return async () => {
+    const { profile } = await session.post("Profiler.stop");
+    mkdirSync(out, { recursive: true });
+    writeFileSync(join(out, `${name}.cpuprofile`), JSON.stringify(profile));
+    session.disconnect();
+  };
 }
 
 function quantile(sorted, q) {
@@ -215,9 +234,13 @@ async function throughTheHub() {
   const times = [];
   let cold = [];
   let cpuBefore;
+  let profiled = async () => {};
   for (let version = 2; version < 2 + WARMUP + COMMITS; version++) {
     writeFleet(version);
-    if (version === 2 + WARMUP) cpuBefore = cpuTimes();
+    if (version === 2 + WARMUP) {
+      profiled = await hubProfile("commits");
+      cpuBefore = cpuTimes();
+    }
     const committedAt = Date.now();
     await fetch(`${hub.http.url}/nudge`, { method: "POST", body: JSON.stringify({ sync: true }) });
     await until(() => convergedCount(hub, version) >= total, `generation ${version} converged`);
@@ -226,6 +249,7 @@ async function throughTheHub() {
     if (version >= 2 + WARMUP) times.push(...took);
   }
   const cpuAfter = cpuTimes();
+  await profiled();
   times.sort((a, b) => a - b);
 
   // Ingestion: the hub is down while 20,000 reports pile up; a starting hub takes them in.
@@ -251,6 +275,7 @@ async function throughTheHub() {
   };
   const backlog = await waiting();
   hub = await runtime();
+  const ingested = await hubProfile("ingest");
   void hub.start();
   let began = 0;
   await until(async () => {
@@ -259,6 +284,7 @@ async function throughTheHub() {
     return left === 0;
   }, "the backlog taken in");
   const perSecond = backlog / ((performance.now() - began) / 1000);
+  await ingested();
   await watcher.close();
   await hub.stop();
   return {

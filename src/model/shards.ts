@@ -9,9 +9,19 @@ import { createHash } from "node:crypto";
 /** Enough to balance a few dozen replicas, few enough to renew and consume at once. */
 export const SHARDS = 64;
 
+/** Shards of the names seen, up to a fleet's worth: every report and result asks for its node's. */
+const known = new Map<string, number>();
+const MAX_KNOWN = 1 << 17;
+
 /** The shard of node `name`. */
 export function shardOf(name: string): number {
-  return createHash("sha1").update(name).digest().readUInt32BE(0) % SHARDS;
+  let shard = known.get(name);
+  if (shard === undefined) {
+    shard = createHash("sha1").update(name).digest().readUInt32BE(0) % SHARDS;
+    if (known.size >= MAX_KNOWN) known.clear();
+    known.set(name, shard);
+  }
+  return shard;
 }
 
 /** Every shard, 0 … SHARDS − 1. */

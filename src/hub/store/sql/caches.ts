@@ -7,7 +7,7 @@
  * the replica that owns a node records its reports, see hub/replicas/replica.ts).
  */
 
-import { createHash } from "node:crypto";
+import * as crypto from "node:crypto";
 import type { Observation } from "../../records.js";
 
 /** A map that keeps at most `max` entries: past it, the one least recently read or written goes. */
@@ -73,8 +73,17 @@ export class ParsedJson {
  * instance's next report; SHA-1's are made on purpose, and an agent gains nothing by one.
  */
 export function bodyDigest(body: string): number {
-  return createHash("sha1").update(body).digest().readUIntBE(0, 6);
+  return sha1(body).readUIntBE(0, 6);
 }
+
+/**
+ * SHA-1 of a text: the one-shot form where Node has it (20.12 and later), which makes no Hash object
+ * per body — every report hashes each of its bodies.
+ */
+const sha1: (text: string) => Buffer =
+  typeof crypto.hash === "function"
+    ? (text) => crypto.hash("sha1", text, "buffer")
+    : (text) => crypto.createHash("sha1").update(text).digest();
 
 /** `value`, frozen all the way down: a reader that changed a shared value would change it for all. */
 function frozen<T>(value: T): T {
