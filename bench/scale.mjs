@@ -19,7 +19,7 @@
 // each hub into DIR once the rollout converged (at rest, before the one change, with
 // BENCH_HEAP_SNAPSHOT_AT=rest), BENCH_CPU_PROFILE=DIR a CPU profile of each hub.
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
@@ -50,14 +50,44 @@ function assignment(name, selector, content) {
 }
 
 /** Where each hub's resident memory is (its /metrics): the JS heap, used and held by V8, and outside it. */
-async function memoryBreakdown(ports, when) {
+async function memoryBreakdown(ports, when, pids = []) {
+  for (const pid of pids) console.error(`# hub ${pid} ${when}, resident MiB by mapping: ${residentByMapping(pid)}`);
   for (const port of ports) {
     const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text().catch(() => "");
     const mib = (name) => (Number(new RegExp(`^${name} (\\S+)`, "m").exec(text)?.[1]) / 2 ** 20).toFixed(0);
+    // V8's spaces, used of held: where the heap's slack is.
+    const spaces = [...text.matchAll(/^nodejs_heap_space_size_used_bytes\{space="(\w+)"\} (\S+)/gm)]
+      .map(([, space, used]) => {
+        const total = new RegExp(`^nodejs_heap_space_size_total_bytes\\{space="${space}"\\} (\\S+)`, "m").exec(text)?.[1];
+        return `${space} ${(Number(used) / 2 ** 20).toFixed(0)}/${(Number(total) / 2 ** 20).toFixed(0)}`;
+      })
+      .filter((entry) => !entry.endsWith(" 0/0"));
     console.error(
-      `# hub :${port} ${when}, MiB: resident ${mib("process_resident_memory_bytes")}, heap used ${mib("nodejs_heap_size_used_bytes")} of ${mib("nodejs_heap_size_total_bytes")}, external ${mib("nodejs_external_memory_bytes")}`,
+      `# hub :${port} ${when}, MiB: resident ${mib("process_resident_memory_bytes")}, heap used ${mib("nodejs_heap_size_used_bytes")} of ${mib("nodejs_heap_size_total_bytes")}, external ${mib("nodejs_external_memory_bytes")}; spaces ${spaces.join(", ")}`,
     );
   }
+}
+
+/**
+ * Resident memory of process `pid` by kind of mapping: malloc's main arena (`[heap]`), anonymous
+ * mappings of 64 MiB reservations or more (malloc's other arenas, V8's cage), other anonymous ones
+ * (V8's pages, mostly), and files.
+ */
+function residentByMapping(pid) {
+  const kinds = {};
+  let kind = "file";
+  for (const line of readFileSync(`/proc/${pid}/smaps`, "utf8").split("\n")) {
+    const mapping = /^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ \S+\s*(.*)$/.exec(line);
+    if (mapping) {
+      const size = Number.parseInt(mapping[2], 16) - Number.parseInt(mapping[1], 16);
+      const name = mapping[3];
+      kind = name === "[heap]" ? "brk" : name.startsWith("/") ? "file" : name ? name : size >= 2 ** 26 ? "anon>=64M" : "anon";
+    } else if (line.startsWith("Rss:")) kinds[kind] = (kinds[kind] ?? 0) + Number(line.split(/\s+/)[1]) / 1024;
+  }
+  return Object.entries(kinds)
+    .filter(([, mib]) => mib >= 1)
+    .map(([name, mib]) => `${name} ${mib.toFixed(0)}`)
+    .join(", ");
 }
 
 /** Signals each hub to write a heap snapshot (into its working directory) and moves them to `into`. */
@@ -223,7 +253,7 @@ async function measure(store, size) {
     const rolloutMs = performance.now() - committed;
     const cpuPerInstanceUs = ((cpu() - cpuBefore) * 1000) / size;
     const rss = Math.max(...hubs.map((hub) => rssMiB(hub.pid)));
-    await memoryBreakdown(ports, "after the rollout");
+    await memoryBreakdown(ports, "after the rollout", hubs.map((hub) => hub.pid));
     const snapshotAtRest = process.env.BENCH_HEAP_SNAPSHOT_AT === "rest";
     if (process.env.BENCH_HEAP_SNAPSHOT && !snapshotAtRest)
       await heapSnapshots(hubs, dir, process.env.BENCH_HEAP_SNAPSHOT);
@@ -244,7 +274,7 @@ async function measure(store, size) {
     // had time to give back what the rollout left behind.
     await new Promise((resolve) => setTimeout(resolve, 30_000));
     const restRss = Math.max(...hubs.map((hub) => rssMiB(hub.pid)));
-    await memoryBreakdown(ports, "at rest");
+    await memoryBreakdown(ports, "at rest", hubs.map((hub) => hub.pid));
     if (process.env.BENCH_HEAP_SNAPSHOT && snapshotAtRest)
       await heapSnapshots(hubs, dir, process.env.BENCH_HEAP_SNAPSHOT);
     fleet.write("version 3", [soloFile(2)]);

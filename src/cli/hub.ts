@@ -5,28 +5,16 @@
  * embedded defaults. This file is the only place that knows all of them.
  */
 import { join, resolve } from "node:path";
-import { setFlagsFromString } from "node:v8";
 import { Command } from "commander";
 import type { Logger } from "pino";
 import type { StatusFlags } from "../status/settings.js";
 import { NATS_HUB_FLAGS } from "../transport/nats/flags.js";
 import { SSH_HUB_FLAGS } from "../transport/ssh/flags.js";
+import { compactWhenIdle, keepHeapNearLive } from "./heap.js";
 import type { HubFlags } from "./hub-flags.js";
 import type { StatePaths } from "./hub-state.js";
 import type { CliIo, GlobalOptions } from "./io.js";
 import { addStatusFlags } from "./status-flags.js";
-
-/**
- * Lets V8's heap grow only a quarter past what the last full collection found alive. By default it
- * grows up to four times past it, and a rollout allocates fast: 10,000 instances left the hub at
- * 475 MiB resident, at rest, for 71 MiB alive; with this, 160 MiB, at the same CPU per instance
- * (`npm run bench:scale`). A process started with its own `--heap-growing-percent` keeps it.
- */
-export function keepHeapNearLive(): void {
-  const given = [...process.execArgv, ...(process.env.NODE_OPTIONS ?? "").split(/\s+/)];
-  if (given.some((flag) => /^--heap[-_]growing[-_]percent/.test(flag))) return;
-  setFlagsFromString("--heap-growing-percent=25");
-}
 
 export interface HubRuntimeOptions {
   paths: StatePaths;
@@ -560,8 +548,13 @@ export function hubCommand(io: CliIo, globals: () => GlobalOptions, _exit: (code
       ...(operators ? { operators } : {}),
     });
     let enrolment: import("./hub-enrolment.js").HubEnrolment | undefined;
+    let stopCompacting: (() => void) | undefined;
     try {
       await runtime.start();
+      const hub = runtime.hub;
+      stopCompacting = compactWhenIdle({
+        idle: () => hub.activity.queued === 0 && hub.activity.relaying === 0 && hub.activity.handling === 0,
+      });
       // The process's own figures beside steward's (resident memory, heap, CPU, event-loop lag,
       // garbage collection), as an operator of any Node service expects on /metrics.
       const { collectDefaultMetrics } = await import("prom-client");
@@ -586,6 +579,7 @@ export function hubCommand(io: CliIo, globals: () => GlobalOptions, _exit: (code
       );
       await untilSignal();
     } finally {
+      stopCompacting?.();
       await enrolment?.stop();
       await runtime.stop();
     }

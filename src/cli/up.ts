@@ -189,7 +189,8 @@ export function upCommand(io: CliIo, globals: () => GlobalOptions, exit: (code: 
   addOutputOptions(command);
   return command.action(async (options: UpOptions) => {
     const { statePaths, findRunningHub, HubAlreadyRunningError } = await import("./hub-state.js");
-    const { HubRuntime, untilSignal, operatorsFlag, keepHeapNearLive } = await import("./hub.js");
+    const { HubRuntime, untilSignal, operatorsFlag } = await import("./hub.js");
+    const { keepHeapNearLive } = await import("./heap.js");
     keepHeapNearLive();
     const { durationAtLeast, listenAddress } = await import("./hub-flags.js");
     const { instanceViews } = await import("../hub/views.js");

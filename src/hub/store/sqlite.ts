@@ -81,7 +81,7 @@ export class SqliteStore extends SqlStore {
     const writer = new SqliteSql(db);
     let reader = writer;
     if (path !== ":memory:") {
-      const readDb = openConnection(path);
+      const readDb = openConnection(path, "reader");
       readDb.pragma("query_only = ON");
       reader = new SqliteSql(readDb);
     }

@@ -116,8 +116,21 @@ export class SqlGenerationStore implements GenerationStore {
 
   async currentInstances(): Promise<Map<string, CurrentInstance>> {
     const out = new Map<string, CurrentInstance>();
+    // Each row comes with its own copy of every text: the few assignment names, node names and
+    // revisions that 100,000 instances share are kept once (the syncer holds these for its life).
+    const texts = new Map<string, string>();
+    const once = (text: string) => {
+      const kept = texts.get(text);
+      if (kept !== undefined) return kept;
+      texts.set(text, text);
+      return text;
+    };
     for (const row of await this.sql.all("SELECT * FROM instances")) {
       const instance = CURRENT.from(row);
+      instance.assignment = once(instance.assignment);
+      instance.node = once(instance.node);
+      instance.revision = once(instance.revision);
+      if (instance.retiredBy !== undefined) instance.retiredBy = once(instance.retiredBy);
       out.set(instance.instanceKey, instance);
     }
     return out;
