@@ -19,7 +19,16 @@
 // each hub into DIR once the rollout converged (at rest, before the one change, with
 // BENCH_HEAP_SNAPSHOT_AT=rest), BENCH_CPU_PROFILE=DIR a CPU profile of each hub.
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
@@ -51,14 +60,18 @@ function assignment(name, selector, content) {
 
 /** Where each hub's resident memory is (its /metrics): the JS heap, used and held by V8, and outside it. */
 async function memoryBreakdown(ports, when, pids = []) {
-  for (const pid of pids) console.error(`# hub ${pid} ${when}, resident MiB by mapping: ${residentByMapping(pid)}`);
+  for (const pid of pids)
+    console.error(`# hub ${pid} ${when}, resident MiB by mapping: ${residentByMapping(pid)}`);
   for (const port of ports) {
     const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text().catch(() => "");
     const mib = (name) => (Number(new RegExp(`^${name} (\\S+)`, "m").exec(text)?.[1]) / 2 ** 20).toFixed(0);
     // V8's spaces, used of held: where the heap's slack is.
     const spaces = [...text.matchAll(/^nodejs_heap_space_size_used_bytes\{space="(\w+)"\} (\S+)/gm)]
       .map(([, space, used]) => {
-        const total = new RegExp(`^nodejs_heap_space_size_total_bytes\\{space="${space}"\\} (\\S+)`, "m").exec(text)?.[1];
+        const total = new RegExp(
+          `^nodejs_heap_space_size_total_bytes\\{space="${space}"\\} (\\S+)`,
+          "m",
+        ).exec(text)?.[1];
         return `${space} ${(Number(used) / 2 ** 20).toFixed(0)}/${(Number(total) / 2 ** 20).toFixed(0)}`;
       })
       .filter((entry) => !entry.endsWith(" 0/0"));
@@ -81,8 +94,18 @@ function residentByMapping(pid) {
     if (mapping) {
       const size = Number.parseInt(mapping[2], 16) - Number.parseInt(mapping[1], 16);
       const name = mapping[3];
-      kind = name === "[heap]" ? "brk" : name.startsWith("/") ? "file" : name ? name : size >= 2 ** 26 ? "anon>=64M" : "anon";
-    } else if (line.startsWith("Rss:")) kinds[kind] = (kinds[kind] ?? 0) + Number(line.split(/\s+/)[1]) / 1024;
+      kind =
+        name === "[heap]"
+          ? "brk"
+          : name.startsWith("/")
+            ? "file"
+            : name
+              ? name
+              : size >= 2 ** 26
+                ? "anon>=64M"
+                : "anon";
+    } else if (line.startsWith("Rss:"))
+      kinds[kind] = (kinds[kind] ?? 0) + Number(line.split(/\s+/)[1]) / 1024;
   }
   return Object.entries(kinds)
     .filter(([, mib]) => mib >= 1)
@@ -253,7 +276,11 @@ async function measure(store, size) {
     const rolloutMs = performance.now() - committed;
     const cpuPerInstanceUs = ((cpu() - cpuBefore) * 1000) / size;
     const rss = Math.max(...hubs.map((hub) => rssMiB(hub.pid)));
-    await memoryBreakdown(ports, "after the rollout", hubs.map((hub) => hub.pid));
+    await memoryBreakdown(
+      ports,
+      "after the rollout",
+      hubs.map((hub) => hub.pid),
+    );
     const snapshotAtRest = process.env.BENCH_HEAP_SNAPSHOT_AT === "rest";
     if (process.env.BENCH_HEAP_SNAPSHOT && !snapshotAtRest)
       await heapSnapshots(hubs, dir, process.env.BENCH_HEAP_SNAPSHOT);
@@ -274,7 +301,11 @@ async function measure(store, size) {
     // had time to give back what the rollout left behind.
     await new Promise((resolve) => setTimeout(resolve, 30_000));
     const restRss = Math.max(...hubs.map((hub) => rssMiB(hub.pid)));
-    await memoryBreakdown(ports, "at rest", hubs.map((hub) => hub.pid));
+    await memoryBreakdown(
+      ports,
+      "at rest",
+      hubs.map((hub) => hub.pid),
+    );
     if (process.env.BENCH_HEAP_SNAPSHOT && snapshotAtRest)
       await heapSnapshots(hubs, dir, process.env.BENCH_HEAP_SNAPSHOT);
     fleet.write("version 3", [soloFile(2)]);
