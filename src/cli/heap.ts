@@ -60,7 +60,11 @@ export function compactWhenIdle(options: { idle: () => boolean; everyMs?: number
     const space = { size: old.space_size, used: old.space_used_size };
     if (!shouldCompact({ space, idle: options.idle(), now, lastCompactedAt })) return;
     lastCompactedAt = now;
-    compactHeap();
+    try {
+      compactHeap();
+    } catch {
+      // A Node whose V8 refuses flags once started: the heap stays as V8 leaves it.
+    }
   }, options.everyMs ?? 10_000);
   timer.unref();
   return () => clearInterval(timer);
@@ -85,7 +89,9 @@ let gc: (() => void) | undefined;
 function collectGarbage(): void {
   if (!gc) {
     setFlagsFromString("--expose-gc");
-    gc = runInNewContext("gc") as () => void;
+    const exposed: unknown = runInNewContext("typeof gc === 'function' ? gc : undefined");
+    if (typeof exposed !== "function") throw new Error("V8 did not expose gc()");
+    gc = exposed as () => void;
   }
   gc();
 }
