@@ -24,7 +24,7 @@ export function versionedRollout(nodes: string[], version: number, sleepS = 0.3)
 /**
  * On every node (roots under `dir`): each version's one-shot ran at most once, the file is at
  * `version`, and every attempt the hub made was settled by its own result, or replaced (never failed,
- * never settled without its result).
+ * never settled without its result; one still in flight gets 15 s for its result to be taken in).
  */
 export async function expectRolloutSettled(options: {
   dir: string;
@@ -40,10 +40,19 @@ export async function expectRolloutSettled(options: {
     // Each generation that ran its one-shot ran it once.
     expect(new Set(versionsRun).size, `${node}: ${runs.join(", ")}`).toBe(versionsRun.length);
     expect(readFileSync(join(options.dir, node, "srv", "conf"), "utf8")).toBe(`version ${options.version}\n`);
-    for (const attempt of await options.store.attempts.ofInstance(`app@${node}`))
-      expect([attempt.status, attempt.settledBy], `${attempt.id} of ${node}`).toSatisfy(
-        ([status, by]) =>
-          (status === "succeeded" && by === "result") || status === "cancelled" || status === "superseded",
+    // A report may show the instance converged before the attempt's result is taken in (they travel
+    // apart, and again after a server died): the result is waited for, never done without.
+    const settled = (status: string, by: string | undefined) =>
+      (status === "succeeded" && by === "result") || status === "cancelled" || status === "superseded";
+    const deadline = Date.now() + 15_000;
+    let attempts = await options.store.attempts.ofInstance(`app@${node}`);
+    while (attempts.some((a) => a.status === "dispatched") && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      attempts = await options.store.attempts.ofInstance(`app@${node}`);
+    }
+    for (const attempt of attempts)
+      expect([attempt.status, attempt.settledBy], `${attempt.id} of ${node}`).toSatisfy(([status, by]) =>
+        settled(status, by),
       );
   }
 }
