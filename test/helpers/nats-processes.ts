@@ -3,6 +3,7 @@
  * the flags every NATS end-to-end test repeats, in one place. Output goes to a log file.
  */
 import type { ChildProcess } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { startSteward } from "../hub/helpers/process.js";
 
@@ -85,4 +86,23 @@ export function startNatsAgent(options: NatsAgentProcessOptions): Promise<ChildP
     ],
     { cwd: options.cwd, log: options.log ?? join(options.cwd, `agent-${options.node}.log`) },
   );
+}
+
+/**
+ * Runs `check`; when it fails, the error carries the last lines of every process's log in `dir`
+ * (`*.log`), so a run that failed on a loaded machine says what the hub and agents were doing.
+ */
+export async function withLogs<T>(dir: string, check: () => Promise<T>, lines = 40): Promise<T> {
+  try {
+    return await check();
+  } catch (error) {
+    const logs = readdirSync(dir)
+      .filter((name) => name.endsWith(".log"))
+      .map(
+        (name) =>
+          `--- ${name}\n${readFileSync(join(dir, name), "utf8").trimEnd().split("\n").slice(-lines).join("\n")}`,
+      );
+    if (error instanceof Error) error.message += `\n${logs.join("\n")}`;
+    throw error;
+  }
 }

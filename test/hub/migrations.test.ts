@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { openDatabase } from "../../src/hub/store/database.js";
+import { migrate, openConnection, openDatabase } from "../../src/hub/store/database.js";
 import { MIGRATIONS } from "../../src/hub/store/migrations.js";
 import { SqliteStore } from "../../src/hub/store/sqlite.js";
 
@@ -71,6 +71,41 @@ describe("hub - migrations", () => {
       expect(await store.attempts.outbox()).toEqual([]);
     } finally {
       await store.close();
+    }
+  });
+
+  it("hub - two processes opening a new database at once apply each migration once; the second finds them done", () => {
+    dir = mkdtempSync(join(tmpdir(), "steward-migrate-"));
+    const path = join(dir, "hub.db");
+    const first = openConnection(path);
+    const second = openConnection(path);
+    try {
+      // The first reads what is applied (nothing), then the second migrates everything before the
+      // first takes the write lock: the interleaving of two processes started together.
+      let raced = false;
+      const racing = MIGRATIONS.map((migration, i) =>
+        i > 0
+          ? migration
+          : {
+              ...migration,
+              get version() {
+                if (!raced) {
+                  raced = true;
+                  migrate(second, MIGRATIONS);
+                }
+                return migration.version;
+              },
+            },
+      );
+      migrate(first, racing);
+      expect(raced).toBe(true);
+      const versions = first.prepare("SELECT version FROM schema_migrations ORDER BY version").all();
+      expect(versions).toEqual(
+        MIGRATIONS.map((m) => ({ version: m.version })).sort((a, b) => a.version - b.version),
+      );
+    } finally {
+      first.close();
+      second.close();
     }
   });
 });

@@ -46,7 +46,11 @@ export function openConnection(path: string, role: "writer" | "reader" = "writer
   return db;
 }
 
-/** Applies the migrations the database has not seen yet, each in its own transaction. */
+/**
+ * Applies the migrations the database has not seen yet, each in its own transaction. The transaction
+ * takes the write lock first and looks again, so two processes opening a new file at once (a hub and
+ * `steward status`, say) apply each migration once: the second finds it done.
+ */
 export function migrate(db: Db, migrations: readonly Migration[]): void {
   db.exec(
     "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)",
@@ -65,12 +69,13 @@ export function migrate(db: Db, migrations: readonly Migration[]): void {
   for (const migration of [...migrations].sort((a, b) => a.version - b.version)) {
     if (applied.has(migration.version)) continue;
     db.transaction(() => {
+      if (db.prepare("SELECT 1 FROM schema_migrations WHERE version = ?").get(migration.version)) return;
       db.exec(migration.sql);
       db.prepare("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)").run(
         migration.version,
         migration.name,
         new Date().toISOString(),
       );
-    })();
+    }).immediate();
   }
 }

@@ -29,6 +29,7 @@ import {
   type NatsCredentials,
   type NatsTls,
   readNatsCredentials,
+  untilServerAnswers,
   wrongCredentials,
 } from "./connect.js";
 import type { HeartbeatMessage } from "./heartbeats.js";
@@ -93,12 +94,16 @@ const SERVICE_KINDS = new Set(["service", "container", "systemd-unit"]);
  */
 export async function runNatsAgent(options: NatsAgentOptions): Promise<NatsAgent> {
   const credentials = options.credentials ?? (options.creds ? readNatsCredentials(options.creds) : undefined);
+  const log = options.log ?? silentLog;
   const nc =
     options.connection ??
     (await connectNats({
       servers: options.servers ?? "nats://127.0.0.1:4222",
       identity: identities.node(options.node),
       waitOnFirstConnect: true,
+      // The server going away between the connection and its first round trip is waited for.
+      onWaitingForServer: (error, attempt) =>
+        log.warn({ node: options.node, error: error.message, attempt }, "waiting for the NATS server"),
       ...(credentials ? { credentials } : {}),
       ...(options.tls ? { tls: options.tls } : {}),
     }));
@@ -200,7 +205,13 @@ class AgentLoop {
     });
     subscribe(subjects.attemptsOf(this.node), (msg) => this.receive(msg.data));
     subscribe(subjects.mailbox(this.node), () => this.catchUp());
-    await this.nc.flush();
+    // A round trip the server's restart cut off is made again once the client is back, which sends
+    // the subscriptions again first: a refusal still comes before its answer.
+    await untilServerAnswers(
+      () => this.nc.flush(),
+      (error, attempt) =>
+        this.log.warn({ node: this.node, error: error.message, attempt }, "waiting for the NATS server"),
+    );
     checked = true;
     if (refused) throw new RefusedSubjects(refused.message);
     // No API check: a node may not ask for the account's JetStream information.

@@ -522,8 +522,11 @@ class NatsHubTransport implements NatsTransport {
   consumeShards(shards: ReadonlySet<number>): Promise<void> {
     this.wantedShards = new Set(shards);
     if (!this.consuming) return Promise.resolve();
-    this.shardsSettled = this.shardsSettled.then(() => this.settleShardConsumers());
-    return this.shardsSettled;
+    // After the last round, failed or not: a round the server's restart failed must not fail every
+    // round after it (the hub's start retries this until the server answers).
+    const round = this.shardsSettled.catch(() => undefined).then(() => this.settleShardConsumers());
+    this.shardsSettled = round;
+    return round;
   }
 
   /** Starts and stops shard consumers until they match the wanted shards. */

@@ -13,7 +13,7 @@ import { SqliteStore } from "../../../src/hub/store/sqlite.js";
 import { stopChild } from "../../../src/transport/nats/server.js";
 import { freePort } from "../../agent/helpers.js";
 import { makeRepo, removeTempDirs } from "../../helpers/git.js";
-import { startNatsAgent, startNatsHub } from "../../helpers/nats-processes.js";
+import { startNatsAgent, startNatsHub, withLogs } from "../../helpers/nats-processes.js";
 import { expectRolloutSettled, versionedRollout } from "../../helpers/nats-rollout.js";
 import { startNatsServer, type TestNatsServer } from "../../helpers/nats-server.js";
 import { assignmentYaml, file, nodeYaml } from "../../hub/helpers/fleet.js";
@@ -60,19 +60,21 @@ describe("nats server faults - a rollout survives nats-server restarts at random
 
     const store = new SqliteStore(join(state, "hub.db"));
     try {
-      await eventually(
-        async () => {
-          for (const node of NODES) {
-            // Commits fetched together make one generation: the last commit's is the one to reach.
-            const desired = await store.desired.instance(`app@${node}`);
-            if (desired?.revision !== head) return undefined;
-            if ((await store.intents.get(desired.key, desired.generation))?.status !== "converged")
-              return undefined;
-          }
-          return true;
-        },
-        90_000,
-        "every instance converged at the last commit",
+      await withLogs(dir, () =>
+        eventually(
+          async () => {
+            for (const node of NODES) {
+              // Commits fetched together make one generation: the last commit's is the one to reach.
+              const desired = await store.desired.instance(`app@${node}`);
+              if (desired?.revision !== head) return undefined;
+              if ((await store.intents.get(desired.key, desired.generation))?.status !== "converged")
+                return undefined;
+            }
+            return true;
+          },
+          90_000,
+          "every instance converged at the last commit",
+        ),
       );
       await expectRolloutSettled({ dir, nodes: NODES, store, version: versions });
       expect(existsSync(join(dir, "hub.log"))).toBe(true);

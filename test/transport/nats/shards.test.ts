@@ -151,3 +151,43 @@ describe("nats shards - each hub replica records its own shards' reports and res
     expect(info.state.messages).toBe(0);
   });
 });
+
+describe("nats shards - a server restart while the shards change", { timeout: 60_000 }, () => {
+  it("nats shards - a round of shard consumers the server's restart failed does not fail the rounds after it", async () => {
+    const server = await startNatsServer();
+    const nc = await connect({ servers: server.url, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
+    const [mine, theirs] = twoShards();
+    const recorded = recordEvents();
+    const hub = createNatsTransport({ connection: nc });
+    await hub.consumeShards(new Set([shardOf(mine)]));
+    await hub.start(recorded.events);
+    try {
+      await server.stop();
+      // The server is down: the other shard's consumer cannot be looked up.
+      await expect(hub.consumeShards(new Set([shardOf(mine), shardOf(theirs)]))).rejects.toThrow();
+      await server.process.start();
+      // A flush sent while the client was away is refused with the disconnect: until one passes.
+      while (
+        !(await nc.flush().then(
+          () => true,
+          () => false,
+        ))
+      );
+      // Once it answers again, the next round takes the shard: it is not the failed round again.
+      await hub.consumeShards(new Set([shardOf(mine), shardOf(theirs)]));
+      await jetstream(nc).publish(
+        subjects.report(theirs),
+        JSON.stringify(report(theirs, "2026-12-01T00:03:00Z")),
+      );
+      await recorded.until(
+        () => recorded.reports.length === 1,
+        "the report of the shard taken after the restart",
+      );
+      expect(recorded.reports[0]?.node).toBe(theirs);
+    } finally {
+      await hub.stop();
+      await nc.close();
+      await server.dispose();
+    }
+  });
+});
