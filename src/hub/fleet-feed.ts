@@ -94,6 +94,8 @@ export class HubFleetFeed implements FleetFeed {
   private readonly dirtyRevisions = new Set<string>();
   private readonly pending: FleetChange[] = [];
   private timer: NodeJS.Timeout | undefined;
+  /** The flush running or last run: flushes go one after another (see flush). */
+  private flushing: Promise<void> = Promise.resolve();
   private lastRead = 0;
   private readonly stops: (() => void)[] = [];
   private readonly coalesceMs: number;
@@ -204,7 +206,18 @@ export class HubFleetFeed implements FleetFeed {
     }
   }
 
-  private async flush(): Promise<void> {
+  /**
+   * Looks at what is dirty and sends the changes. One flush at a time, in order: two at once (the
+   * timer's and a read's) could each read one instance, the older read finishing last and putting
+   * back a view the newer one had replaced — with the instance no longer dirty, for good.
+   */
+  private flush(): Promise<void> {
+    const next = this.flushing.catch(() => undefined).then(() => this.flushNow());
+    this.flushing = next;
+    return next;
+  }
+
+  private async flushNow(): Promise<void> {
     if (this.loading) await this.loading.catch(() => undefined);
     const at = this.now();
     const changes = this.pending.splice(0);
@@ -228,14 +241,18 @@ export class HubFleetFeed implements FleetFeed {
     }
     const dirty = [...this.dirty];
     this.dirty.clear();
+    // A snapshot loaded while this flush reads is newer than what it read: left as it is.
+    const snapshot = this.views;
     for (const [key, learnedAt] of dirty) {
       const view = await instanceViewByKey(this.store, key);
       const live = view && !view.retired ? view : undefined;
-      if (this.views) {
-        if (shownAs(this.views.get(key)) === shownAs(live)) continue;
-        if (live) this.views.set(key, live);
-        else this.views.delete(key);
-        this.sorted = undefined;
+      if (snapshot) {
+        if (shownAs(snapshot.get(key)) === shownAs(live)) continue;
+        if (this.views === snapshot) {
+          if (live) snapshot.set(key, live);
+          else snapshot.delete(key);
+          this.sorted = undefined;
+        }
       }
       const split = key.lastIndexOf("@");
       const change: FleetChange = {

@@ -122,4 +122,71 @@ describe("hub - the fleet feed", () => {
       feed.close();
     }
   });
+
+  it("web - a look at an instance that takes long does not put back an older view over a newer one", async () => {
+    const h = await startHarness({ files: { ...nodes("n1", "n2"), "assignments/app.yaml": app("v1") } });
+    await h.commit();
+    await h.settle();
+    // The first read of app@n1's desired state once armed is held until released: a slow store.
+    let armed = false;
+    let release = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let heldRead: Promise<unknown> | undefined;
+    const real = h.store.desired;
+    const desired = new Proxy(real, {
+      get(target, property) {
+        if (property === "instance")
+          return (key: string) => {
+            const read = target.instance(key);
+            if (!armed || key !== "app@n1" || heldRead) return read;
+            heldRead = read.then(async (value) => {
+              await held;
+              return value;
+            });
+            return heldRead;
+          };
+        const value = Reflect.get(target, property, target);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    const store = new Proxy(h.store, {
+      get(target, property) {
+        if (property === "desired") return desired;
+        const value = Reflect.get(target, property, target);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    const feed = new HubFleetFeed({ hub: { store, onReconcile: (listener) => h.hub.onReconcile(listener) } });
+    try {
+      await feed.instances();
+      feed.subscribe(() => {});
+      armed = true;
+      // A look at n1 reads app@n1 at generation 1, and is held there...
+      feed.lookAgain({ node: "n1" });
+      await eventuallyTrue(() => heldRead !== undefined);
+      // ...while generation 2 rolls out and converges, and is looked at meanwhile.
+      h.write({ "assignments/app.yaml": app("v2") });
+      await h.commit();
+      await h.settle();
+      await flushed();
+      release();
+      await heldRead;
+      await flushed();
+      const views = await instanceViews(h.store);
+      expect(views.map((v) => `${v.state}@${v.generation}`)).toEqual(["converged@2", "converged@2"]);
+      expect(await feed.instances()).toEqual(views);
+    } finally {
+      release();
+      feed.close();
+    }
+  });
 });
+
+async function eventuallyTrue(check: () => boolean): Promise<void> {
+  for (let waited = 0; !check(); waited += 10) {
+    if (waited > 5_000) throw new Error("timed out");
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
