@@ -247,12 +247,14 @@ export class HubFleetFeed implements FleetFeed {
       const view = await instanceViewByKey(this.store, key);
       const live = view && !view.retired ? view : undefined;
       if (snapshot) {
-        if (shownAs(snapshot.get(key)) === shownAs(live)) continue;
+        const shown = shownAs(snapshot.get(key)) !== shownAs(live);
+        // The snapshot takes every change (a read must equal the views); watchers only what they see.
         if (this.views === snapshot) {
           if (live) snapshot.set(key, live);
           else snapshot.delete(key);
           this.sorted = undefined;
         }
+        if (!shown) continue;
       }
       const split = key.lastIndexOf("@");
       const change: FleetChange = {

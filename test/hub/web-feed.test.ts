@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { type FleetChange, HubFleetFeed } from "../../src/hub/fleet-feed.js";
 import { setNodeDraining } from "../../src/hub/operator.js";
+import type { ReconcileOutcome } from "../../src/hub/reconcile.js";
 import { instanceViews } from "../../src/hub/views.js";
 import { assignmentYaml, file, nodes } from "./helpers/fleet.js";
 import { startHarness } from "./helpers/harness.js";
@@ -118,6 +119,49 @@ describe("hub - the fleet feed", () => {
         "converged@2",
         "converged@2",
       ]);
+    } finally {
+      feed.close();
+    }
+  });
+
+  it("web - a change a watcher does not see (the intent's status alone) still reaches the snapshot, without an event", async () => {
+    const h = await startHarness({ files: { ...nodes("n1", "n2"), "assignments/app.yaml": app("v1") } });
+    await h.commit();
+    await h.settle();
+    let reconciled: (outcome: ReconcileOutcome) => void = () => {};
+    const feed = new HubFleetFeed({
+      hub: {
+        store: h.store,
+        onReconcile: (listener) => {
+          reconciled = listener;
+          return () => {};
+        },
+      },
+    });
+    try {
+      await feed.instances();
+      const seen: FleetChange[] = [];
+      feed.subscribe((change) => seen.push(change));
+      // The intent's status moves while what the instance shows (converged at 1) stays.
+      const intent = await h.store.intents.get("app@n1", 1);
+      await h.store.transaction((tx) => tx.intents.save({ ...intent!, status: "dispatched" }));
+      reconciled({
+        key: "app@n1",
+        revisions: [],
+        outcome: "test",
+        dispatched: [],
+        follow: [],
+        opened: [],
+        resolved: [],
+      });
+      await flushed();
+      const views = await instanceViews(h.store);
+      expect(views.find((v) => v.instance === "app@n1")).toMatchObject({
+        state: "converged",
+        status: "dispatched",
+      });
+      expect(await feed.instances()).toEqual(views);
+      expect(seen).toEqual([]);
     } finally {
       feed.close();
     }
