@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { expect } from "vitest";
 import type { StoreReads } from "../../src/hub/store/store.js";
 import { assignmentYaml, file, shell } from "../hub/helpers/fleet.js";
+import { eventually } from "../hub/helpers/process.js";
 
 /** Assignment `app` at `version` on `nodes`; its one-shot takes `sleepS` seconds. */
 export function versionedRollout(nodes: string[], version: number, sleepS = 0.3): string {
@@ -44,12 +45,15 @@ export async function expectRolloutSettled(options: {
     // apart, and again after a server died): the result is waited for, never done without.
     const settled = (status: string, by: string | undefined) =>
       (status === "succeeded" && by === "result") || status === "cancelled" || status === "superseded";
-    const deadline = Date.now() + 15_000;
-    let attempts = await options.store.attempts.ofInstance(`app@${node}`);
-    while (attempts.some((a) => a.status === "dispatched") && Date.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      attempts = await options.store.attempts.ofInstance(`app@${node}`);
-    }
+    const ofInstance = () => options.store.attempts.ofInstance(`app@${node}`);
+    const attempts = await eventually(
+      async () => {
+        const all = await ofInstance();
+        return all.some((a) => a.status === "dispatched") ? undefined : all;
+      },
+      15_000,
+      `${node}'s attempts in flight to end`,
+    ).catch(ofInstance);
     for (const attempt of attempts)
       expect([attempt.status, attempt.settledBy], `${attempt.id} of ${node}`).toSatisfy(([status, by]) =>
         settled(status, by),

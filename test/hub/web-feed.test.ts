@@ -5,6 +5,7 @@ import type { ReconcileOutcome } from "../../src/hub/reconcile.js";
 import { instanceViews } from "../../src/hub/views.js";
 import { assignmentYaml, file, nodes } from "./helpers/fleet.js";
 import { startHarness } from "./helpers/harness.js";
+import { eventually } from "./helpers/process.js";
 
 const app = (content: string) =>
   assignmentYaml("app", { nodes: ["n1", "n2"], resources: [file("conf", content)] });
@@ -209,7 +210,7 @@ describe("hub - the fleet feed", () => {
       armed = true;
       // A look at n1 reads app@n1 at generation 1, and is held there...
       feed.lookAgain({ node: "n1" });
-      await eventuallyTrue(() => heldRead !== undefined);
+      await eventually(() => heldRead !== undefined, 5_000, "the held read");
       // ...while generation 2 rolls out and converges, and is looked at meanwhile.
       h.write({ "assignments/app.yaml": app("v2") });
       await h.commit();
@@ -227,10 +228,3 @@ describe("hub - the fleet feed", () => {
     }
   });
 });
-
-async function eventuallyTrue(check: () => boolean): Promise<void> {
-  for (let waited = 0; !check(); waited += 10) {
-    if (waited > 5_000) throw new Error("timed out");
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}

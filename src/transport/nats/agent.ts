@@ -102,8 +102,7 @@ export async function runNatsAgent(options: NatsAgentOptions): Promise<NatsAgent
       identity: identities.node(options.node),
       waitOnFirstConnect: true,
       // The server going away between the connection and its first round trip is waited for.
-      onWaitingForServer: (error, attempt) =>
-        log.warn({ node: options.node, error: error.message, attempt }, "waiting for the NATS server"),
+      onWaitingForServer: waitingFor(log, options.node),
       ...(credentials ? { credentials } : {}),
       ...(options.tls ? { tls: options.tls } : {}),
     }));
@@ -125,6 +124,11 @@ export async function runNatsAgent(options: NatsAgentOptions): Promise<NatsAgent
       if (!options.connection) await nc.close();
     },
   };
+}
+
+/** What the agent says each time it finds the server away and waits for it. */
+function waitingFor(log: NatsLog, node: string): (error: Error, attempt: number) => void {
+  return (error, attempt) => log.warn({ node, error: error.message, attempt }, "waiting for the NATS server");
 }
 
 /** The server refused the node's own subjects to this connection (see `AgentLoop.start`). */
@@ -207,11 +211,7 @@ class AgentLoop {
     subscribe(subjects.mailbox(this.node), () => this.catchUp());
     // A round trip the server's restart cut off is made again once the client is back, which sends
     // the subscriptions again first: a refusal still comes before its answer.
-    await untilServerAnswers(
-      () => this.nc.flush(),
-      (error, attempt) =>
-        this.log.warn({ node: this.node, error: error.message, attempt }, "waiting for the NATS server"),
-    );
+    await untilServerAnswers(() => this.nc.flush(), waitingFor(this.log, this.node));
     checked = true;
     if (refused) throw new RefusedSubjects(refused.message);
     // No API check: a node may not ask for the account's JetStream information.

@@ -26,6 +26,15 @@ function twoShards(): [string, string] {
   for (let i = 1; ; i++) if (shardOf(`edge-${i}`) !== shardOf(first)) return [first, `edge-${i}`];
 }
 
+/** A hub transport on `nc` that consumes `node`'s shard alone, started, with what it records. */
+async function startOnShardOf(nc: NatsConnection, node: string) {
+  const recorded = recordEvents();
+  const hub = createNatsTransport({ connection: nc });
+  await hub.consumeShards(new Set([shardOf(node)]));
+  await hub.start(recorded.events);
+  return { hub, recorded };
+}
+
 const report = (node: string, takenAt: string): Report =>
   ({ node, takenAt, instances: [] }) as unknown as Report;
 
@@ -47,10 +56,7 @@ describe("nats shards - each hub replica records its own shards' reports and res
 
   it("nats shards - a transport told its shards hears only those nodes; given another shard, it hears that one's waiting messages", async () => {
     const [mine, theirs] = twoShards();
-    const recorded = recordEvents();
-    const hub = createNatsTransport({ connection: nc });
-    await hub.consumeShards(new Set([shardOf(mine)]));
-    await hub.start(recorded.events);
+    const { hub, recorded } = await startOnShardOf(nc, mine);
     try {
       const js = jetstream(nc);
       await js.publish(subjects.report(theirs), JSON.stringify(report(theirs, "2026-12-01T00:00:01Z")));
@@ -157,10 +163,7 @@ describe("nats shards - a server restart while the shards change", { timeout: 60
     const server = await startNatsServer();
     const nc = await connect({ servers: server.url, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
     const [mine, theirs] = twoShards();
-    const recorded = recordEvents();
-    const hub = createNatsTransport({ connection: nc });
-    await hub.consumeShards(new Set([shardOf(mine)]));
-    await hub.start(recorded.events);
+    const { hub, recorded } = await startOnShardOf(nc, mine);
     try {
       await server.stop();
       // The server is down: the other shard's consumer cannot be looked up.
