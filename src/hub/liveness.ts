@@ -9,6 +9,7 @@ import type { Logger } from "pino";
 import { type FleetSettings, fleetSettings } from "../model/fleet.js";
 import type { Clock } from "./clock.js";
 import { markOpen, markResolved } from "./conditions.js";
+import { Deadlines } from "./deadlines.js";
 import type { NodeRecord } from "./records.js";
 import type { Store, UnitOfWork } from "./store/store.js";
 
@@ -29,7 +30,10 @@ export interface LivenessOptions {
 }
 
 export class Liveness {
-  private readonly timers = new Map<string, () => void>();
+  /** When each watched node is checked next: one timer for the fleet. */
+  private readonly checks: Deadlines<string>;
+  /** Nodes being read before their check is armed (a second call arms nothing). */
+  private readonly arming = new Set<string>();
   /** When each node was last heard, and last written to the store (ms). */
   private readonly heard = new Map<string, number>();
   private readonly written = new Map<string, number>();
@@ -40,7 +44,19 @@ export class Liveness {
   private settings: FleetSettings = fleetSettings(undefined);
   private stopped = false;
 
-  constructor(private readonly options: LivenessOptions) {}
+  constructor(private readonly options: LivenessOptions) {
+    this.checks = new Deadlines(options.clock, (names) => {
+      for (const name of names)
+        this.check(name).catch((error: unknown) => {
+          this.options.log.error(
+            { node: name, err: error },
+            "checking whether node %s is heard failed",
+            name,
+          );
+          void this.watch(name, this.windowMs()).catch(() => undefined);
+        });
+    });
+  }
 
   /** Reads which nodes are silent now and the fleet's heartbeat settings (at start). */
   async load(): Promise<void> {
@@ -87,39 +103,23 @@ export class Liveness {
 
   /** Arms the silence check of a node (if not armed): due when its window ends, or after `delay`. */
   async watch(name: string, delay?: number): Promise<void> {
-    if (this.stopped || this.timers.has(name)) return;
-    // Held while the node is read, so a second call does not arm a second timer.
-    this.timers.set(name, () => undefined);
+    if (this.stopped || this.checks.has(name) || this.arming.has(name)) return;
+    this.arming.add(name);
     let node: NodeRecord | undefined;
     try {
       node = await this.options.store.nodes.get(name);
     } finally {
-      if (!node || node.removedAt || !this.options.reaches(node) || this.stopped) this.timers.delete(name);
+      this.arming.delete(name);
     }
-    if (!this.timers.has(name)) return;
+    if (!node || node.removedAt || !this.options.reaches(node) || this.stopped) return;
     const now = this.options.clock.now().getTime();
     const last = this.heard.get(name) ?? now;
-    const due = delay ?? Math.max(0, last + this.windowMs() - now);
-    this.timers.set(
-      name,
-      this.options.clock.schedule(due, () => {
-        this.check(name).catch((error: unknown) => {
-          this.options.log.error(
-            { node: name, err: error },
-            "checking whether node %s is heard failed",
-            name,
-          );
-          this.timers.delete(name);
-          void this.watch(name, this.windowMs()).catch(() => undefined);
-        });
-      }),
-    );
+    this.checks.set(name, delay === undefined ? Math.max(now, last + this.windowMs()) : now + delay);
   }
 
   stop(): void {
     this.stopped = true;
-    for (const cancel of this.timers.values()) cancel();
-    this.timers.clear();
+    this.checks.clear();
   }
 
   private windowMs(): number {
@@ -128,7 +128,6 @@ export class Liveness {
   }
 
   private async check(name: string): Promise<void> {
-    this.timers.delete(name);
     await this.options.beforeCheck();
     const { store, clock } = this.options;
     const node = await store.nodes.get(name);

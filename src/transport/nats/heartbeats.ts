@@ -1,9 +1,11 @@
 /**
  * Heartbeats: what an agent publishes on `steward.heartbeat.<node>[.<assignment>]`, and the hub's
- * watch that turns silence into a signal. The watch keeps one timer per node (and per instance with
- * a running service), reset by each beat; when it fires the key is silent. Nobody polls: a silent
- * node costs one pending timer, a beating one a timer reset.
+ * watch that turns silence into a signal. The watch keeps one deadline per node (and per instance
+ * with a running service), moved on by each beat; when one passes, its sender is silent. Nobody
+ * polls: the deadlines share one timer (see hub/deadlines.ts), a beat costs a number written.
  */
+import { systemClock } from "../../hub/clock.js";
+import { Deadlines } from "../../hub/deadlines.js";
 
 /** The body of a heartbeat message. */
 export interface HeartbeatMessage {
@@ -46,40 +48,45 @@ export interface SilenceWatchOptions {
   clock?: () => Date;
 }
 
+/** A watched sender; times in ms since the epoch. */
 interface Watched {
   key: HeartbeatKey;
-  lastBeat: Date;
+  lastBeat: number;
   intervalMs: number;
-  silentSince?: Date;
-  timer?: NodeJS.Timeout;
+  silentSince?: number;
 }
 
 const MIN_INTERVAL_MS = 50;
 const MAX_INTERVAL_MS = 10 * 60_000;
 
-/** Timers per sender, reset on each beat; silence is reported once and cleared by the next beat. */
+/** A deadline per sender, moved on by each beat; silence is reported once and cleared by the next beat. */
 export class SilenceWatch {
   private readonly watched = new Map<string, Watched>();
   private readonly missedBeats: number;
   private readonly clock: () => Date;
+  private readonly deadlines: Deadlines<string>;
   private suspended = false;
 
   constructor(private readonly options: SilenceWatchOptions) {
     this.missedBeats = options.missedBeats ?? 3;
-    this.clock = options.clock ?? (() => new Date());
+    const clock = options.clock ?? (() => new Date());
+    this.clock = clock;
+    this.deadlines = new Deadlines({ now: clock, schedule: systemClock.schedule }, (ids) => {
+      for (const id of ids) this.fell(id);
+    });
   }
 
   /** A beat arrived. */
   beat(key: HeartbeatKey, intervalMs: number, at: Date = this.clock()): void {
     const id = keyId(key);
-    const entry = this.watched.get(id) ?? { key, lastBeat: at, intervalMs };
-    entry.lastBeat = at;
+    const entry = this.watched.get(id) ?? { key, lastBeat: at.getTime(), intervalMs };
+    entry.lastBeat = at.getTime();
     entry.intervalMs = clamp(intervalMs);
     this.watched.set(id, entry);
     const silentSince = entry.silentSince;
     entry.silentSince = undefined;
-    this.arm(entry);
-    if (silentSince) this.options.onHeard(key, silentSince, at);
+    this.arm(id, entry);
+    if (silentSince !== undefined) this.options.onHeard(key, new Date(silentSince), at);
   }
 
   /**
@@ -89,69 +96,70 @@ export class SilenceWatch {
   expect(key: HeartbeatKey, intervalMs: number, lastSeen: Date = this.clock()): void {
     const id = keyId(key);
     if (this.watched.has(id)) return;
-    const entry: Watched = { key, lastBeat: lastSeen, intervalMs: clamp(intervalMs) };
+    const entry: Watched = { key, lastBeat: lastSeen.getTime(), intervalMs: clamp(intervalMs) };
     this.watched.set(id, entry);
-    this.arm(entry);
+    this.arm(id, entry);
   }
 
   /** Stops watching (an instance whose service was stopped on purpose); no signal is raised. */
   forget(key: HeartbeatKey): void {
-    const entry = this.watched.get(keyId(key));
-    if (entry?.timer) clearTimeout(entry.timer);
-    this.watched.delete(keyId(key));
+    const id = keyId(key);
+    this.deadlines.delete(id);
+    this.watched.delete(id);
   }
 
   /** Since when the sender is silent, or undefined while it beats (or is not watched). */
   silentSince(key: HeartbeatKey): Date | undefined {
-    return this.watched.get(keyId(key))?.silentSince;
+    const since = this.watched.get(keyId(key))?.silentSince;
+    return since === undefined ? undefined : new Date(since);
   }
 
   /** Every silent sender with its since. */
   silent(): { key: HeartbeatKey; since: Date }[] {
-    return [...this.watched.values()]
-      .filter((entry) => entry.silentSince)
-      .map((entry) => ({ key: entry.key, since: entry.silentSince as Date }));
+    const silent: { key: HeartbeatKey; since: Date }[] = [];
+    for (const entry of this.watched.values())
+      if (entry.silentSince !== undefined)
+        silent.push({ key: entry.key, since: new Date(entry.silentSince) });
+    return silent;
   }
 
   /**
-   * Pauses the timers while the watcher itself cannot hear anything (its connection to the server
-   * is down): that is not the senders' silence. `resume` re-arms each with a full allowance.
+   * Pauses the deadlines while the watcher itself cannot hear anything (its connection to the
+   * server is down): that is not the senders' silence. `resume` gives each a full allowance again.
    */
   suspend(): void {
     this.suspended = true;
-    for (const entry of this.watched.values()) if (entry.timer) clearTimeout(entry.timer);
+    this.deadlines.clear();
   }
 
   resume(): void {
     if (!this.suspended) return;
     this.suspended = false;
-    const now = this.clock();
-    for (const entry of this.watched.values()) {
-      if (entry.silentSince) continue;
+    const now = this.clock().getTime();
+    for (const [id, entry] of this.watched) {
+      if (entry.silentSince !== undefined) continue;
       entry.lastBeat = now;
-      this.arm(entry);
+      this.arm(id, entry);
     }
   }
 
-  /** Clears every timer. */
+  /** Stops watching every sender. */
   stop(): void {
-    for (const entry of this.watched.values()) if (entry.timer) clearTimeout(entry.timer);
+    this.deadlines.clear();
     this.watched.clear();
   }
 
-  private arm(entry: Watched): void {
-    if (entry.timer) clearTimeout(entry.timer);
-    entry.timer = undefined;
+  private arm(id: string, entry: Watched): void {
     if (this.suspended) return;
-    const allowance = entry.intervalMs * this.missedBeats;
-    const remaining = Math.max(0, entry.lastBeat.getTime() + allowance - this.clock().getTime());
-    entry.timer = setTimeout(() => {
-      entry.timer = undefined;
-      if (entry.silentSince) return;
-      entry.silentSince = entry.lastBeat;
-      this.options.onSilent(entry.key, entry.lastBeat);
-    }, remaining);
-    entry.timer.unref?.();
+    this.deadlines.set(id, entry.lastBeat + entry.intervalMs * this.missedBeats);
+  }
+
+  /** The sender `id` let its allowance pass. */
+  private fell(id: string): void {
+    const entry = this.watched.get(id);
+    if (!entry || entry.silentSince !== undefined) return;
+    entry.silentSince = entry.lastBeat;
+    this.options.onSilent(entry.key, new Date(entry.lastBeat));
   }
 }
 
