@@ -54,6 +54,30 @@ describe.each(storeKinds())("store ($name) - observations", (kind) => {
     expect((await again.observations.get("db@n1"))?.converged).toBe(false);
   });
 
+  it("store - an older report, or one of the same time with a lower sequence, changes nothing", async () => {
+    const store = await kind.fresh();
+    const save = (r: Report) => store.transaction((tx) => tx.observations.saveReport(r, AT));
+    const at = (second: number, seq: number | undefined, generation: number): Report => ({
+      ...report("n1", [instance("web", generation)]),
+      takenAt: new Date(Date.UTC(2026, 11, 2, 10, 0, second)).toISOString(),
+      ...(seq === undefined ? {} : { seq }),
+    });
+    expect(await save(at(10, 5, 1))).toEqual(["web@n1"]);
+    // Built before the stored one, delivered after it: not the latest observation.
+    expect(await save(at(9, 9, 2))).toBeUndefined();
+    // The same time: the agent's sequence decides.
+    expect(await save(at(10, 5, 2))).toBeUndefined();
+    expect(await save(at(10, 4, 2))).toBeUndefined();
+    expect((await store.observations.get("web@n1"))?.generation).toBe(1);
+    expect(await store.observations.reportOf("n1")).toEqual({ takenAt: at(10, 5, 1).takenAt, seq: 5 });
+    expect(await save(at(10, 6, 2))).toEqual(["web@n1"]);
+    // Without a sequence (an older agent), the same time is taken as newer; a later time always is.
+    expect(await save(at(10, undefined, 3))).toEqual(["web@n1"]);
+    expect(await save(at(11, 1, 4))).toEqual(["web@n1"]);
+    expect(await store.observations.reportOf("n1")).toEqual({ takenAt: at(11, 1, 4).takenAt, seq: 1 });
+    expect((await store.observations.get("web@n1"))?.generation).toBe(4);
+  });
+
   it("store - a report that rolls back leaves the store's memory of what it holds as the database says", async () => {
     const store = await kind.fresh();
     await store.transaction((tx) => tx.observations.saveReport(report("n1", [instance("web", 1)]), AT));

@@ -39,23 +39,19 @@ export class ObservationsSql implements Observations {
   }
 
   async saveReport(report: Report, receivedAt: string): Promise<string[] | undefined> {
-    const previous = await this.reportOf(report.node);
     // Reports can arrive out of order (a supervision report built before an apply, delivered after
-    // it): an older one is not the latest observation. Same time: the agent's sequence decides.
-    if (previous && previous.takenAt > report.takenAt) return undefined;
-    if (
-      previous?.takenAt === report.takenAt &&
-      previous.seq !== undefined &&
-      report.seq !== undefined &&
-      report.seq <= previous.seq
-    )
-      return undefined;
-    await this.sql.run(
+    // it): an older one is not the latest observation, and the upsert's WHERE leaves the stored one
+    // (no row changed). Same time: the agent's sequence decides. One statement, not a read first.
+    const newer = await this.sql.run(
       `INSERT INTO reports (node, taken_at, seq, received_at, agent) VALUES (?, ?, ?, ?, ?)
        ON CONFLICT (node) DO UPDATE SET taken_at = excluded.taken_at, seq = excluded.seq,
-         received_at = excluded.received_at, agent = excluded.agent`,
+         received_at = excluded.received_at, agent = excluded.agent
+       WHERE excluded.taken_at > reports.taken_at
+         OR (excluded.taken_at = reports.taken_at
+           AND (excluded.seq IS NULL OR reports.seq IS NULL OR excluded.seq > reports.seq))`,
       [report.node, report.takenAt, nul(report.seq), receivedAt, JSON.stringify(report.agent)],
     );
+    if (newer === 0) return undefined;
     const { parsedObservations } = this.caches;
     const changed: string[] = [];
     const stored = await this.observedOf(report.node);
