@@ -613,8 +613,9 @@ export class Hub {
       report: (report: Report) =>
         owned(report.node, "report", (tx) => this.ingest.report(tx, report, transport)),
       result: (result: AttemptResult) => owned(result.node, "result", (tx) => this.ingest.result(tx, result)),
+      // A beat that changes nothing the store holds (see Liveness.tookBeat) is taken in memory.
       heartbeat: (node: string, at: Date) =>
-        foreign(node)
+        foreign(node) || (!this.relay.waitsFor(node) && this.liveness.tookBeat(node, at))
           ? Promise.resolve()
           : bestEffort(
               "heartbeat",

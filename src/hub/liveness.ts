@@ -3,7 +3,9 @@
  * within `heartbeat.interval × missed` gets one request for a report (a node that only answers when
  * asked, like an SSH host, is observed this way at the heartbeat cadence), and no answer to that is
  * `NodeSilent` until the node is heard again. Kept in memory; the store gets the last-heard time at
- * most once a second per node, so a chatty node costs no write per message.
+ * most every HEARD_WRITE_MS per node, and a heartbeat that has nothing else to record never reaches
+ * the store (`tookBeat`): 10,000 nodes beating every 5 s were 2,000 writes a second, and enough
+ * garbage that V8 held its young generation at its largest for a hub with nothing to do.
  */
 import type { Logger } from "pino";
 import { type FleetSettings, fleetSettings } from "../model/fleet.js";
@@ -14,6 +16,8 @@ import type { NodeRecord } from "./records.js";
 import type { Store, UnitOfWork } from "./store/store.js";
 
 const SECOND = 1000;
+/** How often a node's last-heard time is written to the store at most (what `steward get nodes` shows). */
+const HEARD_WRITE_MS = 30 * SECOND;
 
 export interface LivenessOptions {
   store: Store;
@@ -75,7 +79,7 @@ export class Liveness {
   async heardFrom(tx: UnitOfWork, name: string, at: Date, reportTakenAt?: string): Promise<void> {
     const ms = at.getTime();
     if (ms > (this.heard.get(name) ?? 0)) this.heard.set(name, ms);
-    if (reportTakenAt !== undefined || ms - (this.written.get(name) ?? 0) >= SECOND) {
+    if (reportTakenAt !== undefined || ms - (this.written.get(name) ?? 0) >= HEARD_WRITE_MS) {
       const iso = at.toISOString();
       await tx.nodes.touch(
         name,
@@ -99,6 +103,19 @@ export class Liveness {
       }
     }
     await this.watch(name);
+  }
+
+  /**
+   * Takes a heartbeat from `name` in memory, when that is all it needs: the node is not silent, its
+   * check is armed and its last-heard time was written lately. False: it must be recorded
+   * (`heardFrom`, in a unit of work).
+   */
+  tookBeat(name: string, at: Date): boolean {
+    const ms = at.getTime();
+    if (this.silent.has(name) || !this.checks.has(name)) return false;
+    if (ms - (this.written.get(name) ?? 0) >= HEARD_WRITE_MS) return false;
+    if (ms > (this.heard.get(name) ?? 0)) this.heard.set(name, ms);
+    return true;
   }
 
   /** Arms the silence check of a node (if not armed): due when its window ends, or after `delay`. */

@@ -120,6 +120,26 @@ describe("hub - liveness", () => {
     ]);
   });
 
+  it("hub - heartbeats are taken in memory: the store's last heartbeat moves every 30 s at most, and a beating node is never silent", async () => {
+    const h = await startHarness({
+      files: { ...nodes("n1"), "steward.yaml": fleetYaml({ heartbeat: { interval: "5s", missed: 3 } }) },
+    });
+    await h.commit();
+    await h.settle();
+    const written = new Set<string>();
+    for (let i = 0; i < 36; i++) {
+      await h.advance(5_000);
+      const at = (await h.store.nodes.get("n1"))!.lastHeartbeatAt;
+      if (at) written.add(at);
+    }
+    // 180 s of beats every 5 s: 36 beats, at most one write per 30 s of them.
+    expect(written.size).toBeGreaterThanOrEqual(5);
+    expect(written.size).toBeLessThanOrEqual(7);
+    const last = Date.parse([...written].sort().at(-1)!);
+    expect(h.clock.now().getTime() - last).toBeLessThanOrEqual(35_000);
+    expect(await h.store.conditions.list({ type: "NodeSilent" })).toEqual([]);
+  });
+
   it("hub - a node that sends no heartbeats but answers requests for reports is never silent", async () => {
     let faults: FaultyTransport | undefined;
     const h = await startHarness({
