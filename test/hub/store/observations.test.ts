@@ -78,6 +78,24 @@ describe.each(storeKinds())("store ($name) - observations", (kind) => {
     expect((await store.observations.get("web@n1"))?.generation).toBe(4);
   });
 
+  it("store - a node's last heartbeat only moves forward; a report sets its time and the heartbeat's in one", async () => {
+    const store = await kind.fresh();
+    const t = (second: number) => new Date(Date.UTC(2026, 11, 2, 10, 0, second)).toISOString();
+    const touch = (at: { heartbeatAt?: string; reportAt?: string }) =>
+      store.transaction((tx) => tx.nodes.touch("n1", at));
+    await store.transaction((tx) =>
+      tx.nodes.upsert({ name: "n1", transport: "local", spec: {} as never, revision: "r1" }),
+    );
+    await touch({ heartbeatAt: t(10) });
+    await touch({ heartbeatAt: t(5) });
+    expect(await store.nodes.get("n1")).toMatchObject({ lastHeartbeatAt: t(10) });
+    // A report heard before the last heartbeat keeps the heartbeat, and is the node's last report.
+    await touch({ heartbeatAt: t(8), reportAt: t(7) });
+    expect(await store.nodes.get("n1")).toMatchObject({ lastHeartbeatAt: t(10), lastReportAt: t(7) });
+    await touch({ heartbeatAt: t(20), reportAt: t(19) });
+    expect(await store.nodes.get("n1")).toMatchObject({ lastHeartbeatAt: t(20), lastReportAt: t(19) });
+  });
+
   it("store - a report that rolls back leaves the store's memory of what it holds as the database says", async () => {
     const store = await kind.fresh();
     await store.transaction((tx) => tx.observations.saveReport(report("n1", [instance("web", 1)]), AT));

@@ -91,12 +91,23 @@ export class NodesSql implements Nodes {
   }
 
   async touch(name: string, at: { heartbeatAt?: string; reportAt?: string }): Promise<void> {
-    if (at.heartbeatAt)
+    // The last heartbeat only moves forward; a report's time is the latest report's (saveReport
+    // already refused an older one). One statement for both: every report sets both.
+    const heartbeat =
+      "last_heartbeat_at = CASE WHEN last_heartbeat_at IS NULL OR last_heartbeat_at < ? THEN ? ELSE last_heartbeat_at END";
+    if (at.heartbeatAt && at.reportAt)
+      await this.sql.run(`UPDATE nodes SET ${heartbeat}, last_report_at = ? WHERE name = ?`, [
+        at.heartbeatAt,
+        at.heartbeatAt,
+        at.reportAt,
+        name,
+      ]);
+    else if (at.heartbeatAt)
       await this.sql.run(
         "UPDATE nodes SET last_heartbeat_at = ? WHERE name = ? AND (last_heartbeat_at IS NULL OR last_heartbeat_at < ?)",
         [at.heartbeatAt, name, at.heartbeatAt],
       );
-    if (at.reportAt)
+    else if (at.reportAt)
       await this.sql.run("UPDATE nodes SET last_report_at = ? WHERE name = ?", [at.reportAt, name]);
   }
 }
