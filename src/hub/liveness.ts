@@ -77,8 +77,7 @@ export class Liveness {
 
   /** A node was heard (a heartbeat, or a report taken at `reportTakenAt`), recorded in unit of work `tx`. */
   async heardFrom(tx: UnitOfWork, name: string, at: Date, reportTakenAt?: string): Promise<void> {
-    const ms = at.getTime();
-    if (ms > (this.heard.get(name) ?? 0)) this.heard.set(name, ms);
+    const ms = this.hear(name, at);
     if (reportTakenAt !== undefined || ms - (this.written.get(name) ?? 0) >= HEARD_WRITE_MS) {
       const iso = at.toISOString();
       await tx.nodes.touch(
@@ -111,11 +110,17 @@ export class Liveness {
    * (`heardFrom`, in a unit of work).
    */
   tookBeat(name: string, at: Date): boolean {
-    const ms = at.getTime();
     if (this.silent.has(name) || !this.checks.has(name)) return false;
-    if (ms - (this.written.get(name) ?? 0) >= HEARD_WRITE_MS) return false;
-    if (ms > (this.heard.get(name) ?? 0)) this.heard.set(name, ms);
+    if (at.getTime() - (this.written.get(name) ?? 0) >= HEARD_WRITE_MS) return false;
+    this.hear(name, at);
     return true;
+  }
+
+  /** Notes `name` heard at `at` (the last-heard time only moves forward); returns `at` in ms. */
+  private hear(name: string, at: Date): number {
+    const ms = at.getTime();
+    if (ms > (this.heard.get(name) ?? 0)) this.heard.set(name, ms);
+    return ms;
   }
 
   /** Arms the silence check of a node (if not armed): due when its window ends, or after `delay`. */

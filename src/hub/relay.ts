@@ -231,12 +231,12 @@ export class Relay {
     if ((await this.waitingForNode(this.options.store, name)).length > 0) this.unreachable.add(name);
   }
 
-  /** A node that failed dispatches answers again (heard in `tx`): its retries waiting on the transport go now. */
   /** Whether dispatches wait for `name` to answer (its next word must be recorded). */
   waitsFor(name: string): boolean {
     return this.unreachable.has(name);
   }
 
+  /** A node that failed dispatches answers again (heard in `tx`): its retries waiting on the transport go now. */
   async nodeAnswered(name: string, tx: Transactional = this.options.store): Promise<void> {
     if (!this.unreachable.delete(name)) return;
     const now = this.options.clock.now().toISOString();
