@@ -6,7 +6,8 @@
  * process (a CLI command, a second replica) that wrote the same row meanwhile makes this one fail
  * (a serialization failure: rolled back, and run again on what is committed now — so a unit of
  * work acts outside the store only after it committed) rather than lose that write; committed
- * reads go to any connection, at once. The ports run the same SQL as on SQLite, its `?` placeholders numbered here.
+ * reads go to any connection, at once. The ports run the same SQL as on SQLite, its `?` placeholders
+ * numbered here, each text prepared once per connection (Statements).
  *
  * The schema is brought up to date on open, once: every replica that starts takes the same advisory
  * lock first, so replicas starting together apply each migration exactly once, and one that finds
@@ -44,6 +45,46 @@ function numbered(text: string): string {
   return text.replace(/\?/g, () => `$${++n}`);
 }
 
+/** SQLSTATE of a prepared statement whose table changed under it (a replica migrated the schema). */
+const FEATURE_NOT_SUPPORTED = "0A000";
+
+/** Whether `error` is a prepared statement's plan outdated by a schema change: prepared again, it runs. */
+function outdatedPlan(error: unknown): boolean {
+  return (
+    (error as { code?: string }).code === FEATURE_NOT_SUPPORTED &&
+    /cached plan/.test((error as Error).message)
+  );
+}
+
+/**
+ * The ports' statements as the server prepares them: each text once per connection, by name, so the
+ * server parses and plans it once rather than for every query (a rollout runs each of them once or
+ * more per instance). Bounded: past `max` texts (the ports have about 150), a new text runs unnamed.
+ * After a schema change the server refuses a prepared statement whose rows changed shape; `renew`
+ * then names every text afresh, so each connection prepares it again.
+ */
+class Statements {
+  private readonly named = new Map<string, pg.QueryConfig>();
+  /** Names are never reused: a connection may still hold a statement of an earlier name. */
+  private serial = 0;
+
+  constructor(private readonly max = 1_024) {}
+
+  config(text: string, values: readonly unknown[]): pg.QueryConfig {
+    let found = this.named.get(text);
+    if (found === undefined) {
+      found = { text: numbered(text) };
+      if (this.named.size < this.max) found.name = `steward_${++this.serial}`;
+      this.named.set(text, found);
+    }
+    return { name: found.name, text: found.text, values: values as unknown[] };
+  }
+
+  renew(): void {
+    this.named.clear();
+  }
+}
+
 /** Anything that runs a query: the pool (committed reads) or one unit of work's connection. */
 type Queryable = Pick<pg.Pool, "query"> | pg.PoolClient;
 
@@ -53,28 +94,31 @@ class PostgresSql implements Sql {
 
   constructor(
     private readonly target: Queryable,
-    private readonly texts: Map<string, string>,
+    private readonly statements: Statements,
+    /** Outside a transaction (the pool's committed reads): a query refused for an outdated plan runs again. */
+    private readonly again = false,
   ) {}
 
-  private text(text: string): string {
-    let found = this.texts.get(text);
-    if (found === undefined) {
-      found = numbered(text);
-      this.texts.set(text, found);
+  private async query(text: string, params: readonly unknown[]): Promise<pg.QueryResult> {
+    try {
+      return await this.target.query(this.statements.config(text, params));
+    } catch (error) {
+      if (!this.again || !outdatedPlan(error)) throw error;
+      this.statements.renew();
+      return this.target.query(this.statements.config(text, params));
     }
-    return found;
   }
 
   async get(text: string, params: readonly unknown[] = []): Promise<Row | undefined> {
-    return (await this.target.query(this.text(text), params as unknown[])).rows[0] as Row | undefined;
+    return (await this.query(text, params)).rows[0] as Row | undefined;
   }
 
   async all(text: string, params: readonly unknown[] = []): Promise<Row[]> {
-    return (await this.target.query(this.text(text), params as unknown[])).rows as Row[];
+    return (await this.query(text, params)).rows as Row[];
   }
 
   async run(text: string, params: readonly unknown[] = []): Promise<number> {
-    return (await this.target.query(this.text(text), params as unknown[])).rowCount ?? 0;
+    return (await this.query(text, params)).rowCount ?? 0;
   }
 }
 
@@ -98,10 +142,10 @@ export class PostgresStore extends SqlStore {
   private constructor(
     private readonly pool: pg.Pool,
     location: string,
-    private readonly texts: Map<string, string>,
+    private readonly statements: Statements,
     private readonly url: string,
   ) {
-    super(new PostgresSql(pool, texts), location);
+    super(new PostgresSql(pool, statements, true), location);
     this.signals = {
       send: async (channel, payload) => {
         await this.pool.query("SELECT pg_notify($1, $2)", [channel, payload]);
@@ -153,7 +197,7 @@ export class PostgresStore extends SqlStore {
         cause: error,
       });
     }
-    return new PostgresStore(pool, location, new Map(), options.url);
+    return new PostgresStore(pool, location, new Statements(), options.url);
   }
 
   protected unit<T>(work: (sql: Sql) => Promise<T>): Promise<T> {
@@ -167,7 +211,8 @@ export class PostgresStore extends SqlStore {
 
   /**
    * A unit of another process (a replica, a command) wrote the same rows first: run it again on
-   * what is committed now, a few times, as PostgreSQL advises for repeatable read.
+   * what is committed now, a few times, as PostgreSQL advises for repeatable read. One refused
+   * for a statement prepared before a schema change runs again with its statements prepared anew.
    */
   private async retried<T>(work: (sql: Sql) => Promise<T>): Promise<T> {
     for (let tries = 1; ; tries++) {
@@ -175,6 +220,10 @@ export class PostgresStore extends SqlStore {
         return await this.unitNow(work);
       } catch (error) {
         const code = (error as { code?: string }).code;
+        if (outdatedPlan(error) && tries < RETRIES) {
+          this.statements.renew();
+          continue;
+        }
         if ((code !== SERIALIZATION_FAILURE && code !== DEADLOCK) || tries >= RETRIES) throw error;
         await new Promise((resolve) => setTimeout(resolve, Math.random() * 50 * tries));
       }
@@ -187,7 +236,7 @@ export class PostgresStore extends SqlStore {
     try {
       await client.query("BEGIN ISOLATION LEVEL REPEATABLE READ");
       try {
-        const result = await work(new PostgresSql(client, this.texts));
+        const result = await work(new PostgresSql(client, this.statements));
         await client.query("COMMIT");
         return result;
       } catch (error) {

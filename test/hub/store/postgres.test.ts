@@ -1,6 +1,7 @@
 /**
  * What only the PostgreSQL store has to promise: replicas that start together migrate the schema
- * once, a schema newer than this steward is refused, and its location never shows a password.
+ * once, a schema newer than this steward is refused, statements prepared before a schema change run
+ * again, and its location never shows a password.
  */
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -63,6 +64,31 @@ describe("store (postgres) - migrations and location", () => {
     expect((refused as Error).message).toMatch(
       /schema version 999, newer than this steward understands .*: upgrade steward/,
     );
+  });
+
+  it("store - statements prepared before another replica changed the schema run again, in units and in reads", async () => {
+    const url = await server.createDatabase();
+    // One connection: the reads and the units run on the one that prepared the statements.
+    const store = await PostgresStore.open({ url, connections: 1 });
+    try {
+      const node = {
+        name: "web-1",
+        transport: "nats" as const,
+        spec: { transport: "nats", roots: ["/srv"] },
+      };
+      await store.transaction((tx) => tx.nodes.upsert(node as never));
+      expect((await store.nodes.get("web-1"))?.transport).toBe("nats");
+      expect((await store.transaction((tx) => tx.nodes.get("web-1")))?.transport).toBe("nats");
+      // A newer replica's migration: the rows of `SELECT * FROM nodes` change shape under the
+      // prepared statement, which the server then refuses to run as prepared.
+      await query(url, "ALTER TABLE nodes ADD COLUMN note TEXT");
+      expect((await store.nodes.get("web-1"))?.transport).toBe("nats");
+      await query(url, "ALTER TABLE nodes ADD COLUMN other TEXT");
+      expect((await store.transaction((tx) => tx.nodes.get("web-1")))?.transport).toBe("nats");
+      expect((await store.nodes.list()).map((n) => n.name)).toEqual(["web-1"]);
+    } finally {
+      await store.close();
+    }
   });
 
   it("store - its location is the URL without the password, whatever the URL carried", async () => {
