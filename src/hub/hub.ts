@@ -40,6 +40,7 @@ import type { StatusHealth, StatusSink } from "./status.js";
 import { StatusFeed } from "./status-feed.js";
 import {
   FencedError,
+  StepsRerun,
   type Store,
   type StoreReads,
   type Transactional,
@@ -508,7 +509,7 @@ export class Hub {
     });
   }
 
-  /** Reconciles one batch of ready keys in one unit of work (a savepoint each), then acts on the outcomes. */
+  /** Reconciles one batch of ready keys in one unit of work (a step each), then acts on the outcomes. */
   private async process(): Promise<void> {
     if (this.stopping || this.processing) return;
     this.processing = true;
@@ -540,6 +541,8 @@ export class Hub {
                 (performance.now() - started) / 1000,
               );
             } catch (error) {
+              // The unit runs again with a savepoint per key, where this one fails alone.
+              if (error instanceof StepsRerun) throw error;
               // A failed reconcile rolls back alone and is retried later; it never stops the others.
               this.metrics.reconcileSeconds.observe(
                 { outcome: "error" },

@@ -1,8 +1,8 @@
 /**
  * The hub's inbox: transport events (reports, results, losses, heartbeats, health, task agents'
  * answers) are recorded in one transaction per turn of the event loop, so a burst of results and
- * reports costs one commit, not one each. Each event runs in its own savepoint: one that fails
- * rolls back alone. Each event's promise settles after the commit — resolved when recorded, rejected
+ * reports costs one commit, not one each. Each event is a step of it: one that fails rolls back
+ * alone. Each event's promise settles after the commit — resolved when recorded, rejected
  * when not — so a transport that acknowledges (NATS) never acknowledges what a crash could lose.
  * Among hub replicas a batch checks the leases of the nodes its events are about once (the fence):
  * a replica that lost one records none of the batch, and its events are refused as not owned, for
@@ -10,7 +10,7 @@
  */
 import type { Logger } from "pino";
 import { StewardError } from "../model/errors.js";
-import { FencedError, type Store, type UnitOfWork } from "./store/store.js";
+import { FencedError, StepsRerun, type Store, type UnitOfWork } from "./store/store.js";
 import { NotOwnedError } from "./transport.js";
 
 /** An event handed to a stopped hub: not recorded, so a transport must not acknowledge it. */
@@ -124,6 +124,8 @@ export class Inbox {
           try {
             await tx.transaction(entry.run);
           } catch (error) {
+            // The unit runs again with a savepoint per event, where this one fails alone.
+            if (error instanceof StepsRerun) throw error;
             failures.set(entry, error);
             log.error(
               { err: error, transport: entry.transport, event: entry.event },

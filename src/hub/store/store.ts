@@ -3,7 +3,8 @@
  * Every call is asynchronous. Reads on the `Store` see committed state; writes happen only inside a
  * unit of work (`store.transaction(async (tx) => ...)`), whose ports read their own writes and commit
  * together — an attempt with its outbox row, an intent with its conditions — or not at all. Inside a
- * unit, `tx.transaction(...)` is a savepoint: a step that fails rolls back alone. A unit of work runs
+ * unit, `tx.transaction(...)` is a step: a step that fails rolls back alone (the unit runs its steps
+ * without savepoints, and once more with them when one failed: StepsRerun). A unit of work runs
  * its steps one after another and never waits for anything but the store (no transport call inside).
  *
  * Implementations: SQLite (sqlite.ts, the embedded default: units of work one at a time) and
@@ -414,6 +415,21 @@ export class FencedError extends Error {
   }
 }
 
+/**
+ * A step of a unit of work failed while the unit ran its steps without savepoints (as it first
+ * does: a savepoint is a round trip per step on PostgreSQL, and steps seldom fail). Nothing of the
+ * unit commits: the store runs it again from the start with a savepoint per step, where the step's
+ * own error rolls back that step alone. A caller that catches a step's errors passes this one on.
+ */
+export class StepsRerun extends Error {
+  override readonly name = "StepsRerun";
+  constructor(readonly reason: unknown) {
+    super("a step failed in a unit of work run without savepoints: the unit runs again with them", {
+      cause: reason,
+    });
+  }
+}
+
 /** Every port, for reading. Both the `Store` (committed state) and a unit of work offer them. */
 export interface StoreReads {
   readonly desired: DesiredStateReads;
@@ -430,7 +446,7 @@ export interface StoreReads {
   readonly replicas: ReplicaReads;
 }
 
-/** Starts a unit of work: the store (a new one), or a unit of work (a savepoint inside it). */
+/** Starts a unit of work: the store (a new one), or a unit of work (a step inside it, which fails alone). */
 export interface Transactional {
   /**
    * Runs `work` as one unit of work: everything it writes commits together when it resolves, and

@@ -1,10 +1,12 @@
 /**
  * The unit of work, on every store: what a unit writes commits together or not at all, a nested
- * step is a savepoint that fails alone, reads outside a unit see only what committed, units run one
- * after another without losing a write, and condition listeners hear of a write once it committed.
+ * step fails alone (the unit runs once without savepoints, and again with them when a step failed),
+ * reads outside a unit see only what committed, units run one after another without losing a write,
+ * and condition listeners hear of a write once it committed.
  */
 import { describe, expect, it } from "vitest";
 import type { ConditionRecord, IntentRecord } from "../../../src/hub/records.js";
+import { StepsRerun } from "../../../src/hub/store/store.js";
 import { storeKinds } from "./stores.js";
 
 const AT = "2026-11-30T10:00:00.000Z";
@@ -66,7 +68,58 @@ describe.each(storeKinds())("store ($name) - units of work", (kind) => {
     ]);
   });
 
-  it("store - a nested step is a savepoint: it rolls back alone and the unit goes on", async () => {
+  it("store - a unit whose steps succeed runs once, without a savepoint; one whose step failed runs again, where the step fails alone", async () => {
+    const store = await kind.fresh();
+    let runs = 0;
+    await store.transaction(async (tx) => {
+      runs++;
+      await tx.transaction((step) => step.intents.save(intent("web@a")));
+    });
+    expect(runs).toBe(1);
+    const seen: unknown[] = [];
+    runs = 0;
+    await store.transaction(async (tx) => {
+      runs++;
+      await tx.intents.save(intent("web@b"));
+      try {
+        await tx.transaction(async (step) => {
+          await step.intents.save(intent("web@c"));
+          throw new Error("this step fails");
+        });
+      } catch (error) {
+        seen.push(error);
+        // A caller that catches a step's errors passes the rerun on.
+        if (error instanceof StepsRerun) throw error;
+      }
+      await tx.transaction((step) => step.intents.save(intent("web@d")));
+    });
+    expect(runs).toBe(2);
+    // The first run's step rejected with the rerun (carrying the step's error), the second with its own.
+    expect(seen[0]).toBeInstanceOf(StepsRerun);
+    expect(((seen[0] as StepsRerun).reason as Error).message).toBe("this step fails");
+    expect((seen[1] as Error).message).toBe("this step fails");
+    expect((await store.intents.list()).map((i) => i.instanceKey)).toEqual(["web@a", "web@b", "web@d"]);
+  });
+
+  it("store - a step whose failure the unit swallows still leaves none of its writes: the unit runs again", async () => {
+    const store = await kind.fresh();
+    let runs = 0;
+    await store.transaction(async (tx) => {
+      runs++;
+      // Caught and dropped, the rerun too: nothing of the first run may commit all the same.
+      await tx
+        .transaction(async (step) => {
+          await step.intents.save(intent("web@a"));
+          throw new Error("dropped");
+        })
+        .catch(() => undefined);
+      await tx.intents.save(intent("web@b"));
+    });
+    expect(runs).toBe(2);
+    expect((await store.intents.list()).map((i) => i.instanceKey)).toEqual(["web@b"]);
+  });
+
+  it("store - a nested step rolls back alone and the unit goes on", async () => {
     const store = await kind.fresh();
     await store.transaction(async (tx) => {
       await tx.intents.save(intent("web@a"));

@@ -1,11 +1,11 @@
 /**
  * The store ports over one SQL database, whatever runs it: the ports of committed reads, units of
- * work (each port bound to the unit's connection, savepoints for nested steps), and the listeners
- * told of condition writes once a unit committed. A subclass says how a unit of work gets its
+ * work (each port bound to the unit's connection, its steps run without savepoints until one fails),
+ * and the listeners told of condition writes once a unit committed. A subclass says how a unit of work gets its
  * connection and its BEGIN … COMMIT (SQLite: one at a time under a lock; PostgreSQL: from a pool).
  */
 import type { GenerationStore } from "../../../repo/store.js";
-import { FencedError, type Fencing, type Store, type UnitOfWork } from "../store.js";
+import { FencedError, type Fencing, StepsRerun, type Store, type UnitOfWork } from "../store.js";
 import { AttemptsSql } from "./attempts.js";
 import { StoreCaches } from "./caches.js";
 import { ConditionsSql } from "./conditions.js";
@@ -53,15 +53,22 @@ class Ports {
   }
 }
 
-/** A unit of work on one connection: its ports, and savepoints for the steps nested in it. */
+/**
+ * A unit of work on one connection: its ports, and its steps. A unit runs its steps without
+ * savepoints first (a savepoint is a round trip per step on PostgreSQL): when one fails, the unit
+ * is run again (StepsRerun), this time with a savepoint per step.
+ */
 class SqlUnitOfWork extends Ports implements UnitOfWork {
   private depth = 0;
+  /** A step failed while steps ran without savepoints: the unit must not commit. */
+  stepFailed: StepsRerun | undefined;
 
   constructor(
     private readonly sql: Sql,
     private readonly caches: StoreCaches,
     conditionWritten: (id: string) => void,
     private readonly fencing: Fencing | undefined,
+    private readonly savepoints: boolean,
   ) {
     super(sql, caches, conditionWritten);
   }
@@ -75,6 +82,15 @@ class SqlUnitOfWork extends Ports implements UnitOfWork {
   }
 
   async transaction<T>(work: (tx: UnitOfWork) => Promise<T>): Promise<T> {
+    if (!this.savepoints) {
+      try {
+        return await work(this);
+      } catch (error) {
+        // Its writes cannot be undone alone: the whole unit runs again, with savepoints.
+        this.stepFailed ??= error instanceof StepsRerun ? error : new StepsRerun(error);
+        throw this.stepFailed;
+      }
+    }
     const name = `step_${++this.depth}`;
     await this.sql.run(`SAVEPOINT ${name}`);
     try {
@@ -146,12 +162,31 @@ export abstract class SqlStore extends Ports implements Store {
   abstract close(): Promise<void>;
 
   async transaction<T>(work: (tx: UnitOfWork) => Promise<T>): Promise<T> {
+    try {
+      return await this.runUnit(work, false);
+    } catch (error) {
+      if (!(error instanceof StepsRerun)) throw error;
+      return this.runUnit(work, true);
+    }
+  }
+
+  private async runUnit<T>(work: (tx: UnitOfWork) => Promise<T>, savepoints: boolean): Promise<T> {
     const written = new Set<string>();
     let result: T;
     try {
-      result = await this.unit((sql) =>
-        work(new SqlUnitOfWork(sql, this.caches, (id) => written.add(id), this.fencing)),
-      );
+      result = await this.unit(async (sql) => {
+        const tx = new SqlUnitOfWork(sql, this.caches, (id) => written.add(id), this.fencing, savepoints);
+        let done: T;
+        try {
+          done = await work(tx);
+        } catch (error) {
+          // After a failed step (on PostgreSQL, every later statement of the unit fails too).
+          throw tx.stepFailed ?? error;
+        }
+        // A step failed and its error was caught: what it wrote cannot be told apart, so nothing commits.
+        if (tx.stepFailed) throw tx.stepFailed;
+        return done;
+      });
     } catch (error) {
       // Rolled back: what the caches learned in it may be ahead of the database.
       this.caches.rolledBack();
@@ -163,7 +198,9 @@ export abstract class SqlStore extends Ports implements Store {
   }
 
   leaseTransaction<T>(work: (tx: Pick<UnitOfWork, "replicas">) => Promise<T>): Promise<T> {
-    return this.unitBeside((sql) => work(new SqlUnitOfWork(sql, this.caches, () => undefined, undefined)));
+    return this.unitBeside((sql) =>
+      work(new SqlUnitOfWork(sql, this.caches, () => undefined, undefined, true)),
+    );
   }
 
   /** No sessions (SQLite): replicas are known gone by their leases alone. */
