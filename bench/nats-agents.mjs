@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // One agent process of the NATS benchmark: runs a real Agent and its NATS loop for each node it is
 // given, each node with its own credentials, connection, root and state directory, so one process
-// stands in for many hosts. Prints "ready" once every loop runs; stops on SIGTERM.
+// stands in for many hosts. Prints "ready" once every loop runs; stops on SIGTERM, and when the
+// bench that started it is gone (killed, it cannot send SIGTERM).
 // Usage: node bench/nats-agents.mjs '{"url":..., "dir":..., "credsDir":..., "nodes":[...]}'
 // BENCH_AGENT=echo replaces the Agent by one that applies nothing and answers at once: what is left
 // is the transport alone (the loop, the client, the server, the hub). With BENCH_APPLIED=1 it also
@@ -12,6 +13,12 @@ import { Agent } from "../dist/agent/agent.js";
 import { runNatsAgent } from "../dist/transport/nats/agent.js";
 
 const { url, dir, credsDir, nodes, heartbeatIntervalMs } = JSON.parse(process.argv[2]);
+// A bench killed outright leaves this process to its server's reconnects, loading the machine for
+// the next measurement: once the parent is gone (this process handed to another), it exits.
+const bench = process.ppid;
+setInterval(() => {
+  if (process.ppid !== bench) process.exit(0);
+}, 1_000).unref();
 /** Remembers generations (and hashes) and reports them converged; touches nothing. */
 function echoAgent(node, applied) {
   const generations = new Map();
