@@ -6,7 +6,7 @@
 //   hub_commit_to_converged_1k_ms  a commit changing every instance → all converged at the new generation,
 //                                  on a hub that has taken one such commit before (as a running hub has)
 //   hub_cold_commit_1k_ms          the same for the first such commit after the hub started: V8 is still
-//                                  compiling the hub's code (about a third of the hub's CPU then)
+//                                  compiling the hub's code (about a third more CPU then)
 //   hub_first_converge_1k_ms       from an empty state directory to all converged (agents starting)
 //   hub_reports_per_s              full node reports taken in per second (durable, then reconciled)
 // The hub's state (SQLite, git cache) is on disk, in BENCH_DIR (default: the temporary directory).

@@ -423,9 +423,10 @@ export class FencedError extends Error {
  */
 export class StepsRerun extends Error {
   override readonly name = "StepsRerun";
-  constructor(readonly reason: unknown) {
+  /** `cause`: the step's own error. */
+  constructor(cause: unknown) {
     super("a step failed in a unit of work run without savepoints: the unit runs again with them", {
-      cause: reason,
+      cause,
     });
   }
 }

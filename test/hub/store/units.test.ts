@@ -68,7 +68,7 @@ describe.each(storeKinds())("store ($name) - units of work", (kind) => {
     ]);
   });
 
-  it("store - a unit whose steps succeed runs once, without a savepoint; one whose step failed runs again, where the step fails alone", async () => {
+  it("store - a unit whose steps succeed runs once; one whose step failed runs again, where the step fails alone", async () => {
     const store = await kind.fresh();
     let runs = 0;
     await store.transaction(async (tx) => {
@@ -96,7 +96,7 @@ describe.each(storeKinds())("store ($name) - units of work", (kind) => {
     expect(runs).toBe(2);
     // The first run's step rejected with the rerun (carrying the step's error), the second with its own.
     expect(seen[0]).toBeInstanceOf(StepsRerun);
-    expect(((seen[0] as StepsRerun).reason as Error).message).toBe("this step fails");
+    expect(((seen[0] as StepsRerun).cause as Error).message).toBe("this step fails");
     expect((seen[1] as Error).message).toBe("this step fails");
     expect((await store.intents.list()).map((i) => i.instanceKey)).toEqual(["web@a", "web@b", "web@d"]);
   });

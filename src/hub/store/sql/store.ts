@@ -1,8 +1,9 @@
 /**
  * The store ports over one SQL database, whatever runs it: the ports of committed reads, units of
  * work (each port bound to the unit's connection, its steps run without savepoints until one fails),
- * and the listeners told of condition writes once a unit committed. A subclass says how a unit of work gets its
- * connection and its BEGIN … COMMIT (SQLite: one at a time under a lock; PostgreSQL: from a pool).
+ * and the listeners told of condition writes once a unit committed. A subclass says how a unit of
+ * work gets its connection and its BEGIN … COMMIT (SQLite: one at a time under a lock; PostgreSQL:
+ * from a pool).
  */
 import type { GenerationStore } from "../../../repo/store.js";
 import { FencedError, type Fencing, StepsRerun, type Store, type UnitOfWork } from "../store.js";
@@ -86,8 +87,9 @@ class SqlUnitOfWork extends Ports implements UnitOfWork {
       try {
         return await work(this);
       } catch (error) {
-        // Its writes cannot be undone alone: the whole unit runs again, with savepoints.
-        this.stepFailed ??= error instanceof StepsRerun ? error : new StepsRerun(error);
+        // Its writes cannot be undone alone: the whole unit runs again, with savepoints. (A nested
+        // step that failed set it already: the first failure is the one the unit runs again for.)
+        this.stepFailed ??= new StepsRerun(error);
         throw this.stepFailed;
       }
     }
@@ -176,13 +178,10 @@ export abstract class SqlStore extends Ports implements Store {
     try {
       result = await this.unit(async (sql) => {
         const tx = new SqlUnitOfWork(sql, this.caches, (id) => written.add(id), this.fencing, savepoints);
-        let done: T;
-        try {
-          done = await work(tx);
-        } catch (error) {
-          // After a failed step (on PostgreSQL, every later statement of the unit fails too).
+        // After a failed step, whatever else fails (on PostgreSQL every later statement does) is its doing.
+        const done = await work(tx).catch((error: unknown) => {
           throw tx.stepFailed ?? error;
-        }
+        });
         // A step failed and its error was caught: what it wrote cannot be told apart, so nothing commits.
         if (tx.stepFailed) throw tx.stepFailed;
         return done;
