@@ -531,6 +531,7 @@ export class Hub {
           // Run again from the start if the store retries the unit (PostgreSQL, another replica).
           outcomes.length = 0;
           await tx.fence(keys.map(nodeOfKey));
+          await tx.readAhead(keys);
           for (const key of keys) {
             const started = performance.now();
             try {

@@ -475,6 +475,14 @@ export interface UnitOfWork extends StoreReads, Transactional {
    * leases with its tokens, and keeps them held until the unit ends. Without replicas, a no-op.
    */
   fence(nodes: Iterable<string>): Promise<void>;
+  /**
+   * Reads ahead, for these instances, what a reconcile of each reads first — its desired state, its
+   * current and live intents with their last attempts, its node and the node's latest report, its
+   * observation and its open conditions — in a query per table for all of them, rather than a query
+   * per table for each: reads of those rows later in this unit of work are answered without the
+   * database, and the unit's own writes keep them true.
+   */
+  readAhead(keys: readonly string[]): Promise<void>;
 }
 
 /** The hub's durable state: committed reads, units of work, and the syncer's port over the same database. */

@@ -1,8 +1,8 @@
 /** The syncer's GenerationStore port, on every store: revisions, generations, sync state and events. */
 import { describe, expect, it } from "vitest";
 import { GenerationConflictError } from "../../../src/hub/store/sql/generations.js";
-import type { NewGeneration, RevisionInfo } from "../../../src/repo/store.js";
-import { type StoreKind, storeKinds } from "./stores.js";
+import type { RevisionInfo } from "../../../src/repo/store.js";
+import { generation, type StoreKind, storeKinds } from "./stores.js";
 
 const revision = (sha: string, message = `commit ${sha}`): RevisionInfo => ({
   sha: sha.padEnd(40, "0"),
@@ -11,20 +11,6 @@ const revision = (sha: string, message = `commit ${sha}`): RevisionInfo => ({
   message,
   committedAt: "2026-01-01T00:00:00.000Z",
 });
-
-const generation = (key: string, n: number, hash = `sha256:${key}-${n}`): NewGeneration => {
-  const [assignment, node] = key.split("@") as [string, string];
-  return {
-    instanceKey: key,
-    generation: n,
-    assignment,
-    node,
-    hash,
-    spec: { assignment, node, state: "running", dependsOn: [], roots: ["/srv"], resources: [], probes: [] },
-    rollout: { stage: "apply" },
-    budget: { attempts: 5, withinMs: 1000 },
-  };
-};
 
 const at = new Date("2026-02-01T00:00:00Z");
 

@@ -11,6 +11,7 @@ import { afterAll, onTestFinished } from "vitest";
 import { PostgresStore } from "../../../src/hub/store/postgres.js";
 import { SqliteStore } from "../../../src/hub/store/sqlite.js";
 import type { Store } from "../../../src/hub/store/store.js";
+import type { NewGeneration } from "../../../src/repo/store.js";
 import { startPostgresServer, type TestPostgresServer } from "../../helpers/postgres-server.js";
 
 /** A fresh store, another connection to it, and how to throw it away. */
@@ -119,3 +120,18 @@ const postgres: StoreKind = {
 export function storeKinds(): StoreKind[] {
   return [sqlite, postgres];
 }
+
+/** Generation `n` of instance `key` (`assignment@node`) as the syncer records it: a spec with nothing in it. */
+export const generation = (key: string, n: number, hash = `sha256:${key}-${n}`): NewGeneration => {
+  const [assignment, node] = key.split("@") as [string, string];
+  return {
+    instanceKey: key,
+    generation: n,
+    assignment,
+    node,
+    hash,
+    spec: { assignment, node, state: "running", dependsOn: [], roots: ["/srv"], resources: [], probes: [] },
+    rollout: { stage: "apply" },
+    budget: { attempts: 5, withinMs: 1000 },
+  };
+};

@@ -4,7 +4,8 @@
  */
 import type { AttemptRecord, OutboxRow } from "../../records.js";
 import type { Attempts } from "../store.js";
-import { countsOf, RecordMap, type Sql } from "./sql.js";
+import type { ReadAhead } from "./read-ahead.js";
+import { countsOf, listParam, oneOf, RecordMap, type Sql } from "./sql.js";
 
 const ATTEMPTS = new RecordMap<AttemptRecord>([
   "id",
@@ -34,9 +35,31 @@ const UPSERT_ATTEMPT = ATTEMPTS.upsertSql("attempts", ["id"]);
 const INSERT_OUTBOX = OUTBOX.insertSql("outbox");
 
 export class AttemptsSql implements Attempts {
-  constructor(private readonly sql: Sql) {}
+  constructor(
+    private readonly sql: Sql,
+    /** In a unit of work: what it read ahead (read-ahead.ts). */
+    private readonly ahead?: ReadAhead,
+  ) {}
+
+  /** Reads ahead the last attempts of the intents read ahead. */
+  async readAhead(): Promise<void> {
+    if (!this.ahead) return;
+    const ids: string[] = [];
+    for (const { byGeneration } of this.ahead.intents.values())
+      for (const intent of byGeneration.values()) if (intent.lastAttemptId) ids.push(intent.lastAttemptId);
+    if (ids.length === 0) return;
+    const { dialect } = this.sql;
+    for (const row of await this.sql.all(`SELECT * FROM attempts WHERE ${oneOf(dialect, "id")}`, [
+      listParam(dialect, ids),
+    ])) {
+      const attempt = ATTEMPTS.from(row);
+      this.ahead.attempts.set(attempt.id, attempt);
+    }
+  }
 
   async get(id: string): Promise<AttemptRecord | undefined> {
+    const ahead = this.ahead?.attempts.get(id);
+    if (ahead) return { ...ahead };
     const row = await this.sql.get("SELECT * FROM attempts WHERE id = ?", [id]);
     return row ? ATTEMPTS.from(row) : undefined;
   }
@@ -55,6 +78,7 @@ export class AttemptsSql implements Attempts {
 
   async insert(attempt: AttemptRecord, bundle: string): Promise<void> {
     await this.sql.run(INSERT_ATTEMPT, ATTEMPTS.to(attempt));
+    this.ahead?.attempts.set(attempt.id, ATTEMPTS.copy(attempt));
     await this.sql.run(
       INSERT_OUTBOX,
       OUTBOX.to({ attemptId: attempt.id, node: attempt.node, bundle, createdAt: attempt.createdAt }),
@@ -63,10 +87,13 @@ export class AttemptsSql implements Attempts {
 
   async save(attempt: AttemptRecord): Promise<void> {
     await this.sql.run(UPSERT_ATTEMPT, ATTEMPTS.to(attempt));
+    this.ahead?.attempts.set(attempt.id, ATTEMPTS.copy(attempt));
   }
 
   async saveDispatched(attempt: AttemptRecord & { leaseExpiresAt: string }): Promise<void> {
     await this.save(attempt);
+    // The intent's deadline moves by a statement of its own: what was read ahead of it goes.
+    this.ahead?.intents.delete(attempt.instanceKey);
     await this.sql.run(
       `UPDATE intents SET deadline_at = ?, updated_at = ?
         WHERE instance_key = ? AND generation = ? AND last_attempt_id = ? AND status = 'dispatched'`,

@@ -6,7 +6,8 @@
  */
 import type { ConditionEvent, ConditionRecord, ConditionType, SubjectKind } from "../../records.js";
 import type { ConditionFilter, Conditions } from "../store.js";
-import { countsOf, RecordMap, type Sql } from "./sql.js";
+import type { ReadAhead } from "./read-ahead.js";
+import { countsOf, listParam, oneOf, RecordMap, type Sql } from "./sql.js";
 
 const CONDITIONS = new RecordMap<ConditionRecord>([
   "id",
@@ -60,7 +61,26 @@ export class ConditionsSql implements Conditions {
     private readonly sql: Sql,
     /** Told the id of every condition this port inserts or saves. */
     private readonly written: (id: string) => void = () => undefined,
+    /** In a unit of work: what it read ahead (read-ahead.ts). */
+    private readonly ahead?: ReadAhead,
   ) {}
+
+  /** Reads ahead the open conditions of the instances `keys` name. */
+  async readAhead(keys: readonly string[]): Promise<void> {
+    if (!this.ahead || keys.length === 0) return;
+    const { dialect } = this.sql;
+    for (const key of keys) this.ahead.openConditions.set(key, []);
+    for (const row of await this.sql.all(
+      `SELECT * FROM conditions WHERE subject_kind = 'instance' AND ${oneOf(dialect, "subject")} AND status = 'open' ORDER BY opened_at, id`,
+      [listParam(dialect, keys)],
+    ))
+      this.ahead.openConditions.get(row.subject as string)?.push(CONDITIONS.from(row));
+  }
+
+  /** The open conditions of an instance as read ahead, or undefined when they were not. */
+  private openAhead(subjectKind: SubjectKind, subject: string): ConditionRecord[] | undefined {
+    return subjectKind === "instance" ? this.ahead?.openConditions.get(subject) : undefined;
+  }
 
   async findOpen(
     type: ConditionType,
@@ -69,6 +89,14 @@ export class ConditionsSql implements Conditions {
     reason?: string,
     generation?: number,
   ): Promise<ConditionRecord | undefined> {
+    const ahead = this.openAhead(subjectKind, subject)?.find(
+      (c) =>
+        c.type === type &&
+        (reason === undefined || c.reason === reason) &&
+        (generation === undefined || c.generation === generation),
+    );
+    if (ahead) return { ...ahead };
+    if (this.openAhead(subjectKind, subject)) return undefined;
     let text =
       "SELECT * FROM conditions WHERE type = ? AND subject_kind = ? AND subject = ? AND status = 'open'";
     const params: unknown[] = [type, subjectKind, subject];
@@ -90,6 +118,8 @@ export class ConditionsSql implements Conditions {
   }
 
   async openOf(subjectKind: SubjectKind, subject: string): Promise<ConditionRecord[]> {
+    const ahead = this.openAhead(subjectKind, subject);
+    if (ahead) return ahead.map((c) => ({ ...c }));
     return (
       await this.sql.all(
         "SELECT * FROM conditions WHERE subject_kind = ? AND subject = ? AND status = 'open' ORDER BY opened_at, id",
@@ -114,12 +144,19 @@ export class ConditionsSql implements Conditions {
 
   async insert(condition: ConditionRecord): Promise<void> {
     await this.sql.run(INSERT_CONDITION, CONDITIONS.to(condition));
+    this.changed(condition);
     this.written(condition.id);
   }
 
   async save(condition: ConditionRecord): Promise<void> {
     await this.sql.run(UPSERT_CONDITION, CONDITIONS.to(condition));
+    this.changed(condition);
     this.written(condition.id);
+  }
+
+  /** A condition was written: what was read ahead of its subject's is read again. */
+  private changed(condition: ConditionRecord): void {
+    if (condition.subjectKind === "instance") this.ahead?.openConditions.delete(condition.subject);
   }
 
   async appendEvent(event: ConditionEvent): Promise<void> {

@@ -12,7 +12,8 @@ import type { DesiredInstance, RevisionRecord } from "../../records.js";
 import type { DesiredState, InstanceRow, RevisionMember, SyncEventRecord } from "../store.js";
 import type { StoreCaches } from "./caches.js";
 import { revisionFrom, SYNC_EVENTS, SYNC_STATE } from "./generations.js";
-import { defined, RecordMap, type Row, type Sql } from "./sql.js";
+import type { ReadAhead } from "./read-ahead.js";
+import { defined, listParam, oneOf, RecordMap, type Row, type Sql } from "./sql.js";
 
 const INSTANCES = new RecordMap<InstanceRow>([
   ["key", "value", "instance_key"],
@@ -27,10 +28,18 @@ const MEMBERS = new RecordMap<RevisionMember>(["instanceKey", "generation", "ass
 
 const keys = (rows: readonly Row[]) => rows.map((r) => r.instance_key as string);
 
+/** An instance's current generation with its assignment's current policy (`WHERE` names which). */
+const CURRENT = `SELECT i.instance_key, i.assignment, i.node, i.generation, i.hash, g.revision, i.retired_at,
+         g.spec, coalesce(p.rollout, g.rollout) AS rollout, coalesce(p.budget, g.budget) AS budget
+    FROM instances i JOIN generations g ON g.instance_key = i.instance_key AND g.generation = i.generation
+    LEFT JOIN assignment_policies p ON p.assignment = i.assignment`;
+
 export class DesiredStateSql implements DesiredState {
   constructor(
     private readonly sql: Sql,
     private readonly caches: StoreCaches,
+    /** In a unit of work: what it read ahead (read-ahead.ts). */
+    private readonly ahead?: ReadAhead,
   ) {}
 
   private desiredFrom(row: Row | undefined): DesiredInstance | undefined {
@@ -55,16 +64,20 @@ export class DesiredStateSql implements DesiredState {
   }
 
   async instance(key: string): Promise<DesiredInstance | undefined> {
-    return this.desiredFrom(
-      await this.sql.get(
-        `SELECT i.instance_key, i.assignment, i.node, i.generation, i.hash, g.revision, i.retired_at,
-                g.spec, coalesce(p.rollout, g.rollout) AS rollout, coalesce(p.budget, g.budget) AS budget
-           FROM instances i JOIN generations g ON g.instance_key = i.instance_key AND g.generation = i.generation
-           LEFT JOIN assignment_policies p ON p.assignment = i.assignment
-          WHERE i.instance_key = ?`,
-        [key],
-      ),
-    );
+    const ahead = this.ahead?.desired.get(key);
+    if (ahead !== undefined) return ahead === null ? undefined : { ...ahead };
+    return this.desiredFrom(await this.sql.get(`${CURRENT} WHERE i.instance_key = ?`, [key]));
+  }
+
+  /** Reads ahead the instances `keys` name (read-ahead.ts). */
+  async readAhead(keys: readonly string[]): Promise<void> {
+    if (!this.ahead) return;
+    const { dialect } = this.sql;
+    for (const key of keys) this.ahead.desired.set(key, null);
+    for (const row of await this.sql.all(`${CURRENT} WHERE ${oneOf(dialect, "i.instance_key")}`, [
+      listParam(dialect, keys),
+    ]))
+      this.ahead.desired.set(row.instance_key as string, this.desiredFrom(row)!);
   }
 
   async at(key: string, generation: number): Promise<DesiredInstance | undefined> {
@@ -190,6 +203,7 @@ export class DesiredStateSql implements DesiredState {
       [assignment],
     );
     if (existing && existing.rollout === rolloutJson && existing.budget === budgetJson) return false;
+    this.ahead?.desired.clear();
     await this.sql.run(
       `INSERT INTO assignment_policies (assignment, revision, rollout, budget) VALUES (?, ?, ?, ?)
        ON CONFLICT (assignment) DO UPDATE SET revision = excluded.revision, rollout = excluded.rollout, budget = excluded.budget`,

@@ -5,7 +5,8 @@
  */
 import type { IntentRecord, IntentStatus } from "../../records.js";
 import type { Intents } from "../store.js";
-import { countsOf, marks, RecordMap, type Sql } from "./sql.js";
+import type { ReadAhead } from "./read-ahead.js";
+import { countsOf, listParam, marks, oneOf, RecordMap, type Sql } from "./sql.js";
 
 export const INTENTS = new RecordMap<IntentRecord>([
   "instanceKey",
@@ -37,10 +38,48 @@ export const INTENTS = new RecordMap<IntentRecord>([
 
 const UPSERT_INTENT = INTENTS.upsertSql("intents", ["instance_key", "generation"]);
 
+/** What `olderLive` leaves out: intents no reconcile looks at again. */
+const ENDED: readonly string[] = ["superseded", "retired"];
+
 export class IntentsSql implements Intents {
-  constructor(private readonly sql: Sql) {}
+  constructor(
+    private readonly sql: Sql,
+    /** In a unit of work: what it read ahead (read-ahead.ts). */
+    private readonly ahead?: ReadAhead,
+  ) {}
+
+  /**
+   * Reads ahead the intents of `keys` a reconcile reads: the current generation's and the live ones
+   * (the desired instances read ahead first say which generation is current).
+   */
+  async readAhead(keys: readonly string[]): Promise<void> {
+    if (!this.ahead) return;
+    const { dialect } = this.sql;
+    const current: string[] = [];
+    for (const key of keys) {
+      const desired = this.ahead.desired.get(key);
+      if (!desired) continue;
+      this.ahead.intents.set(key, { current: desired.generation, byGeneration: new Map() });
+      current.push(key);
+    }
+    if (current.length === 0) return;
+    const rows = await this.sql.all(
+      `SELECT t.* FROM intents t JOIN instances i ON i.instance_key = t.instance_key
+        WHERE ${oneOf(dialect, "t.instance_key")}
+          AND (t.generation = i.generation OR t.status NOT IN ('superseded', 'retired'))`,
+      [listParam(dialect, current)],
+    );
+    for (const row of rows) {
+      const intent = INTENTS.from(row);
+      this.ahead.intents.get(intent.instanceKey)?.byGeneration.set(intent.generation, intent);
+    }
+  }
 
   async get(key: string, generation: number): Promise<IntentRecord | undefined> {
+    const ahead = this.ahead?.intents.get(key);
+    const found = ahead?.byGeneration.get(generation);
+    if (found) return { ...found };
+    if (ahead?.current === generation) return undefined;
     const row = await this.sql.get("SELECT * FROM intents WHERE instance_key = ? AND generation = ?", [
       key,
       generation,
@@ -72,9 +111,22 @@ export class IntentsSql implements Intents {
 
   async save(intent: IntentRecord): Promise<void> {
     await this.sql.run(UPSERT_INTENT, INTENTS.to(intent));
+    this.ahead?.intents.get(intent.instanceKey)?.byGeneration.set(intent.generation, INTENTS.copy(intent));
+  }
+
+  /** Another statement changed `key`'s intents: what was read ahead of them is read again. */
+  forget(key: string): void {
+    this.ahead?.intents.delete(key);
   }
 
   async olderLive(key: string, generation: number): Promise<IntentRecord[]> {
+    const ahead = this.ahead?.intents.get(key);
+    if (ahead) {
+      const older: IntentRecord[] = [];
+      for (const intent of ahead.byGeneration.values())
+        if (intent.generation < generation && !ENDED.includes(intent.status)) older.push({ ...intent });
+      return older.sort((a, b) => a.generation - b.generation);
+    }
     return (
       await this.sql.all(
         "SELECT * FROM intents WHERE instance_key = ? AND generation < ? AND status NOT IN ('superseded', 'retired')",

@@ -5,7 +5,8 @@
  */
 import type { NodeRecord, SkipReason } from "../../records.js";
 import type { Nodes } from "../store.js";
-import { nul, RecordMap, type Sql } from "./sql.js";
+import type { ReadAhead } from "./read-ahead.js";
+import { listParam, nul, oneOf, RecordMap, type Sql } from "./sql.js";
 
 const NODES = new RecordMap<NodeRecord>([
   "name",
@@ -40,9 +41,26 @@ export const SKIPPED_NODES = `SELECT name AS node FROM nodes WHERE draining = 1
           AND reason = 'TransportNotEnabled' AND subject_kind = 'node'`;
 
 export class NodesSql implements Nodes {
-  constructor(private readonly sql: Sql) {}
+  constructor(
+    private readonly sql: Sql,
+    /** In a unit of work: what it read ahead (read-ahead.ts). */
+    private readonly ahead?: ReadAhead,
+  ) {}
+
+  /** Reads ahead `names`. */
+  async readAhead(names: readonly string[]): Promise<void> {
+    if (!this.ahead || names.length === 0) return;
+    const { dialect } = this.sql;
+    for (const name of names) this.ahead.nodes.set(name, null);
+    for (const row of await this.sql.all(`SELECT * FROM nodes WHERE ${oneOf(dialect, "name")}`, [
+      listParam(dialect, names),
+    ]))
+      this.ahead.nodes.set(row.name as string, NODES.from(row));
+  }
 
   async get(name: string): Promise<NodeRecord | undefined> {
+    const ahead = this.ahead?.nodes.get(name);
+    if (ahead !== undefined) return ahead === null ? undefined : { ...ahead };
     const row = await this.sql.get("SELECT * FROM nodes WHERE name = ?", [name]);
     return row ? NODES.from(row) : undefined;
   }
@@ -57,6 +75,7 @@ export class NodesSql implements Nodes {
   }
 
   async upsert(node: Pick<NodeRecord, "name" | "transport" | "spec" | "revision">): Promise<void> {
+    this.ahead?.nodes.delete(node.name);
     await this.sql.run(
       `INSERT INTO nodes (name, transport, spec, revision) VALUES (?, ?, ?, ?)
        ON CONFLICT (name) DO UPDATE SET transport = excluded.transport, spec = excluded.spec,
@@ -66,6 +85,7 @@ export class NodesSql implements Nodes {
   }
 
   async markRemoved(declared: readonly string[], at: string): Promise<void> {
+    this.ahead?.nodes.clear();
     const keep = new Set(declared);
     for (const row of await this.sql.all("SELECT name FROM nodes WHERE removed_at IS NULL"))
       if (!keep.has(row.name as string))
@@ -77,6 +97,7 @@ export class NodesSql implements Nodes {
     draining: boolean,
     detail: { by: string; reason?: string; at: string },
   ): Promise<boolean> {
+    this.ahead?.nodes.delete(name);
     const changes = await this.sql.run(
       "UPDATE nodes SET draining = ?, drain_reason = ?, drained_at = ?, drained_by = ? WHERE name = ?",
       [
@@ -91,6 +112,7 @@ export class NodesSql implements Nodes {
   }
 
   async touch(name: string, at: { heartbeatAt?: string; reportAt?: string }): Promise<void> {
+    this.ahead?.nodes.delete(name);
     // The last heartbeat only moves forward; a report's time is the latest report's (saveReport
     // already refused an older one). One statement for both: every report sets both.
     const heartbeat =

@@ -9,7 +9,8 @@ import { instanceKey } from "../../../model/render.js";
 import type { Observation } from "../../records.js";
 import type { Observations } from "../store.js";
 import { bodyDigest, type StoreCaches } from "./caches.js";
-import { defined, nul, RecordMap, type Sql } from "./sql.js";
+import type { ReadAhead } from "./read-ahead.js";
+import { defined, listParam, nul, oneOf, RecordMap, type Row, type Sql } from "./sql.js";
 
 const OBSERVATIONS = new RecordMap<Observation>([
   "instanceKey",
@@ -30,12 +31,37 @@ export class ObservationsSql implements Observations {
   constructor(
     private readonly sql: Sql,
     private readonly caches: StoreCaches,
+    /** In a unit of work: what it read ahead (read-ahead.ts). */
+    private readonly ahead?: ReadAhead,
   ) {}
 
+  /** Reads ahead the observations of `keys` and the latest reports of `nodes`. */
+  async readAhead(keys: readonly string[], nodes: readonly string[]): Promise<void> {
+    if (!this.ahead) return;
+    const { dialect } = this.sql;
+    if (keys.length > 0) {
+      for (const key of keys) this.ahead.observations.set(key, null);
+      for (const row of await this.sql.all(
+        `SELECT * FROM observations WHERE ${oneOf(dialect, "instance_key")}`,
+        [listParam(dialect, keys)],
+      ))
+        this.ahead.observations.set(row.instance_key as string, this.observationFrom(row));
+    }
+    if (nodes.length > 0) {
+      for (const node of nodes) this.ahead.reports.set(node, null);
+      for (const row of await this.sql.all(
+        `SELECT node, taken_at, seq FROM reports WHERE ${oneOf(dialect, "node")}`,
+        [listParam(dialect, nodes)],
+      ))
+        this.ahead.reports.set(row.node as string, reportFrom(row));
+    }
+  }
+
   async reportOf(node: string): Promise<{ takenAt: string; seq?: number } | undefined> {
+    const ahead = this.ahead?.reports.get(node);
+    if (ahead !== undefined) return ahead === null ? undefined : { ...ahead };
     const row = await this.sql.get("SELECT taken_at, seq FROM reports WHERE node = ?", [node]);
-    if (!row) return undefined;
-    return defined({ takenAt: row.taken_at as string }, { seq: row.seq === null ? null : Number(row.seq) });
+    return row ? reportFrom(row) : undefined;
   }
 
   async saveReport(report: Report, receivedAt: string): Promise<string[] | undefined> {
@@ -52,6 +78,7 @@ export class ObservationsSql implements Observations {
       [report.node, report.takenAt, nul(report.seq), receivedAt, JSON.stringify(report.agent)],
     );
     if (newer === 0) return undefined;
+    this.ahead?.reports.delete(report.node);
     const { parsedObservations } = this.caches;
     const changed: string[] = [];
     const stored = await this.observedOf(report.node);
@@ -63,6 +90,7 @@ export class ObservationsSql implements Observations {
       const digest = bodyDigest(body);
       if (stored.get(instance.assignment) === digest) continue;
       changed.push(key);
+      this.ahead?.observations.delete(key);
       await this.sql.run(UPSERT_OBSERVATION, [
         key,
         report.node,
@@ -85,6 +113,7 @@ export class ObservationsSql implements Observations {
       await this.sql.run("DELETE FROM observations WHERE instance_key = ?", [key]);
       stored.delete(assignment);
       parsedObservations.delete(key);
+      this.ahead?.observations.delete(key);
       changed.push(key);
     }
     return changed;
@@ -109,8 +138,15 @@ export class ObservationsSql implements Observations {
   }
 
   async get(key: string): Promise<Observation | undefined> {
+    const ahead = this.ahead?.observations.get(key);
+    if (ahead !== undefined) return ahead ?? undefined;
     const row = await this.sql.get("SELECT * FROM observations WHERE instance_key = ?", [key]);
-    if (!row) return undefined;
+    return row ? this.observationFrom(row) : undefined;
+  }
+
+  /** A stored observation, parsed once while its body stays the same (caches.parsedObservations). */
+  private observationFrom(row: Row): Observation {
+    const key = row.instance_key as string;
     const cached = this.caches.parsedObservations.get(key);
     if (cached && cached.body === row.body && cached.takenAt === row.taken_at) return cached.observation;
     const observation = OBSERVATIONS.from(row);
@@ -121,4 +157,9 @@ export class ObservationsSql implements Observations {
     });
     return observation;
   }
+}
+
+/** A node's latest report, as `reportOf` tells it. */
+function reportFrom(row: Row): { takenAt: string; seq?: number } {
+  return defined({ takenAt: row.taken_at as string }, { seq: row.seq === null ? null : Number(row.seq) });
 }

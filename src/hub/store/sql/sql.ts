@@ -64,6 +64,20 @@ export class RecordMap<T extends object> {
     return record as T;
   }
 
+  /**
+   * The record as `from` would read it back once written (its fields only, absent for none, booleans
+   * as booleans), sharing its JSON members: what a unit of work read ahead keeps of its own writes.
+   */
+  copy(record: T): T {
+    const copy: Record<string, unknown> = {};
+    for (const [field, kind] of this.fields) {
+      const value = (record as Record<string, unknown>)[field];
+      if (kind === "bool") copy[field] = value === true || value === 1;
+      else if (value !== null && value !== undefined) copy[field] = value;
+    }
+    return copy as T;
+  }
+
   /** The row's values in `columns` order (bound by position: cheaper than by name). */
   to(record: T): unknown[] {
     const values: unknown[] = [];
@@ -113,4 +127,17 @@ export function marks(n: number): string {
     MARKS[n] = found;
   }
   return found;
+}
+
+/**
+ * `column` is one of a list bound as one parameter (`listParam`): one statement text for any number
+ * of values, prepared once, where `IN (?, ?, …)` would be a text per length.
+ */
+export function oneOf(dialect: Dialect, column: string): string {
+  return dialect === "postgres" ? `${column} = ANY(?)` : `${column} IN (SELECT value FROM json_each(?))`;
+}
+
+/** The parameter `oneOf` binds: an array on PostgreSQL, its JSON text on SQLite. */
+export function listParam(dialect: Dialect, values: readonly string[]): unknown {
+  return dialect === "postgres" ? values : JSON.stringify(values);
 }

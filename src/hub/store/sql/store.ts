@@ -17,6 +17,7 @@ import { IntentsSql } from "./intents.js";
 import { MetaSql } from "./meta.js";
 import { NodesSql } from "./nodes.js";
 import { ObservationsSql } from "./observations.js";
+import { ReadAhead } from "./read-ahead.js";
 import { ReplicasSql } from "./replicas.js";
 import { RolloutsSql } from "./rollouts.js";
 import type { Sql } from "./sql.js";
@@ -38,14 +39,14 @@ class Ports {
   readonly enrolments: EnrolmentsSql;
   readonly replicas: ReplicasSql;
 
-  constructor(sql: Sql, caches: StoreCaches, conditionWritten?: (id: string) => void) {
-    this.desired = new DesiredStateSql(sql, caches);
-    this.nodes = new NodesSql(sql);
-    this.intents = new IntentsSql(sql);
+  constructor(sql: Sql, caches: StoreCaches, conditionWritten?: (id: string) => void, ahead?: ReadAhead) {
+    this.desired = new DesiredStateSql(sql, caches, ahead);
+    this.nodes = new NodesSql(sql, ahead);
+    this.intents = new IntentsSql(sql, ahead);
     this.rollouts = new RolloutsSql(sql);
-    this.attempts = new AttemptsSql(sql);
-    this.observations = new ObservationsSql(sql, caches);
-    this.conditions = new ConditionsSql(sql, conditionWritten);
+    this.attempts = new AttemptsSql(sql, ahead);
+    this.observations = new ObservationsSql(sql, caches, ahead);
+    this.conditions = new ConditionsSql(sql, conditionWritten, ahead);
     this.tasks = new TasksSql(sql);
     this.meta = new MetaSql(sql);
     this.statuses = new StatusesSql(sql);
@@ -70,8 +71,22 @@ class SqlUnitOfWork extends Ports implements UnitOfWork {
     conditionWritten: (id: string) => void,
     private readonly fencing: Fencing | undefined,
     private readonly savepoints: boolean,
+    private readonly ahead = new ReadAhead(),
   ) {
-    super(sql, caches, conditionWritten);
+    super(sql, caches, conditionWritten, ahead);
+  }
+
+  async readAhead(keys: readonly string[]): Promise<void> {
+    const unique = [...new Set(keys)];
+    if (unique.length === 0) return;
+    await this.desired.readAhead(unique);
+    await this.intents.readAhead(unique);
+    await this.attempts.readAhead();
+    const nodes = new Set<string>();
+    for (const desired of this.ahead.desired.values()) if (desired) nodes.add(desired.node);
+    await this.nodes.readAhead([...nodes]);
+    await this.observations.readAhead(unique, [...nodes]);
+    await this.conditions.readAhead(unique);
   }
 
   async fence(nodes: Iterable<string>): Promise<void> {
@@ -103,6 +118,7 @@ class SqlUnitOfWork extends Ports implements UnitOfWork {
       await this.sql.run(`ROLLBACK TO SAVEPOINT ${name}`);
       await this.sql.run(`RELEASE SAVEPOINT ${name}`);
       this.caches.rolledBack();
+      this.ahead.clear();
       throw error;
     } finally {
       this.depth--;

@@ -1,0 +1,52 @@
+/**
+ * What a batch of reconciles reads, read ahead for the whole batch: one query per table for every
+ * instance of the batch (the keys bound as one parameter), where each reconcile made one query per
+ * table before it decided anything — eight round trips per instance on PostgreSQL.
+ *
+ * It belongs to one unit of work and sees that unit's snapshot. The ports answer from it what it
+ * holds and read the database for anything else, and they keep it true to their own writes: a
+ * write they can follow (an intent or attempt saved) updates it, any other write drops what it
+ * held of that row, which is then read again. A step rolled back drops all of it. Records are
+ * handed out as copies (specs and observations stay shared: they are frozen).
+ */
+import type {
+  AttemptRecord,
+  ConditionRecord,
+  DesiredInstance,
+  IntentRecord,
+  NodeRecord,
+  Observation,
+} from "../../records.js";
+
+/** An instance's intents as read ahead: its current generation's and every live one, by generation. */
+export interface IntentsAhead {
+  current: number;
+  byGeneration: Map<number, IntentRecord>;
+}
+
+export class ReadAhead {
+  /** By instance key; null: no such instance. */
+  readonly desired = new Map<string, DesiredInstance | null>();
+  readonly intents = new Map<string, IntentsAhead>();
+  /** By id: the last attempts of the intents read ahead. */
+  readonly attempts = new Map<string, AttemptRecord>();
+  /** By name; null: no such node. */
+  readonly nodes = new Map<string, NodeRecord | null>();
+  /** By node: its latest report's time; null: none stored. */
+  readonly reports = new Map<string, { takenAt: string; seq?: number } | null>();
+  /** By instance key; null: none stored. */
+  readonly observations = new Map<string, Observation | null>();
+  /** By instance key: its open conditions, oldest first. */
+  readonly openConditions = new Map<string, ConditionRecord[]>();
+
+  /** A step rolled back: what was read ahead may be behind or ahead of the database now. */
+  clear(): void {
+    this.desired.clear();
+    this.intents.clear();
+    this.attempts.clear();
+    this.nodes.clear();
+    this.reports.clear();
+    this.observations.clear();
+    this.openConditions.clear();
+  }
+}

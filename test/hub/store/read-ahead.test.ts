@@ -1,0 +1,307 @@
+/**
+ * Reading ahead for a batch of reconciles, on every store: after `readAhead(keys)`, a unit of work
+ * reads those instances' desired state, intents, last attempts, nodes, reports, observations and
+ * open conditions exactly as it would from the database — its own writes included, a rolled-back
+ * step's excluded — and, on SQLite where the statements can be counted, without a query.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it, onTestFinished } from "vitest";
+import type { AttemptRecord, ConditionRecord, IntentRecord } from "../../../src/hub/records.js";
+import type { Sql } from "../../../src/hub/store/sql/sql.js";
+import { SqliteStore } from "../../../src/hub/store/sqlite.js";
+import { StepsRerun, type Store, type StoreReads } from "../../../src/hub/store/store.js";
+import type { Report } from "../../../src/model/generated.js";
+import { generation, storeKinds } from "./stores.js";
+
+const AT = "2026-12-04T10:00:00.000Z";
+const KEYS = ["web@a", "web@b", "db@a", "gone@a"];
+
+function intent(
+  key: string,
+  generation: number,
+  status: IntentRecord["status"],
+  last?: string,
+): IntentRecord {
+  const [assignment, node] = key.split("@") as [string, string];
+  return {
+    instanceKey: key,
+    generation,
+    assignment,
+    node,
+    revision: `r${generation}`,
+    hash: `sha256:${key}-${generation}`,
+    state: "running",
+    status,
+    failures: 1,
+    everConverged: false,
+    createdAt: AT,
+    updatedAt: AT,
+    ...(last ? { lastAttemptId: last } : {}),
+  };
+}
+
+function attempt(id: string, key: string, generation: number): AttemptRecord {
+  const [assignment, node] = key.split("@") as [string, string];
+  return {
+    id,
+    instanceKey: key,
+    generation,
+    assignment,
+    node,
+    status: "dispatched",
+    evidence: { step: "apply" },
+    createdAt: AT,
+    dispatchedAt: AT,
+    leaseExpiresAt: AT,
+  };
+}
+
+function condition(id: string, subject: string, type: ConditionRecord["type"] = "Stuck"): ConditionRecord {
+  return {
+    id,
+    type,
+    subjectKind: "instance",
+    subject,
+    status: "open",
+    since: AT,
+    lastObserved: AT,
+    reason: "Test",
+    message: "m",
+    evidence: {},
+    tried: [],
+    resolver: "steward",
+    openedAt: AT,
+    generation: 2,
+  };
+}
+
+const report = (node: string, takenAt: string, generation: number): Report => ({
+  apiVersion: "steward.dev/v1" as const,
+  kind: "Report" as const,
+  node,
+  takenAt,
+  seq: 1,
+  agent: { version: "test" },
+  instances: [
+    {
+      assignment: "web",
+      generation,
+      hash: `sha256:web@${node}-${generation}`,
+      state: "running" as const,
+      converged: true,
+      resources: [],
+      probes: [],
+    },
+  ],
+});
+
+/**
+ * A fleet where web@a and db@a are at generation 2 with generation 1 still live, web@b is at
+ * generation 1, and gone@a was never declared: every kind of row a reconcile reads.
+ */
+async function seeded(store: Store): Promise<void> {
+  const revision = (sha: string) => ({
+    sha: sha.padEnd(40, "0"),
+    authorName: "A",
+    authorEmail: "a@example.test",
+    message: sha,
+    committedAt: AT,
+  });
+  const at = new Date(AT);
+  await store.generations.recordRevision({
+    branch: "main",
+    revision: revision("a"),
+    outcome: "applied",
+    generations: [generation("web@a", 1), generation("web@b", 1), generation("db@a", 1)],
+    at,
+  });
+  await store.generations.recordRevision({
+    branch: "main",
+    revision: revision("b"),
+    outcome: "applied",
+    generations: [generation("web@a", 2), generation("db@a", 2)],
+    at,
+  });
+  await store.transaction(async (tx) => {
+    await tx.nodes.upsert({ name: "a", transport: "local", spec: {} as never, revision: "r1" });
+    await tx.attempts.insert(attempt("A1", "web@a", 1), "{}");
+    await tx.attempts.insert(attempt("A2", "web@a", 2), "{}");
+    await tx.intents.save(intent("web@a", 1, "dispatched", "A1"));
+    await tx.intents.save(intent("web@a", 2, "backoff", "A2"));
+    await tx.intents.save(intent("db@a", 1, "superseded"));
+    await tx.intents.save(intent("web@b", 1, "converged"));
+    await tx.conditions.insert(condition("C1", "web@a"));
+    await tx.conditions.insert({
+      ...condition("C2", "web@a", "ProbeFailing"),
+      openedAt: "2026-12-04T09:00:00.000Z",
+    });
+    await tx.conditions.insert({ ...condition("C3", "db@a"), status: "resolved" });
+    await tx.observations.saveReport(report("a", AT, 1), AT);
+  });
+}
+
+/** Everything a reconcile of `key` reads, as it reads it. */
+async function reads(tx: StoreReads, key: string) {
+  const desired = await tx.desired.instance(key);
+  const generation = desired?.generation ?? 1;
+  const current = await tx.intents.get(key, generation);
+  const node = desired ? await tx.nodes.get(desired.node) : undefined;
+  return {
+    desired,
+    current,
+    older: await tx.intents.olderLive(key, generation),
+    superseded: await tx.intents.get(key, 1),
+    attempt: current?.lastAttemptId ? await tx.attempts.get(current.lastAttemptId) : undefined,
+    node,
+    report: await tx.observations.reportOf(key.split("@")[1]!),
+    observation: await tx.observations.get(key),
+    open: await tx.conditions.openOf("instance", key),
+    stuck: await tx.conditions.findOpen("Stuck", "instance", key),
+    probe: await tx.conditions.findOpen("ProbeFailing", "instance", key, "Test", 2),
+    none: await tx.conditions.findOpen("ProbeFailing", "instance", key, "Other"),
+  };
+}
+
+describe.each(storeKinds())("store ($name) - reading ahead", (kind) => {
+  it("store - what a unit reads after reading ahead is what it reads without", async () => {
+    const store = await kind.fresh();
+    await seeded(store);
+    const read = (ahead: boolean) =>
+      store.transaction(async (tx) => {
+        if (ahead) await tx.readAhead(KEYS);
+        const all = [];
+        for (const key of KEYS) all.push(await reads(tx, key));
+        return all;
+      });
+    const plain = await read(false);
+    const ahead = await read(true);
+    expect(ahead).toEqual(plain);
+    // The seed reads what it should: a check that the comparison compares something.
+    expect(plain[0]!.older.map((i) => i.generation)).toEqual([1]);
+    expect(plain[0]!.open.map((c) => c.id)).toEqual(["C2", "C1"]);
+    expect(plain[0]!.attempt?.id).toBe("A2");
+    expect(plain[2]!.older).toEqual([]);
+    expect(plain[3]!.desired).toBeUndefined();
+  });
+
+  it("store - a unit reads its own writes after reading ahead, and a rolled-back step's no more", async () => {
+    const store = await kind.fresh();
+    await seeded(store);
+    const seen = await store.transaction(async (tx) => {
+      await tx.readAhead(KEYS);
+      await tx.intents.save({ ...intent("web@a", 1, "superseded", "A1"), supersededBy: 2 });
+      await tx.attempts.save({ ...attempt("A1", "web@a", 1), status: "superseded" });
+      await tx.attempts.insert(attempt("A3", "web@a", 2), "{}");
+      await tx.intents.save(intent("web@a", 2, "dispatched", "A3"));
+      const older = await tx.intents.olderLive("web@a", 2);
+      const saved = await tx.intents.get("web@a", 2);
+      await tx.attempts.saveDispatched({
+        ...attempt("A3", "web@a", 2),
+        leaseExpiresAt: "2026-12-04T11:00:00.000Z",
+      });
+      await tx.observations.saveReport(report("a", "2026-12-04T10:05:00.000Z", 2), AT);
+      await tx.nodes.setDraining("a", true, { by: "alice", at: AT });
+      await tx.conditions.save({ ...condition("C1", "web@a"), status: "resolved", resolvedAt: AT });
+      await tx.conditions.insert(condition("C4", "web@b"));
+      return {
+        older,
+        saved: saved?.lastAttemptId,
+        current: await tx.intents.get("web@a", 2),
+        a1: (await tx.attempts.get("A1"))?.status,
+        a3: (await tx.attempts.get("A3"))?.status,
+        report: (await tx.observations.reportOf("a"))?.takenAt,
+        observed: (await tx.observations.get("web@a"))?.generation,
+        dropped: await tx.observations.get("db@a"),
+        draining: (await tx.nodes.get("a"))?.draining,
+        openA: (await tx.conditions.openOf("instance", "web@a")).map((c) => c.id),
+        openB: (await tx.conditions.openOf("instance", "web@b")).map((c) => c.id),
+      };
+    });
+    expect(seen).toEqual({
+      older: [],
+      saved: "A3",
+      current: expect.objectContaining({
+        status: "dispatched",
+        lastAttemptId: "A3",
+        deadlineAt: "2026-12-04T11:00:00.000Z",
+      }),
+      a1: "superseded",
+      a3: "dispatched",
+      report: "2026-12-04T10:05:00.000Z",
+      observed: 2,
+      dropped: undefined,
+      draining: true,
+      openA: ["C2"],
+      openB: ["C4"],
+    });
+
+    // A step that fails rolls back alone (the unit runs again with savepoints): what it wrote is
+    // not read afterwards, though it was read ahead before.
+    const failures: number[] = [];
+    await store.transaction(async (tx) => {
+      await tx.readAhead(["web@b"]);
+      await tx
+        .transaction(async (step) => {
+          await step.intents.save({ ...intent("web@b", 1, "blocked"), failures: 9 });
+          await step.attempts.save({ ...attempt("A2", "web@a", 2), status: "failed" as never });
+          throw new Error("decided otherwise");
+        })
+        .catch((error: unknown) => {
+          if (error instanceof StepsRerun) throw error;
+        });
+      failures.push((await tx.intents.get("web@b", 1))!.failures);
+      failures.push((await tx.attempts.get("A2"))!.status === "dispatched" ? 0 : 1);
+    });
+    expect(failures).toEqual([1, 0]);
+  });
+});
+
+/** A SQLite store that counts the statements its units of work run. */
+class CountingStore extends SqliteStore {
+  statements = 0;
+
+  protected override unit<T>(work: (sql: Sql) => Promise<T>): Promise<T> {
+    return super.unit((sql) => {
+      const count =
+        <A extends unknown[], R>(run: (...args: A) => Promise<R>) =>
+        (...args: A) => {
+          this.statements++;
+          return run(...args);
+        };
+      return work({
+        dialect: sql.dialect,
+        get: count(sql.get.bind(sql)),
+        all: count(sql.all.bind(sql)),
+        run: count(sql.run.bind(sql)),
+      });
+    });
+  }
+}
+
+describe("store (sqlite) - reading ahead", () => {
+  it("store - a batch's reads cost a query per table for the whole batch, and none per instance", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "steward-read-ahead-"));
+    const store = new CountingStore(join(dir, "hub.db"));
+    onTestFinished(async () => {
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    });
+    await seeded(store);
+    const counted = async (ahead: boolean) => {
+      store.statements = 0;
+      await store.transaction(async (tx) => {
+        if (ahead) await tx.readAhead(KEYS);
+        for (const key of KEYS) await reads(tx, key);
+      });
+      return store.statements;
+    };
+    const plain = await counted(false);
+    const ahead = await counted(true);
+    // Without: about ten queries per instance. With: the seven of reading ahead, and what is not
+    // read ahead: db@a's superseded generation 1, and the intents of gone@a (no desired instance).
+    expect(plain).toBeGreaterThanOrEqual(KEYS.length * 8);
+    expect(ahead).toBeLessThanOrEqual(7 + KEYS.length);
+  });
+});
