@@ -10,7 +10,7 @@ import { nextAttempt } from "./attempts.js";
 import type { Clock } from "./clock.js";
 import type { Inbox } from "./inbox.js";
 import type { HubMetrics } from "./metrics.js";
-import type { AttemptRecord, IntentRecord, NodeRecord, OutboxRow } from "./records.js";
+import type { AttemptRecord, IntentRecord, NodeRecord } from "./records.js";
 import { redact } from "./redact.js";
 import { FencedError, type Store, type StoreReads, type Transactional } from "./store/store.js";
 import { DispatchError, type Transport } from "./transport.js";
@@ -84,17 +84,19 @@ export class Relay {
     this.relaying++;
     try {
       await store.transaction(async (tx) => {
-        const pending: { row: OutboxRow; attempt: AttemptRecord }[] = [];
-        for (const attemptId of attemptIds) {
-          const row = await tx.attempts.outboxRow(attemptId);
-          const attempt = await tx.attempts.get(attemptId);
-          if (row && attempt?.status === "queued") pending.push({ row, attempt });
-        }
+        // Run again from the start if the store retries the unit: nothing is handed over twice.
+        jobs.length = 0;
+        orphans.length = 0;
+        const pending = (await tx.attempts.outboxRows(attemptIds)).filter(
+          ({ attempt }) => attempt.status === "queued",
+        );
         // Only the replica holding the nodes' leases hands their attempts over.
         await tx.fence(pending.map(({ row }) => row.node));
+        const nodes = await tx.nodes.named(pending.map(({ row }) => row.node));
+        const handed: (AttemptRecord & { leaseExpiresAt: string })[] = [];
         for (const { row, attempt } of pending) {
           const attemptId = attempt.id;
-          const node = await tx.nodes.get(row.node);
+          const node = nodes.get(row.node);
           const transport = node ? transports.get(node.transport) : undefined;
           if (!node || !transport) {
             orphans.push(attemptId);
@@ -105,9 +107,10 @@ export class Relay {
             at: handedAt.toISOString(),
             leaseExpiresAt: lease,
           }) as AttemptRecord & { leaseExpiresAt: string };
-          await tx.attempts.saveDispatched(dispatched);
+          handed.push(dispatched);
           jobs.push({ attempt: dispatched, node, transport, bundle: JSON.parse(row.bundle) as Bundle });
         }
+        await tx.attempts.saveDispatched(handed);
       });
       // The node left this hub's reach after the attempt was written: it never left the hub.
       for (const attemptId of orphans)

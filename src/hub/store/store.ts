@@ -119,6 +119,8 @@ export interface DesiredState extends DesiredStateReads {
 /** Nodes as last declared, with their drain state and when they were last heard (table `nodes`). */
 export interface NodeReads {
   get(name: string): Promise<NodeRecord | undefined>;
+  /** The nodes `names` names that the store knows, by name. */
+  named(names: Iterable<string>): Promise<Map<string, NodeRecord>>;
   /** Every node, removed ones included, by name. */
   list(): Promise<NodeRecord[]>;
   /** Why the rollouts go on around `name` now, or undefined when they wait for it. */
@@ -212,7 +214,8 @@ export interface AttemptReads {
   /** An instance's attempts (at one generation, when given), oldest first. */
   ofInstance(instanceKey: string, generation?: number): Promise<AttemptRecord[]>;
   outbox(): Promise<OutboxRow[]>;
-  outboxRow(attemptId: string): Promise<OutboxRow | undefined>;
+  /** The outbox rows of these attempts, each with its attempt, in the order given (those without a row left out). */
+  outboxRows(attemptIds: readonly string[]): Promise<{ row: OutboxRow; attempt: AttemptRecord }[]>;
   /** Attempts of `node` that are queued, dispatched or ambiguous. */
   openOfNode(node: string): Promise<AttemptRecord[]>;
   countsByStatus(): Promise<Record<string, number>>;
@@ -223,11 +226,11 @@ export interface Attempts extends AttemptReads {
   insert(attempt: AttemptRecord, bundle: string): Promise<void>;
   save(attempt: AttemptRecord): Promise<void>;
   /**
-   * Saves an attempt being handed over (status `dispatched`, its lease set) and, while it is still
+   * Saves attempts being handed over (status `dispatched`, their leases set) and, for each still
    * its intent's in-flight attempt, moves the intent's deadline to the lease's end: what a reconcile
    * of the intent would write, without one.
    */
-  saveDispatched(attempt: AttemptRecord & { leaseExpiresAt: string }): Promise<void>;
+  saveDispatched(attempts: readonly (AttemptRecord & { leaseExpiresAt: string })[]): Promise<void>;
   deleteOutbox(attemptId: string): Promise<void>;
 }
 

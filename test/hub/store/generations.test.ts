@@ -114,6 +114,35 @@ describe.each(storeKinds())("store ($name) - generations", (kind: StoreKind) => 
     });
   });
 
+  it("store - a revision of many instances records each generation and instance, whatever the count", async () => {
+    // 101 = 64 + 32 + 4 + 1: every size of multi-row statement that count takes, and one alone.
+    const { hub, store } = await openWithFirstRevision();
+    const keys = Array.from({ length: 100 }, (_, i) => `app@n${String(i).padStart(3, "0")}`);
+    await store.recordRevision({
+      branch: "main",
+      revision: revision("b"),
+      outcome: "applied",
+      generations: [generation("web@n1", 2), ...keys.map((key) => generation(key, 1))],
+      at,
+    });
+    const current = await store.currentInstances();
+    expect([...current.keys()].sort()).toEqual([...keys, "web@n1"].sort());
+    expect(current.get("web@n1")).toMatchObject({ generation: 2, hash: "sha256:web@n1-2" });
+    expect(current.get("app@n099")).toMatchObject({ generation: 1, hash: "sha256:app@n099-1" });
+    expect((await hub.desired.generationsOf(revision("b").sha)).length).toBe(101);
+    expect((await store.generation("app@n042", 1))?.spec.node).toBe("n042");
+    // The next revision goes on from each instance's own last generation.
+    await expect(
+      store.recordRevision({
+        branch: "main",
+        revision: revision("c"),
+        outcome: "applied",
+        generations: [generation("app@n000", 2), generation("app@n099", 3)],
+        at,
+      }),
+    ).rejects.toThrow(/generation 3 of app@n099 is not one above its last \(1\)/);
+  });
+
   it("store - an invalid revision moves the head but not the last good revision", async () => {
     const { store } = await openWithFirstRevision();
     const diagnostics = [

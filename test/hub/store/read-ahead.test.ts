@@ -197,10 +197,12 @@ describe.each(storeKinds())("store ($name) - reading ahead", (kind) => {
       await tx.intents.save(intent("web@a", 2, "dispatched", "A3"));
       const older = await tx.intents.olderLive("web@a", 2);
       const saved = await tx.intents.get("web@a", 2);
-      await tx.attempts.saveDispatched({
-        ...attempt("A3", "web@a", 2),
-        leaseExpiresAt: "2026-12-04T11:00:00.000Z",
-      });
+      await tx.attempts.saveDispatched([
+        {
+          ...attempt("A3", "web@a", 2),
+          leaseExpiresAt: "2026-12-04T11:00:00.000Z",
+        },
+      ]);
       await tx.observations.saveReport(report("a", "2026-12-04T10:05:00.000Z", 2), AT);
       await tx.nodes.setDraining("a", true, { by: "alice", at: AT });
       await tx.conditions.save({ ...condition("C1", "web@a"), status: "resolved", resolvedAt: AT });
@@ -255,6 +257,50 @@ describe.each(storeKinds())("store ($name) - reading ahead", (kind) => {
       failures.push((await tx.attempts.get("A2"))!.status === "dispatched" ? 0 : 1);
     });
     expect(failures).toEqual([1, 0]);
+  });
+});
+
+describe.each(storeKinds())("store ($name) - what a unit found absent", (kind) => {
+  it("store - a rollout with none held, a node with none waiting, no pause, no decision: each holds until the unit writes one", async () => {
+    const store = await kind.fresh();
+    await seeded(store);
+    const seen = await store.transaction(async (tx) => {
+      const asked = async () => ({
+        held: await tx.rollouts.anyHeld("web", "r1"),
+        heldByPause: await tx.rollouts.anyHeld("web", "r1", ["paused"]),
+        waiting: await tx.intents.keysOfNode("b", ["waiting"]),
+        paused: (await tx.conditions.findOpen("RolloutPaused", "rollout", "web@r1"))?.id,
+        decision: (await tx.rollouts.decision("web", "r1"))?.decision,
+      });
+      const before = [await asked(), await asked()];
+      // An intent saved in another status ends none of them.
+      await tx.intents.save(intent("web@b", 1, "dispatched"));
+      const unrelated = await asked();
+      await tx.intents.save({ ...intent("web@b", 1, "held"), holdReason: "paused" });
+      await tx.intents.save(intent("web@a", 1, "waiting"));
+      await tx.conditions.insert({ ...condition("P1", "web@r1", "RolloutPaused"), subjectKind: "rollout" });
+      await tx.rollouts.recordDecision({
+        assignment: "web",
+        revision: "r1",
+        decision: "pause",
+        by: "alice",
+        reason: "wait",
+        at: AT,
+      });
+      const afterHeld = {
+        held: await tx.rollouts.anyHeld("web", "r1"),
+        heldByPause: await tx.rollouts.anyHeld("web", "r1", ["paused"]),
+      };
+      await tx.intents.save(intent("web@b", 1, "waiting"));
+      return { before, unrelated, afterHeld, after: await asked() };
+    });
+    const none = { held: false, heldByPause: false, waiting: [], paused: undefined, decision: undefined };
+    expect(seen).toEqual({
+      before: [none, none],
+      unrelated: none,
+      afterHeld: { held: true, heldByPause: true },
+      after: { held: false, heldByPause: false, waiting: ["web@b"], paused: "P1", decision: "pause" },
+    });
   });
 });
 

@@ -5,7 +5,7 @@
 import type { AttemptRecord, OutboxRow } from "../../records.js";
 import type { Attempts } from "../store.js";
 import type { ReadAhead } from "./read-ahead.js";
-import { countsOf, listParam, oneOf, RecordMap, type Sql } from "./sql.js";
+import { bySize, countsOf, listParam, oneOf, RecordMap, runRows, type Sql } from "./sql.js";
 
 const ATTEMPTS = new RecordMap<AttemptRecord>([
   "id",
@@ -32,6 +32,7 @@ const OUTBOX = new RecordMap<OutboxRow>(["attemptId", "node", "bundle", "created
 
 const INSERT_ATTEMPT = ATTEMPTS.insertSql("attempts");
 const UPSERT_ATTEMPT = ATTEMPTS.upsertSql("attempts", ["id"]);
+const UPSERT_ATTEMPTS = bySize((rows) => ATTEMPTS.upsertSql("attempts", ["id"], rows));
 const INSERT_OUTBOX = OUTBOX.insertSql("outbox");
 
 export class AttemptsSql implements Attempts {
@@ -90,21 +91,43 @@ export class AttemptsSql implements Attempts {
     this.ahead?.attempts.set(attempt.id, ATTEMPTS.copy(attempt));
   }
 
-  async saveDispatched(attempt: AttemptRecord & { leaseExpiresAt: string }): Promise<void> {
-    await this.save(attempt);
-    // The intent's deadline moves by a statement of its own: what was read ahead of it goes.
-    this.ahead?.intents.delete(attempt.instanceKey);
-    await this.sql.run(
-      `UPDATE intents SET deadline_at = ?, updated_at = ?
-        WHERE instance_key = ? AND generation = ? AND last_attempt_id = ? AND status = 'dispatched'`,
-      [
-        attempt.leaseExpiresAt,
-        attempt.dispatchedAt ?? attempt.leaseExpiresAt,
-        attempt.instanceKey,
-        attempt.generation,
-        attempt.id,
-      ],
+  async saveDispatched(attempts: readonly (AttemptRecord & { leaseExpiresAt: string })[]): Promise<void> {
+    if (attempts.length === 0) return;
+    await runRows(
+      this.sql,
+      attempts.map((attempt) => ATTEMPTS.to(attempt)),
+      UPSERT_ATTEMPTS,
     );
+    // Attempts handed over together share their times: one statement per lease for their intents.
+    // An intent whose last attempt is one of them is that attempt's instance and generation.
+    const byLease = new Map<string, (AttemptRecord & { leaseExpiresAt: string })[]>();
+    for (const attempt of attempts) {
+      this.ahead?.attempts.set(attempt.id, ATTEMPTS.copy(attempt));
+      // The intent's deadline moves by a statement of its own: what was read ahead of it goes.
+      this.ahead?.intents.delete(attempt.instanceKey);
+      const lease = `${attempt.leaseExpiresAt}\0${attempt.dispatchedAt ?? attempt.leaseExpiresAt}`;
+      byLease.set(lease, [...(byLease.get(lease) ?? []), attempt]);
+    }
+    const { dialect } = this.sql;
+    for (const [lease, handed] of byLease) {
+      const [deadline, at] = lease.split("\0") as [string, string];
+      await this.sql.run(
+        `UPDATE intents SET deadline_at = ?, updated_at = ?
+          WHERE ${oneOf(dialect, "instance_key")} AND ${oneOf(dialect, "last_attempt_id")} AND status = 'dispatched'`,
+        [
+          deadline,
+          at,
+          listParam(
+            dialect,
+            handed.map((attempt) => attempt.instanceKey),
+          ),
+          listParam(
+            dialect,
+            handed.map((attempt) => attempt.id),
+          ),
+        ],
+      );
+    }
   }
 
   async outbox(): Promise<OutboxRow[]> {
@@ -113,12 +136,25 @@ export class AttemptsSql implements Attempts {
     ).map((r) => OUTBOX.from(r));
   }
 
-  async outboxRow(attemptId: string): Promise<OutboxRow | undefined> {
-    const row = await this.sql.get(
-      "SELECT attempt_id, node, bundle, created_at FROM outbox WHERE attempt_id = ?",
-      [attemptId],
-    );
-    return row ? OUTBOX.from(row) : undefined;
+  async outboxRows(attemptIds: readonly string[]): Promise<{ row: OutboxRow; attempt: AttemptRecord }[]> {
+    if (attemptIds.length === 0) return [];
+    const { dialect } = this.sql;
+    const found = new Map<string, { row: OutboxRow; attempt: AttemptRecord }>();
+    for (const row of await this.sql.all(
+      `SELECT a.*, o.node AS outbox_node, o.bundle AS outbox_bundle, o.created_at AS outbox_created_at
+         FROM outbox o JOIN attempts a ON a.id = o.attempt_id WHERE ${oneOf(dialect, "o.attempt_id")}`,
+      [listParam(dialect, attemptIds)],
+    ))
+      found.set(row.id as string, {
+        row: {
+          attemptId: row.id as string,
+          node: row.outbox_node as string,
+          bundle: row.outbox_bundle as string,
+          createdAt: row.outbox_created_at as string,
+        },
+        attempt: ATTEMPTS.from(row),
+      });
+    return attemptIds.flatMap((id) => found.get(id) ?? []);
   }
 
   async deleteOutbox(attemptId: string): Promise<void> {

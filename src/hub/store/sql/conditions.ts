@@ -97,6 +97,8 @@ export class ConditionsSql implements Conditions {
     );
     if (ahead) return { ...ahead };
     if (this.openAhead(subjectKind, subject)) return undefined;
+    const question = [type, subjectKind, subject, reason ?? "", generation ?? ""].join("\0");
+    if (this.ahead?.noneOpen.has(question)) return undefined;
     let text =
       "SELECT * FROM conditions WHERE type = ? AND subject_kind = ? AND subject = ? AND status = 'open'";
     const params: unknown[] = [type, subjectKind, subject];
@@ -109,6 +111,7 @@ export class ConditionsSql implements Conditions {
       params.push(generation);
     }
     const row = await this.sql.get(text, params);
+    if (!row) this.ahead?.noneOpen.add(question);
     return row ? CONDITIONS.from(row) : undefined;
   }
 
@@ -157,6 +160,7 @@ export class ConditionsSql implements Conditions {
   /** A condition was written: what was read ahead of its subject's is read again. */
   private changed(condition: ConditionRecord): void {
     if (condition.subjectKind === "instance") this.ahead?.openConditions.delete(condition.subject);
+    this.ahead?.noneOpen.clear();
   }
 
   async appendEvent(event: ConditionEvent): Promise<void> {

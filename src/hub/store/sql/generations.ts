@@ -18,7 +18,7 @@ import type {
   SyncEventKind,
   SyncState,
 } from "../../../repo/store.js";
-import { nul, RecordMap, type Row, type Sql } from "./sql.js";
+import { bySize, listParam, marks, nul, oneOf, RecordMap, type Row, runRows, type Sql } from "./sql.js";
 
 /** A write that would break the generation rules (a lowered or reused generation): nothing was written. */
 export class GenerationConflictError extends StewardError {
@@ -90,7 +90,17 @@ const GENERATIONS = new RecordMap<GenerationRecord>([
   "createdAt",
 ]);
 
-const INSERT_GENERATION = GENERATIONS.insertSql("generations");
+const INSERT_GENERATIONS = bySize((rows) => GENERATIONS.insertSql("generations", rows));
+
+/** An instance's current generation, `rows` instances at a time. */
+const UPSERT_INSTANCES = bySize(
+  (
+    rows,
+  ) => `INSERT INTO instances (instance_key, assignment, node, generation, hash, revision, retired_at, retired_by)
+     VALUES ${Array.from({ length: rows }, () => `(${marks(6)}, NULL, NULL)`).join(", ")}
+     ON CONFLICT (instance_key) DO UPDATE SET generation = excluded.generation, hash = excluded.hash,
+       revision = excluded.revision, retired_at = NULL, retired_by = NULL`,
+);
 
 const INSERT_REVISION = `INSERT INTO revisions (sha, seq, branch, author_name, author_email, message, committed_at, synced_at, outcome, diagnostics, changed_assignments, superseded_by)
   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
@@ -194,32 +204,47 @@ export class SqlGenerationStore implements GenerationStore {
         ],
       );
       if (change.outcome === "applied") {
-        for (const next of change.generations ?? []) {
-          const last = Number(
-            (
-              await sql.get(
-                "SELECT coalesce(max(generation), 0) AS generation FROM generations WHERE instance_key = ?",
-                [next.instanceKey],
-              )
-            )?.generation ?? 0,
-          );
-          if (next.generation !== last + 1)
+        const generations = change.generations ?? [];
+        // Each generation is one above the instance's last: all of them checked in one query.
+        const last = new Map<string, number>();
+        if (generations.length > 0)
+          for (const row of await sql.all(
+            `SELECT instance_key, max(generation) AS generation FROM generations
+              WHERE ${oneOf(sql.dialect, "instance_key")} GROUP BY instance_key`,
+            [
+              listParam(
+                sql.dialect,
+                generations.map((next) => next.instanceKey),
+              ),
+            ],
+          ))
+            last.set(row.instance_key as string, Number(row.generation));
+        for (const next of generations) {
+          const before = last.get(next.instanceKey) ?? 0;
+          if (next.generation !== before + 1)
             throw new GenerationConflictError(
-              `generation ${next.generation} of ${next.instanceKey} is not one above its last (${last}): another syncer wrote first; sync again`,
-              { instanceKey: next.instanceKey, generation: next.generation, last },
+              `generation ${next.generation} of ${next.instanceKey} is not one above its last (${before}): another syncer wrote first; sync again`,
+              { instanceKey: next.instanceKey, generation: next.generation, last: before },
             );
-          await sql.run(
-            INSERT_GENERATION,
-            GENERATIONS.to({ ...next, revision: change.revision.sha, createdAt: at }),
-          );
-          await sql.run(
-            `INSERT INTO instances (instance_key, assignment, node, generation, hash, revision, retired_at, retired_by)
-             VALUES (?, ?, ?, ?, ?, ?, NULL, NULL)
-             ON CONFLICT (instance_key) DO UPDATE SET generation = excluded.generation, hash = excluded.hash,
-               revision = excluded.revision, retired_at = NULL, retired_by = NULL`,
-            [next.instanceKey, next.assignment, next.node, next.generation, next.hash, change.revision.sha],
-          );
         }
+        const sha = change.revision.sha;
+        await runRows(
+          sql,
+          generations.map((next) => GENERATIONS.to({ ...next, revision: sha, createdAt: at })),
+          INSERT_GENERATIONS,
+        );
+        await runRows(
+          sql,
+          generations.map((next) => [
+            next.instanceKey,
+            next.assignment,
+            next.node,
+            next.generation,
+            next.hash,
+            sha,
+          ]),
+          UPSERT_INSTANCES,
+        );
         for (const key of change.retired ?? [])
           await sql.run(
             "UPDATE instances SET retired_at = ?, retired_by = ? WHERE instance_key = ? AND retired_at IS NULL",

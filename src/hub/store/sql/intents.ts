@@ -5,7 +5,7 @@
  */
 import type { IntentRecord, IntentStatus } from "../../records.js";
 import type { Intents } from "../store.js";
-import type { ReadAhead } from "./read-ahead.js";
+import { type ReadAhead, rolloutOf } from "./read-ahead.js";
 import { countsOf, listParam, marks, oneOf, RecordMap, type Sql } from "./sql.js";
 
 export const INTENTS = new RecordMap<IntentRecord>([
@@ -111,7 +111,12 @@ export class IntentsSql implements Intents {
 
   async save(intent: IntentRecord): Promise<void> {
     await this.sql.run(UPSERT_INTENT, INTENTS.to(intent));
-    this.ahead?.intents.get(intent.instanceKey)?.byGeneration.set(intent.generation, INTENTS.copy(intent));
+    if (!this.ahead) return;
+    this.ahead.intents.get(intent.instanceKey)?.byGeneration.set(intent.generation, INTENTS.copy(intent));
+    // What the unit found absent may be there now.
+    if (intent.status === "held") this.ahead.noneHeld.delete(rolloutOf(intent.assignment, intent.revision));
+    const none = this.ahead.noneOfNode.get(intent.node);
+    if (none) for (const [text, statuses] of none) if (statuses.includes(intent.status)) none.delete(text);
   }
 
   /** Another statement changed `key`'s intents: what was read ahead of them is read again. */
@@ -136,12 +141,20 @@ export class IntentsSql implements Intents {
   }
 
   async keysOfNode(node: string, statuses: readonly IntentStatus[]): Promise<string[]> {
-    return (
+    const text = statuses.join(",");
+    if (this.ahead?.noneOfNode.get(node)?.has(text)) return [];
+    const keys = (
       await this.sql.all(
         `SELECT instance_key FROM intents WHERE node = ? AND status IN (${marks(statuses.length)}) ORDER BY instance_key`,
         [node, ...statuses],
       )
     ).map((r) => r.instance_key as string);
+    if (keys.length === 0 && this.ahead) {
+      const none = this.ahead.noneOfNode.get(node) ?? new Map<string, readonly IntentStatus[]>();
+      none.set(text, [...statuses]);
+      this.ahead.noneOfNode.set(node, none);
+    }
+    return keys;
   }
 
   async countsByStatus(): Promise<Record<string, number>> {

@@ -65,6 +65,18 @@ export class NodesSql implements Nodes {
     return row ? NODES.from(row) : undefined;
   }
 
+  async named(names: Iterable<string>): Promise<Map<string, NodeRecord>> {
+    const wanted = [...new Set(names)];
+    const found = new Map<string, NodeRecord>();
+    if (wanted.length === 0) return found;
+    const { dialect } = this.sql;
+    for (const row of await this.sql.all(`SELECT * FROM nodes WHERE ${oneOf(dialect, "name")}`, [
+      listParam(dialect, wanted),
+    ]))
+      found.set(row.name as string, NODES.from(row));
+    return found;
+  }
+
   async list(): Promise<NodeRecord[]> {
     return (await this.sql.all("SELECT * FROM nodes ORDER BY name")).map((r) => NODES.from(r));
   }

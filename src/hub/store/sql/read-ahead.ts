@@ -14,9 +14,14 @@ import type {
   ConditionRecord,
   DesiredInstance,
   IntentRecord,
+  IntentStatus,
   NodeRecord,
   Observation,
+  RolloutDecisionRecord,
 } from "../../records.js";
+
+/** A rollout as the unit's maps name it. */
+export const rolloutOf = (assignment: string, revision: string) => `${assignment}\0${revision}`;
 
 /** An instance's intents as read ahead: its current generation's and every live one, by generation. */
 export interface IntentsAhead {
@@ -39,6 +44,17 @@ export class ReadAhead {
   /** By instance key: its open conditions, oldest first. */
   readonly openConditions = new Map<string, ConditionRecord[]>();
 
+  // What the unit found, asked once per rollout or node rather than once per instance: a batch's
+  // instances share a few rollouts and nodes. Absences are kept until a write could end them.
+  /** By rollout (`assignment\0revision`): the operator's decision in force; null: none. */
+  readonly decisions = new Map<string, RolloutDecisionRecord | null>();
+  /** Rollouts (`assignment\0revision`) with no intent held for a rollout reason. */
+  readonly noneHeld = new Set<string>();
+  /** `findOpen` questions about a subject other than an instance that found no open condition. */
+  readonly noneOpen = new Set<string>();
+  /** By node: the status lists (by their text) of which it has no intent. */
+  readonly noneOfNode = new Map<string, Map<string, readonly IntentStatus[]>>();
+
   /** A step rolled back: what was read ahead may be behind or ahead of the database now. */
   clear(): void {
     this.desired.clear();
@@ -48,5 +64,9 @@ export class ReadAhead {
     this.reports.clear();
     this.observations.clear();
     this.openConditions.clear();
+    this.decisions.clear();
+    this.noneHeld.clear();
+    this.noneOpen.clear();
+    this.noneOfNode.clear();
   }
 }

@@ -13,13 +13,15 @@ import type {
 import type { Rollouts } from "../store.js";
 import { INTENTS } from "./intents.js";
 import { SKIP_REASON, SKIPPED_NODES } from "./nodes.js";
+import { type ReadAhead, rolloutOf } from "./read-ahead.js";
 import { defined, marks, nul, type Row, type Sql } from "./sql.js";
 
 /** Intent statuses that hold one of a rollout's in-flight slots. */
 const IN_FLIGHT = "'dispatched', 'verifying', 'ambiguous', 'backoff'";
 
 /** The hold reasons that are the rollout's (a freed slot or a resume may release them). */
-const ROLLOUT_HOLDS = "'canary', 'batch', 'paused', 'paused-by-operator'";
+const ROLLOUT_HOLD_REASONS: readonly HoldReason[] = ["canary", "batch", "paused", "paused-by-operator"];
+const ROLLOUT_HOLDS = ROLLOUT_HOLD_REASONS.map((reason) => `'${reason}'`).join(", ");
 
 /** Failures not on a skipped node, nor accepted by a resume. */
 const COUNTED_FAILURES = `FROM intents i LEFT JOIN nodes n ON n.name = i.node
@@ -46,7 +48,11 @@ function decisionFrom(row: Row): RolloutDecisionRecord {
 const count = (row: Row | undefined) => Number(row?.n ?? 0);
 
 export class RolloutsSql implements Rollouts {
-  constructor(private readonly sql: Sql) {}
+  constructor(
+    private readonly sql: Sql,
+    /** In a unit of work: what it found (read-ahead.ts). */
+    private readonly ahead?: ReadAhead,
+  ) {}
 
   async nodes(assignment: string, revision: string, limit?: number): Promise<string[]> {
     const text =
@@ -155,27 +161,39 @@ export class RolloutsSql implements Rollouts {
   }
 
   async anyHeld(assignment: string, revision: string, reasons?: readonly HoldReason[]): Promise<boolean> {
+    // None held for any of the rollout's reasons is none held for some of them, until an intent of
+    // the rollout is saved held (intents.ts).
+    const rollout = rolloutOf(assignment, revision);
+    const ofRollout = reasons === undefined || reasons.every((r) => ROLLOUT_HOLD_REASONS.includes(r));
+    if (ofRollout && this.ahead?.noneHeld.has(rollout)) return false;
     const wanted = reasons ? marks(reasons.length) : ROLLOUT_HOLDS;
-    return (
+    const held =
       (await this.sql.get(
         `SELECT 1 AS held FROM intents WHERE assignment = ? AND revision = ? AND status = 'held'
            AND hold_reason IN (${wanted}) LIMIT 1`,
         [assignment, revision, ...(reasons ?? [])],
-      )) !== undefined
-    );
+      )) !== undefined;
+    if (!held && reasons === undefined) this.ahead?.noneHeld.add(rollout);
+    return held;
   }
 
   async decision(assignment: string, revision: string): Promise<RolloutDecisionRecord | undefined> {
+    const rollout = rolloutOf(assignment, revision);
+    const known = this.ahead?.decisions.get(rollout);
+    if (known !== undefined) return known === null ? undefined : { ...known };
     const row = await this.sql.get(
       "SELECT * FROM rollout_decisions WHERE assignment = ? AND revision = ? ORDER BY seq DESC LIMIT 1",
       [assignment, revision],
     );
-    return row ? decisionFrom(row) : undefined;
+    const decision = row ? decisionFrom(row) : undefined;
+    this.ahead?.decisions.set(rollout, decision ?? null);
+    return decision;
   }
 
   async recordDecision(
     decision: Omit<RolloutDecisionRecord, "seq" | "accepted">,
   ): Promise<RolloutDecisionRecord> {
+    this.ahead?.decisions.delete(rolloutOf(decision.assignment, decision.revision));
     const inserted = await this.sql.get(
       `INSERT INTO rollout_decisions (assignment, revision, decision, decided_by, reason, decided_at, task_id)
        VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING seq`,

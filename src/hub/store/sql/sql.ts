@@ -96,17 +96,19 @@ export class RecordMap<T extends object> {
     return values;
   }
 
-  insertSql(table: string): string {
-    return `INSERT INTO ${table} (${this.columns.join(", ")}) VALUES (${this.columns.map(() => "?").join(", ")})`;
+  /** An insert of `rows` rows (one by default). */
+  insertSql(table: string, rows = 1): string {
+    const row = `(${marks(this.columns.length)})`;
+    return `INSERT INTO ${table} (${this.columns.join(", ")}) VALUES ${Array.from({ length: rows }, () => row).join(", ")}`;
   }
 
-  /** An upsert of every column on conflict with `key`. */
-  upsertSql(table: string, key: readonly string[]): string {
+  /** An upsert of every column on conflict with `key`, of `rows` rows (one by default). */
+  upsertSql(table: string, key: readonly string[], rows = 1): string {
     const updates = this.columns
       .filter((c) => !key.includes(c))
       .map((c) => `${c} = excluded.${c}`)
       .join(", ");
-    return `${this.insertSql(table)} ON CONFLICT (${key.join(", ")}) DO UPDATE SET ${updates}`;
+    return `${this.insertSql(table, rows)} ON CONFLICT (${key.join(", ")}) DO UPDATE SET ${updates}`;
   }
 }
 
@@ -140,4 +142,38 @@ export function oneOf(dialect: Dialect, column: string): string {
 /** The parameter `oneOf` binds: an array on PostgreSQL, its JSON text on SQLite. */
 export function listParam(dialect: Dialect, values: readonly string[]): unknown {
   return dialect === "postgres" ? values : JSON.stringify(values);
+}
+
+/** Rows per statement of a multi-row write: powers of two, so a write has at most seven texts. */
+const CHUNKS = [64, 32, 16, 8, 4, 2, 1];
+
+/**
+ * Writes `rows` (each a row's values) with statements of several rows each, `text(n)` being the
+ * statement of n rows: a round trip per 64 rows rather than per row, and at most seven texts to
+ * prepare. `text` is asked once per size (keep what it builds).
+ */
+export async function runRows(
+  sql: Sql,
+  rows: readonly (readonly unknown[])[],
+  text: (rows: number) => string,
+): Promise<void> {
+  let at = 0;
+  for (const size of CHUNKS)
+    while (rows.length - at >= size) {
+      await sql.run(text(size), rows.slice(at, at + size).flat());
+      at += size;
+    }
+}
+
+/** `build(n)`, built once per n. */
+export function bySize(build: (rows: number) => string): (rows: number) => string {
+  const built = new Map<number, string>();
+  return (rows) => {
+    let text = built.get(rows);
+    if (text === undefined) {
+      text = build(rows);
+      built.set(rows, text);
+    }
+    return text;
+  };
 }

@@ -43,7 +43,7 @@ class Ports {
     this.desired = new DesiredStateSql(sql, caches, ahead);
     this.nodes = new NodesSql(sql, ahead);
     this.intents = new IntentsSql(sql, ahead);
-    this.rollouts = new RolloutsSql(sql);
+    this.rollouts = new RolloutsSql(sql, ahead);
     this.attempts = new AttemptsSql(sql, ahead);
     this.observations = new ObservationsSql(sql, caches, ahead);
     this.conditions = new ConditionsSql(sql, conditionWritten, ahead);
