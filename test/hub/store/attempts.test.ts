@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import type { AttemptRecord, IntentRecord } from "../../../src/hub/records.js";
-import { storeKinds } from "./stores.js";
+import { intentOf, storeKinds } from "./stores.js";
 
 const AT = "2026-12-04T10:00:00.000Z";
 const LEASE = "2026-12-04T10:05:00.000Z";
@@ -23,21 +23,7 @@ function attempt(n: number): AttemptRecord {
 }
 
 function intent(n: number, status: IntentRecord["status"], lastAttemptId: string): IntentRecord {
-  return {
-    instanceKey: `web@n${n}`,
-    generation: 1,
-    assignment: "web",
-    node: `n${n}`,
-    revision: "r1",
-    hash: "h",
-    state: "running",
-    status,
-    failures: 0,
-    everConverged: false,
-    createdAt: AT,
-    updatedAt: AT,
-    lastAttemptId,
-  };
+  return intentOf(`web@n${n}`, { status, lastAttemptId, createdAt: AT, updatedAt: AT });
 }
 
 describe.each(storeKinds())("store ($name) - attempts handed over", (kind) => {

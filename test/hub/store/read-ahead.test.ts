@@ -13,7 +13,7 @@ import type { Sql } from "../../../src/hub/store/sql/sql.js";
 import { SqliteStore } from "../../../src/hub/store/sqlite.js";
 import { StepsRerun, type Store, type StoreReads } from "../../../src/hub/store/store.js";
 import type { Report } from "../../../src/model/generated.js";
-import { generation, storeKinds } from "./stores.js";
+import { generation, intentOf, storeKinds } from "./stores.js";
 
 const AT = "2026-12-04T10:00:00.000Z";
 const KEYS = ["web@a", "web@b", "db@a", "gone@a"];
@@ -24,22 +24,16 @@ function intent(
   status: IntentRecord["status"],
   last?: string,
 ): IntentRecord {
-  const [assignment, node] = key.split("@") as [string, string];
-  return {
-    instanceKey: key,
+  return intentOf(key, {
     generation,
-    assignment,
-    node,
     revision: `r${generation}`,
     hash: `sha256:${key}-${generation}`,
-    state: "running",
     status,
     failures: 1,
-    everConverged: false,
     createdAt: AT,
     updatedAt: AT,
     ...(last ? { lastAttemptId: last } : {}),
-  };
+  });
 }
 
 function attempt(id: string, key: string, generation: number): AttemptRecord {
@@ -271,12 +265,20 @@ describe.each(storeKinds())("store ($name) - what a unit found absent", (kind) =
         waiting: await tx.intents.keysOfNode("b", ["waiting"]),
         paused: (await tx.conditions.findOpen("RolloutPaused", "rollout", "web@r1"))?.id,
         decision: (await tx.rollouts.decision("web", "r1"))?.decision,
+        failed: await tx.rollouts.countFailed("web", "r1"),
       });
       const before = [await asked(), await asked()];
       // An intent saved in another status ends none of them.
       await tx.intents.save(intent("web@b", 1, "dispatched"));
       const unrelated = await asked();
       await tx.intents.save({ ...intent("web@b", 1, "held"), holdReason: "paused" });
+      await tx.intents.save(intent("web@a", 1, "stuck"));
+      const afterStuck = await tx.rollouts.countFailed("web", "r1");
+      // A failure on a drained node does not count, and counts again once the drain ends.
+      await tx.nodes.setDraining("a", true, { by: "alice", at: AT });
+      const afterDrain = await tx.rollouts.countFailed("web", "r1");
+      await tx.nodes.setDraining("a", false, { by: "alice", at: AT });
+      const afterUndrain = await tx.rollouts.countFailed("web", "r1");
       await tx.intents.save(intent("web@a", 1, "waiting"));
       await tx.conditions.insert({ ...condition("P1", "web@r1", "RolloutPaused"), subjectKind: "rollout" });
       await tx.rollouts.recordDecision({
@@ -292,14 +294,31 @@ describe.each(storeKinds())("store ($name) - what a unit found absent", (kind) =
         heldByPause: await tx.rollouts.anyHeld("web", "r1", ["paused"]),
       };
       await tx.intents.save(intent("web@b", 1, "waiting"));
-      return { before, unrelated, afterHeld, after: await asked() };
+      return { before, unrelated, afterHeld, afterStuck, afterDrain, afterUndrain, after: await asked() };
     });
-    const none = { held: false, heldByPause: false, waiting: [], paused: undefined, decision: undefined };
+    const none = {
+      held: false,
+      heldByPause: false,
+      waiting: [],
+      paused: undefined,
+      decision: undefined,
+      failed: 0,
+    };
     expect(seen).toEqual({
       before: [none, none],
       unrelated: none,
       afterHeld: { held: true, heldByPause: true },
-      after: { held: false, heldByPause: false, waiting: ["web@b"], paused: "P1", decision: "pause" },
+      afterStuck: 1,
+      afterDrain: 0,
+      afterUndrain: 1,
+      after: {
+        held: false,
+        heldByPause: false,
+        waiting: ["web@b"],
+        paused: "P1",
+        decision: "pause",
+        failed: 0,
+      },
     });
   });
 });

@@ -12,7 +12,7 @@ import { Replica, shardOwner } from "../../../src/hub/replicas/replica.js";
 import { FencedError } from "../../../src/hub/store/store.js";
 import { SHARDS, shardOf } from "../../../src/model/shards.js";
 import { eventually as eventuallyOr } from "../helpers/process.js";
-import { type StoreKind, storeKinds } from "./stores.js";
+import { intentOf, type StoreKind, storeKinds } from "./stores.js";
 
 /** A clock the test moves; timers never fire on their own (renewals are driven by hand). */
 function manualClock(start: number): Clock & { advance(ms: number): void } {
@@ -27,21 +27,7 @@ function manualClock(start: number): Clock & { advance(ms: number): void } {
 }
 
 function intent(node: string): IntentRecord {
-  const at = "2026-12-01T10:00:00.000Z";
-  return {
-    instanceKey: `app@${node}`,
-    generation: 1,
-    assignment: "app",
-    node,
-    revision: "r1",
-    hash: "h",
-    state: "running",
-    status: "pending",
-    failures: 0,
-    everConverged: false,
-    createdAt: at,
-    updatedAt: at,
-  };
+  return intentOf(`app@${node}`);
 }
 
 /** A node name in each shard `replica` should hold among `replicas`. */

@@ -4,9 +4,9 @@
  * failures an operator's resume accepted.
  */
 import { describe, expect, it } from "vitest";
-import type { ConditionRecord, IntentRecord, IntentStatus, SkipReason } from "../../../src/hub/records.js";
+import type { ConditionRecord, IntentStatus, SkipReason } from "../../../src/hub/records.js";
 import type { Store, UnitOfWork } from "../../../src/hub/store/store.js";
-import { type StoreKind, storeKinds } from "./stores.js";
+import { intentOf, type StoreKind, storeKinds } from "./stores.js";
 
 const AT = "2026-11-30T10:00:00.000Z";
 
@@ -15,21 +15,7 @@ async function storeWith(kind: StoreKind, members: Record<string, IntentStatus>)
   await store.transaction(async (tx) => {
     for (const [node, status] of Object.entries(members)) {
       await tx.nodes.upsert({ name: node, transport: "local", spec: {} as never, revision: "r1" });
-      const intent: IntentRecord = {
-        instanceKey: `web@${node}`,
-        generation: 1,
-        assignment: "web",
-        node,
-        revision: "r1",
-        hash: "h",
-        state: "running",
-        status,
-        failures: 0,
-        everConverged: false,
-        createdAt: AT,
-        updatedAt: AT,
-      };
-      await tx.intents.save(intent);
+      await tx.intents.save(intentOf(`web@${node}`, { status }));
     }
   });
   return store;

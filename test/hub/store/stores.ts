@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { afterAll, onTestFinished } from "vitest";
+import type { IntentRecord } from "../../../src/hub/records.js";
 import { PostgresStore } from "../../../src/hub/store/postgres.js";
 import { SqliteStore } from "../../../src/hub/store/sqlite.js";
 import type { Store } from "../../../src/hub/store/store.js";
@@ -135,3 +136,23 @@ export const generation = (key: string, n: number, hash = `sha256:${key}-${n}`):
     budget: { attempts: 5, withinMs: 1000 },
   };
 };
+
+/** An intent of instance `key` at generation 1 of revision r1, with `fields` over it. */
+export function intentOf(key: string, fields: Partial<IntentRecord> = {}): IntentRecord {
+  const [assignment, node] = key.split("@") as [string, string];
+  return {
+    instanceKey: key,
+    generation: 1,
+    assignment,
+    node,
+    revision: "r1",
+    hash: "h",
+    state: "running",
+    status: "pending",
+    failures: 0,
+    everConverged: false,
+    createdAt: "2026-11-30T10:00:00.000Z",
+    updatedAt: "2026-11-30T10:00:00.000Z",
+    ...fields,
+  };
+}

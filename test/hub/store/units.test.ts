@@ -7,26 +7,12 @@
 import { describe, expect, it } from "vitest";
 import type { ConditionRecord, IntentRecord } from "../../../src/hub/records.js";
 import { StepsRerun } from "../../../src/hub/store/store.js";
-import { storeKinds } from "./stores.js";
+import { intentOf, storeKinds } from "./stores.js";
 
 const AT = "2026-11-30T10:00:00.000Z";
 
 function intent(key: string, failures = 0): IntentRecord {
-  const [assignment, node] = key.split("@") as [string, string];
-  return {
-    instanceKey: key,
-    generation: 1,
-    assignment,
-    node,
-    revision: "r1",
-    hash: "h",
-    state: "running",
-    status: "pending",
-    failures,
-    everConverged: false,
-    createdAt: AT,
-    updatedAt: AT,
-  };
+  return intentOf(key, { failures, createdAt: AT, updatedAt: AT });
 }
 
 function condition(id: string): ConditionRecord {

@@ -161,6 +161,8 @@ export class ConditionsSql implements Conditions {
   private changed(condition: ConditionRecord): void {
     if (condition.subjectKind === "instance") this.ahead?.openConditions.delete(condition.subject);
     this.ahead?.noneOpen.clear();
+    // A node's silence or transport changes which failures count.
+    if (condition.subjectKind === "node") this.ahead?.noneFailed.clear();
   }
 
   async appendEvent(event: ConditionEvent): Promise<void> {

@@ -115,6 +115,8 @@ export class IntentsSql implements Intents {
     this.ahead.intents.get(intent.instanceKey)?.byGeneration.set(intent.generation, INTENTS.copy(intent));
     // What the unit found absent may be there now.
     if (intent.status === "held") this.ahead.noneHeld.delete(rolloutOf(intent.assignment, intent.revision));
+    if (intent.status === "blocked" || intent.status === "stuck")
+      this.ahead.noneFailed.delete(rolloutOf(intent.assignment, intent.revision));
     const none = this.ahead.noneOfNode.get(intent.node);
     if (none) for (const [text, statuses] of none) if (statuses.includes(intent.status)) none.delete(text);
   }

@@ -88,6 +88,7 @@ export class NodesSql implements Nodes {
 
   async upsert(node: Pick<NodeRecord, "name" | "transport" | "spec" | "revision">): Promise<void> {
     this.ahead?.nodes.delete(node.name);
+    this.ahead?.noneFailed.clear();
     await this.sql.run(
       `INSERT INTO nodes (name, transport, spec, revision) VALUES (?, ?, ?, ?)
        ON CONFLICT (name) DO UPDATE SET transport = excluded.transport, spec = excluded.spec,
@@ -98,6 +99,7 @@ export class NodesSql implements Nodes {
 
   async markRemoved(declared: readonly string[], at: string): Promise<void> {
     this.ahead?.nodes.clear();
+    this.ahead?.noneFailed.clear();
     const keep = new Set(declared);
     for (const row of await this.sql.all("SELECT name FROM nodes WHERE removed_at IS NULL"))
       if (!keep.has(row.name as string))
@@ -109,7 +111,9 @@ export class NodesSql implements Nodes {
     draining: boolean,
     detail: { by: string; reason?: string; at: string },
   ): Promise<boolean> {
+    // A node drained or back: which failures count changes.
     this.ahead?.nodes.delete(name);
+    this.ahead?.noneFailed.clear();
     const changes = await this.sql.run(
       "UPDATE nodes SET draining = ?, drain_reason = ?, drained_at = ?, drained_by = ? WHERE name = ?",
       [

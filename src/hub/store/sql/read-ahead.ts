@@ -50,6 +50,8 @@ export class ReadAhead {
   readonly decisions = new Map<string, RolloutDecisionRecord | null>();
   /** Rollouts (`assignment\0revision`) with no intent held for a rollout reason. */
   readonly noneHeld = new Set<string>();
+  /** Rollouts with no failure that counts against maxFailures. */
+  readonly noneFailed = new Set<string>();
   /** `findOpen` questions about a subject other than an instance that found no open condition. */
   readonly noneOpen = new Set<string>();
   /** By node: the status lists (by their text) of which it has no intent. */
@@ -66,6 +68,7 @@ export class ReadAhead {
     this.openConditions.clear();
     this.decisions.clear();
     this.noneHeld.clear();
+    this.noneFailed.clear();
     this.noneOpen.clear();
     this.noneOfNode.clear();
   }

@@ -95,8 +95,16 @@ export class RolloutsSql implements Rollouts {
   }
 
   async countFailed(assignment: string, revision: string): Promise<number> {
+    // None failed stays so until an intent of the rollout is saved failed (intents.ts), or a node's
+    // drain or conditions change which nodes are skipped (nodes.ts, conditions.ts).
+    const rollout = rolloutOf(assignment, revision);
+    if (this.ahead?.noneFailed.has(rollout)) return 0;
     // Failures are few: each row's node and acceptance is looked up.
-    return count(await this.sql.get(`SELECT count(*) AS n ${COUNTED_FAILURES}`, [assignment, revision]));
+    const failed = count(
+      await this.sql.get(`SELECT count(*) AS n ${COUNTED_FAILURES}`, [assignment, revision]),
+    );
+    if (failed === 0) this.ahead?.noneFailed.add(rollout);
+    return failed;
   }
 
   async countStarted(assignment: string, revision: string): Promise<number> {
