@@ -77,6 +77,12 @@ export class Replica implements Fencing {
   private cancel: (() => void) | undefined;
   private cancelWatch: (() => void) | undefined;
   private ticking: Promise<void> | undefined;
+  /**
+   * The listeners' work on the changes so far, one change after another, beside the renewals:
+   * taking over thousands of nodes takes longer than a lease, and a replica whose renewals waited
+   * for it lost the very nodes it was taking over (and the other replica took them back, and so on).
+   */
+  private acting: Promise<void> = Promise.resolve();
   private stopped = false;
   private readonly listeners = new Set<(change: LeaseChange) => void | Promise<void>>();
   /** Nodes per shard, as last counted (for the replica row and /healthz). */
@@ -155,6 +161,7 @@ export class Replica implements Fencing {
     for (let tries = 1; ; tries++) {
       try {
         await this.renewNow();
+        await this.acting;
         break;
       } catch (error) {
         if (tries >= 10) throw error;
@@ -218,12 +225,13 @@ export class Replica implements Fencing {
     // again, so whoever stopped syncing on the lapse starts again.
     const wasLeader = this.leader;
     const owners = new Map<number, string>();
-    // Who held each shard last, run out or not: a shard taken from another replica (gone, paused or
-    // giving it up) is a takeover, whose attempts in flight are that replica's.
-    for (const lease of await store.replicas.leases())
-      if (lease.name.startsWith("shard:")) owners.set(Number(lease.name.slice(6)), lease.holder);
     const session = store.session();
     const outcome = await store.leaseTransaction(async (tx) => {
+      // Who held each shard last, run out or not: a shard taken from another replica (gone, paused
+      // or giving it up) is a takeover, whose attempts in flight are that replica's.
+      owners.clear();
+      for (const lease of await tx.replicas.leases())
+        if (lease.name.startsWith("shard:")) owners.set(Number(lease.name.slice(6)), lease.holder);
       await tx.replicas.heartbeat({
         id: this.holder,
         ...(this.address ? { address: this.address } : {}),
@@ -293,7 +301,13 @@ export class Replica implements Fencing {
       this.holder,
       this.held.size,
     );
-    for (const listener of this.listeners) await listener(change);
+    this.acting = this.acting
+      .then(async () => {
+        for (const listener of this.listeners) await listener(change);
+      })
+      .catch((error: unknown) =>
+        this.options.log.warn({ err: error }, "acting on a change of this replica's leases failed"),
+      );
   }
 
   /** What this replica holds, for /healthz, /metrics and its row. */
@@ -321,6 +335,7 @@ export class Replica implements Fencing {
     this.cancel?.();
     this.cancelWatch?.();
     await this.ticking?.catch(() => undefined);
+    await this.acting;
     this.held.clear();
     this.syncToken = undefined;
     await this.options.store.leaseTransaction((tx) => tx.replicas.remove(this.holder)).catch(() => undefined);

@@ -141,6 +141,11 @@ export class PostgresStore extends SqlStore {
 
   private constructor(
     private readonly pool: pg.Pool,
+    /**
+     * The replicas' lease units' own connections: a renewal never waits for a connection behind the
+     * committed reads queued on the pool (a replica taking over thousands of nodes queues thousands).
+     */
+    private readonly leasePool: pg.Pool,
     location: string,
     private readonly statements: Statements,
     private readonly url: string,
@@ -181,13 +186,17 @@ export class PostgresStore extends SqlStore {
     migrations: readonly Migration[] = POSTGRES_MIGRATIONS,
   ): Promise<PostgresStore> {
     const location = withoutPassword(options.url);
-    const pool = new pg.Pool({
-      connectionString: options.url,
-      max: options.connections ?? 8,
-      idle_in_transaction_session_timeout: IDLE_IN_UNIT_MS,
-    });
-    // An idle connection the server closed (a restart) is an error on the pool: the next query reconnects.
-    pool.on("error", () => undefined);
+    const poolOf = (max: number) => {
+      const pool = new pg.Pool({
+        connectionString: options.url,
+        max,
+        idle_in_transaction_session_timeout: IDLE_IN_UNIT_MS,
+      });
+      // An idle connection the server closed (a restart) is an error on the pool: the next query reconnects.
+      pool.on("error", () => undefined);
+      return pool;
+    };
+    const pool = poolOf(options.connections ?? 8);
     try {
       await migrate(pool, migrations);
     } catch (error) {
@@ -197,7 +206,7 @@ export class PostgresStore extends SqlStore {
         cause: error,
       });
     }
-    return new PostgresStore(pool, location, new Statements(), options.url);
+    return new PostgresStore(pool, poolOf(2), location, new Statements(), options.url);
   }
 
   protected unit<T>(work: (sql: Sql) => Promise<T>): Promise<T> {
@@ -206,7 +215,7 @@ export class PostgresStore extends SqlStore {
 
   /** On a connection of its own, at once: the replicas' leases (leaseTransaction). */
   protected override unitBeside<T>(work: (sql: Sql) => Promise<T>): Promise<T> {
-    return this.retried(work);
+    return this.retried(work, this.leasePool);
   }
 
   /**
@@ -214,10 +223,10 @@ export class PostgresStore extends SqlStore {
    * what is committed now, a few times, as PostgreSQL advises for repeatable read. One refused
    * for a statement prepared before a schema change runs again with its statements prepared anew.
    */
-  private async retried<T>(work: (sql: Sql) => Promise<T>): Promise<T> {
+  private async retried<T>(work: (sql: Sql) => Promise<T>, pool = this.pool): Promise<T> {
     for (let tries = 1; ; tries++) {
       try {
-        return await this.unitNow(work);
+        return await this.unitNow(work, pool);
       } catch (error) {
         const code = (error as { code?: string }).code;
         if (outdatedPlan(error) && tries < RETRIES) {
@@ -230,8 +239,8 @@ export class PostgresStore extends SqlStore {
     }
   }
 
-  private async unitNow<T>(work: (sql: Sql) => Promise<T>): Promise<T> {
-    const client = await this.pool.connect();
+  private async unitNow<T>(work: (sql: Sql) => Promise<T>, pool: pg.Pool): Promise<T> {
+    const client = await pool.connect();
     let broken = false;
     try {
       await client.query("BEGIN ISOLATION LEVEL REPEATABLE READ");
@@ -293,6 +302,7 @@ export class PostgresStore extends SqlStore {
     await this.settled();
     await this.listener?.end().catch(() => undefined);
     await this.pool.end();
+    await this.leasePool.end();
   }
 }
 

@@ -142,6 +142,37 @@ describe.each(storeKinds())("store ($name) - replica leases and fencing", (kind)
 });
 
 describe.each(storeKinds())("store ($name) - a replica whose process died", (kind) => {
+  it("store - a replica goes on renewing while a change of its leases is still being acted on", async () => {
+    const { a, b } = await twoReplicas(kind);
+    await a.start();
+    await b.start();
+    let release!: () => void;
+    const blocked = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const seen: number[] = [];
+    // Taking over thousands of nodes takes longer than a lease: here, until the test says.
+    a.onChange(async (change) => {
+      seen.push(change.lost.length);
+      await blocked;
+    });
+    const within = (promise: Promise<unknown>) =>
+      Promise.race([
+        promise.then(() => "renewed"),
+        new Promise((resolve) => setTimeout(() => resolve("waited"), 2_000)),
+      ]);
+    // This renewal gives b its share: a change, whose listener does not return.
+    expect(await within(a.renewNow())).toBe("renewed");
+    await b.renewNow();
+    expect(await within(a.renewNow())).toBe("renewed");
+    expect(a.heldShards.size + b.heldShards.size).toBe(SHARDS);
+    expect(seen.length).toBe(1);
+    expect(seen[0]).toBeGreaterThan(0);
+    release();
+    await a.stop();
+    await b.stop();
+  });
+
   it("store - a replica whose session ended is gone at once, its lease run out or not, and the other takes its shards (PostgreSQL; SQLite has no sessions)", async () => {
     const { store, clock, b } = await twoReplicas(kind);
     const dying = await store.reopen();
