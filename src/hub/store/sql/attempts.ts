@@ -100,34 +100,28 @@ export class AttemptsSql implements Attempts {
     );
     // Attempts handed over together share their times: one statement per lease for their intents.
     // An intent whose last attempt is one of them is that attempt's instance and generation.
-    const byLease = new Map<string, (AttemptRecord & { leaseExpiresAt: string })[]>();
+    const byLease = new Map<string, { deadline: string; at: string; keys: string[]; ids: string[] }>();
     for (const attempt of attempts) {
       this.ahead?.attempts.set(attempt.id, ATTEMPTS.copy(attempt));
       // The intent's deadline moves by a statement of its own: what was read ahead of it goes.
       this.ahead?.intents.delete(attempt.instanceKey);
-      const lease = `${attempt.leaseExpiresAt}\0${attempt.dispatchedAt ?? attempt.leaseExpiresAt}`;
-      byLease.set(lease, [...(byLease.get(lease) ?? []), attempt]);
+      const at = attempt.dispatchedAt ?? attempt.leaseExpiresAt;
+      const lease = `${attempt.leaseExpiresAt}\0${at}`;
+      let group = byLease.get(lease);
+      if (!group) {
+        group = { deadline: attempt.leaseExpiresAt, at, keys: [], ids: [] };
+        byLease.set(lease, group);
+      }
+      group.keys.push(attempt.instanceKey);
+      group.ids.push(attempt.id);
     }
     const { dialect } = this.sql;
-    for (const [lease, handed] of byLease) {
-      const [deadline, at] = lease.split("\0") as [string, string];
+    for (const { deadline, at, keys, ids } of byLease.values())
       await this.sql.run(
         `UPDATE intents SET deadline_at = ?, updated_at = ?
           WHERE ${oneOf(dialect, "instance_key")} AND ${oneOf(dialect, "last_attempt_id")} AND status = 'dispatched'`,
-        [
-          deadline,
-          at,
-          listParam(
-            dialect,
-            handed.map((attempt) => attempt.instanceKey),
-          ),
-          listParam(
-            dialect,
-            handed.map((attempt) => attempt.id),
-          ),
-        ],
+        [deadline, at, listParam(dialect, keys), listParam(dialect, ids)],
       );
-    }
   }
 
   async outbox(): Promise<OutboxRow[]> {

@@ -89,14 +89,16 @@ export class ConditionsSql implements Conditions {
     reason?: string,
     generation?: number,
   ): Promise<ConditionRecord | undefined> {
-    const ahead = this.openAhead(subjectKind, subject)?.find(
-      (c) =>
-        c.type === type &&
-        (reason === undefined || c.reason === reason) &&
-        (generation === undefined || c.generation === generation),
-    );
-    if (ahead) return { ...ahead };
-    if (this.openAhead(subjectKind, subject)) return undefined;
+    const open = this.openAhead(subjectKind, subject);
+    if (open) {
+      const found = open.find(
+        (c) =>
+          c.type === type &&
+          (reason === undefined || c.reason === reason) &&
+          (generation === undefined || c.generation === generation),
+      );
+      return found && { ...found };
+    }
     const question = [type, subjectKind, subject, reason ?? "", generation ?? ""].join("\0");
     if (this.ahead?.noneOpen.has(question)) return undefined;
     let text =

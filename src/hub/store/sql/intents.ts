@@ -121,11 +121,6 @@ export class IntentsSql implements Intents {
     if (none) for (const [text, statuses] of none) if (statuses.includes(intent.status)) none.delete(text);
   }
 
-  /** Another statement changed `key`'s intents: what was read ahead of them is read again. */
-  forget(key: string): void {
-    this.ahead?.intents.delete(key);
-  }
-
   async olderLive(key: string, generation: number): Promise<IntentRecord[]> {
     const ahead = this.ahead?.intents.get(key);
     if (ahead) {

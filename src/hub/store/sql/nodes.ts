@@ -50,12 +50,8 @@ export class NodesSql implements Nodes {
   /** Reads ahead `names`. */
   async readAhead(names: readonly string[]): Promise<void> {
     if (!this.ahead || names.length === 0) return;
-    const { dialect } = this.sql;
-    for (const name of names) this.ahead.nodes.set(name, null);
-    for (const row of await this.sql.all(`SELECT * FROM nodes WHERE ${oneOf(dialect, "name")}`, [
-      listParam(dialect, names),
-    ]))
-      this.ahead.nodes.set(row.name as string, NODES.from(row));
+    const found = await this.named(names);
+    for (const name of names) this.ahead.nodes.set(name, found.get(name) ?? null);
   }
 
   async get(name: string): Promise<NodeRecord | undefined> {
