@@ -69,7 +69,7 @@ export async function startPostgres(prefix) {
     "-D",
     data,
     "-o",
-    `-p ${port} -k ${pgDir} -c listen_addresses=127.0.0.1 -c max_connections=100`,
+    `-p ${port} -k ${pgDir} -c listen_addresses=127.0.0.1 -c max_connections=100 ${process.env.BENCH_PG_OPTIONS ?? ""}`,
     "-l",
     join(pgDir, "server.log"),
     "-w",
@@ -81,7 +81,8 @@ export async function startPostgres(prefix) {
       try {
         asPostgres("pg_ctl", ["-D", data, "-m", "immediate", "stop"]);
       } catch {}
-      rmSync(pgDir, { recursive: true, force: true });
+      if (process.env.BENCH_KEEP) console.error(`# kept ${pgDir}`);
+      else rmSync(pgDir, { recursive: true, force: true });
     },
   };
 }

@@ -17,7 +17,10 @@
 // BENCH_SIZES (default 1000,10000,100000), BENCH_STORES (default sqlite,postgres), BENCH_PROCESSES
 // (agent processes, default 4) change the shape; BENCH_HEAP_SNAPSHOT=DIR writes a heap snapshot of
 // each hub into DIR once the rollout converged (at rest, before the one change, with
-// BENCH_HEAP_SNAPSHOT_AT=rest), BENCH_CPU_PROFILE=DIR a CPU profile of each hub.
+// BENCH_HEAP_SNAPSHOT_AT=rest), BENCH_CPU_PROFILE=DIR a CPU profile of each hub. BENCH_PROGRESS=1
+// prints converged and dispatched every 15 s of a rollout; BENCH_KEEP=1 keeps the hubs' directories
+// (logs, SQLite, PostgreSQL's data) for a look afterwards; BENCH_PG_OPTIONS adds server options
+// (`-c shared_preload_libraries=pg_stat_statements`).
 import { execFileSync } from "node:child_process";
 import {
   existsSync,
@@ -254,9 +257,27 @@ async function measure(store, size) {
       }).catch(() => undefined);
     // Two replicas on PostgreSQL spend a round trip per statement: about twice the time per instance.
     const timeoutMs = 120_000 + size * (postgres ? 15 : 6);
+    // Where a slow rollout is (BENCH_PROGRESS=1): converged and dispatched so far, every 15 s.
+    let lastProgress = Date.now();
+    const progress = async (generation, count) => {
+      if (!process.env.BENCH_PROGRESS || Date.now() - lastProgress < 15_000) return;
+      lastProgress = Date.now();
+      const dispatched = await query(
+        "SELECT count(*) AS n FROM attempts WHERE generation = ? AND dispatched_at IS NOT NULL",
+        generation,
+      ).catch(() => undefined);
+      console.error(
+        `# ${new Date().toISOString()} generation ${generation}: ${count} converged, ${dispatched?.n ?? "?"} dispatched`,
+      );
+    };
+    const convergedWithProgress = async (prefix, generation) => {
+      const count = await converged(prefix, generation);
+      await progress(generation, count);
+      return count;
+    };
     // A hub syncs as it starts.
     await until(
-      async () => (await converged("", 1)) >= total,
+      async () => (await convergedWithProgress("", 1)) >= total,
       timeoutMs,
       `generation 1 of ${size} instances`,
       500,
@@ -269,7 +290,7 @@ async function measure(store, size) {
     const committed = performance.now();
     await nudge();
     await until(
-      async () => (await converged("app-", 2)) >= size,
+      async () => (await convergedWithProgress("app-", 2)) >= size,
       timeoutMs,
       `generation 2 of ${size} instances`,
       50,
@@ -355,7 +376,8 @@ async function measure(store, size) {
     for (const child of children.reverse()) await stopChild(child).catch(() => undefined);
     await server.stop?.().catch(() => undefined);
     postgres?.stop();
-    rmSync(dir, { recursive: true, force: true });
+    if (process.env.BENCH_KEEP) console.error(`# kept ${dir}`);
+    else rmSync(dir, { recursive: true, force: true });
     rmSync(agentsDir, { recursive: true, force: true });
   }
 }

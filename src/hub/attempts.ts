@@ -30,8 +30,8 @@ export type AttemptEvent =
       reason: string;
       message: string;
     }
-  /** The agent's result. */
-  | { kind: "result"; result: AttemptResult }
+  /** The agent's result, recorded `at` (the hub's clock). */
+  | { kind: "result"; at: string; result: AttemptResult }
   /** The transport says the result is lost (session dropped, agent died mid-apply). */
   | { kind: "lost"; at: string; reason: string }
   /** No result within the lease (which ended at `leaseEndedAt`). */
@@ -105,7 +105,7 @@ export function nextAttempt(attempt: AttemptRecord, event: AttemptEvent): Attemp
         settledBy: "dispatch",
       };
     case "result":
-      return resultOf(attempt, event.result);
+      return resultOf(attempt, event.result, event.at);
     case "lost":
       if (status !== "queued" && status !== "dispatched") return undefined;
       return {
@@ -168,7 +168,7 @@ export function nextAttempt(attempt: AttemptRecord, event: AttemptEvent): Attemp
   }
 }
 
-function resultOf(attempt: AttemptRecord, result: AttemptResult): AttemptRecord | undefined {
+function resultOf(attempt: AttemptRecord, result: AttemptResult, at: string): AttemptRecord | undefined {
   if (attempt.status === "superseded") {
     // Its generation is no longer desired: what it did is evidence, and nothing to act on.
     if (attempt.lateResult) return undefined;
@@ -182,6 +182,7 @@ function resultOf(attempt: AttemptRecord, result: AttemptResult): AttemptRecord 
     ...attempt,
     status: result.outcome,
     finishedAt: result.finishedAt,
+    recordedAt: at,
     settledBy: "result",
   };
   if (result.failureClass) settled.failureClass = result.failureClass as FailureClass;

@@ -398,7 +398,10 @@ export function decide(input: DecideInput): Decision {
       countFailure(true);
     } else if (attempt.status === "succeeded") {
       const finished = ms(attempt.finishedAt) ?? now;
-      const graceEnds = finished + timing.probeGraceMs;
+      // The wait runs on the hub's clock from when it read the result (the report is right behind
+      // it): neither a backlog before the result was read nor the agent's clock shortens it.
+      const graceEnds = Math.max(finished, ms(attempt.recordedAt) ?? finished) + timing.probeGraceMs;
+      // The report's time and the finish are both the agent's clock.
       const reportSinceFinish = input.reportTakenAt !== undefined && input.reportTakenAt >= finished;
       const probesOnly = comparison.atGeneration && comparison.resourcesNotOk.length === 0;
       if (now < graceEnds && (!reportSinceFinish || probesOnly)) {

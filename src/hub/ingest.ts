@@ -100,7 +100,7 @@ export class Ingest {
       log.warn("result for an attempt this hub does not know; ignored");
       return;
     }
-    const updated = nextAttempt(attempt, { kind: "result", result });
+    const updated = nextAttempt(attempt, { kind: "result", at: this.now(), result });
     if (attempt.status === "superseded") {
       if (updated) await store.attempts.save(updated);
       log.info(

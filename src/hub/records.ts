@@ -117,7 +117,14 @@ export interface AttemptRecord {
   createdAt: string;
   dispatchedAt?: string;
   leaseExpiresAt?: string;
+  /** When the agent says it finished (its clock). */
   finishedAt?: string;
+  /**
+   * When this hub recorded its result (the hub's clock): the wait for the report that confirms it
+   * starts here, so a result that sat in a busy hub's queue, or an agent's clock behind the hub's,
+   * does not use the wait up before the report behind it could be read.
+   */
+  recordedAt?: string;
   settledBy?: "result" | "report" | "dispatch" | "superseded";
   /** For a superseded attempt: the generation that took over. */
   supersededBy?: number;

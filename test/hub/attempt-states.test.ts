@@ -45,9 +45,10 @@ const events: Record<string, AttemptEvent> = {
     reason: "SessionDropped",
     message: "dropped",
   },
-  succeeded: { kind: "result", result: result("succeeded") },
+  succeeded: { kind: "result", at: T2, result: result("succeeded") },
   failed: {
     kind: "result",
+    at: T2,
     result: result("failed", { failureClass: "permanent", reason: "ImageNotFound" }),
   },
   lost: { kind: "lost", at: T1, reason: "agent died" },
@@ -113,6 +114,16 @@ describe("attempt states", () => {
     expect(expired).toMatchObject({ status: "ambiguous", reason: "LeaseExpired", settleAfter: T2 });
   });
 
+  it("attempt states - a result keeps the agent's finish and the hub's time it was read", () => {
+    const settled = nextAttempt(attempt("dispatched"), events.succeeded!);
+    expect(settled).toMatchObject({
+      status: "succeeded",
+      finishedAt: T1,
+      recordedAt: T2,
+      settledBy: "result",
+    });
+  });
+
   it("attempt states - a result for a superseded attempt is kept once as evidence, and its status stays", () => {
     const superseded = attempt("superseded", { supersededBy: 3 });
     const late = nextAttempt(superseded, events.failed!);
@@ -126,6 +137,7 @@ describe("attempt states", () => {
   it("attempt states - a result names the failed resources and hides what looks like a secret", () => {
     const next = nextAttempt(attempt("dispatched"), {
       kind: "result",
+      at: T2,
       result: result("failed", {
         message: "login with password=hunter2 refused",
         resources: [

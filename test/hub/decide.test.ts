@@ -373,6 +373,23 @@ describe("hub - decide", () => {
     expect(types(after)).toEqual(["ProbeFailing"]);
   });
 
+  it("hub - the wait for the confirming report starts when the hub read the result, not when the agent finished", () => {
+    // The agent finished at T0; a busy hub (or an agent's clock behind the hub's) read the result
+    // 70 s later, and the report right behind it is not read yet.
+    const base = {
+      intent: { ...intent, status: "dispatched" as const, lastAttemptId: "A1" },
+      attempt: attempt({ status: "succeeded", finishedAt: iso(T0), recordedAt: iso(T0 + 70_000) }),
+      observed: observed({ generation: 2, hash: "sha256:g2" }, T0 - 5_000),
+      reportTakenAt: T0 - 5_000,
+    };
+    const read = run({ ...base, now: T0 + 70_010 });
+    expect(read).toMatchObject({ outcome: "verifying", dispatch: false, requeueAt: T0 + 100_000 });
+    expect(read.intent.failures).toBe(0);
+    // Still no report once that wait is over: the apply did not take.
+    const over = run({ ...base, now: T0 + 100_000 });
+    expect(over.intent).toMatchObject({ status: "backoff", failures: 1, reason: "NotConvergedAfterApply" });
+  });
+
   it("hub - gates: unknown node, transport not enabled, observe-only, draining, dependsOn, rollout; waiting spends no budget", () => {
     const diverged = { observed: observed({ generation: 2, hash: "sha256:g2" }) };
     expect(run({ ...diverged, node: undefined }).intent).toMatchObject({

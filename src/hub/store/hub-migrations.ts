@@ -296,4 +296,13 @@ export const HUB_MIGRATIONS: readonly Migration[] = [
       CREATE INDEX nodes_draining ON nodes (name) WHERE draining = 1;
     `,
   },
+  {
+    version: 208,
+    name: "hub: when a result was recorded",
+    sql: `
+      -- The hub's own time it recorded an attempt's result: the wait for the confirming report
+      -- starts there (finished_at is the agent's clock, and a busy hub reads a result late).
+      ALTER TABLE attempts ADD COLUMN recorded_at TEXT;
+    `,
+  },
 ];

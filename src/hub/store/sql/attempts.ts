@@ -22,6 +22,7 @@ const ATTEMPTS = new RecordMap<AttemptRecord>([
   "dispatchedAt",
   "leaseExpiresAt",
   "finishedAt",
+  "recordedAt",
   "settledBy",
   "settleAfter",
   "supersededBy",
