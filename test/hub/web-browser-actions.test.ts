@@ -81,6 +81,8 @@ describe("hub - web view actions in a browser", () => {
       // Sign in from the page's own link, by keyboard only.
       await tabTo(page, "a sign in to act");
       await enter(page);
+      // Autofocus lands at the page's next rendering step, which may come after "load".
+      await page.waitForFunction(`document.activeElement?.id === "token"`, { timeout: 5_000 });
       expect(await page.evaluate(FOCUSED)).toBe("input token");
       await page.keyboard.type(TOKEN);
       await enter(page);
@@ -119,7 +121,7 @@ describe("hub - web view actions in a browser", () => {
       const watched = await watch(page);
       await page.goto(`${http.url}/login?next=/tasks`, { waitUntil: "load" });
       // The page puts the focus in the token field (autofocus): type only once it is there.
-      await page.waitForFunction(`document.activeElement?.id === "token"`);
+      await page.waitForFunction(`document.activeElement?.id === "token"`, { timeout: 5_000 });
       await page.keyboard.type(TOKEN);
       await enter(page);
       expect(new URL(page.url()).pathname).toBe("/tasks");
