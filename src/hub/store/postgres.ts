@@ -25,6 +25,11 @@ import type { Signals } from "./store.js";
 /** SQLSTATEs of a unit of work that lost a race with another: run again. */
 const SERIALIZATION_FAILURE = "40001";
 const DEADLOCK = "40P01";
+/**
+ * SQLSTATE of a connection the server ended because its transaction sat idle too long (IDLE_IN_UNIT_MS):
+ * the server rolled that transaction back before any COMMIT reached it, so the unit runs again.
+ */
+const IDLE_IN_TRANSACTION_TIMEOUT = "25P03";
 const RETRIES = 8;
 
 /**
@@ -128,6 +133,8 @@ export interface PostgresStoreOptions {
   url: string;
   /** Connections in the pool (default 8): units of work that may run at once. */
   connections?: number;
+  /** How long a unit's connection may sit idle inside its transaction (default IDLE_IN_UNIT_MS). */
+  idleInUnitMs?: number;
 }
 
 /** The Store over one PostgreSQL database (see the module comment). */
@@ -190,7 +197,7 @@ export class PostgresStore extends SqlStore {
       const pool = new pg.Pool({
         connectionString: options.url,
         max,
-        idle_in_transaction_session_timeout: IDLE_IN_UNIT_MS,
+        idle_in_transaction_session_timeout: options.idleInUnitMs ?? IDLE_IN_UNIT_MS,
       });
       // An idle connection the server closed (a restart) is an error on the pool: the next query reconnects.
       pool.on("error", () => undefined);
@@ -233,7 +240,10 @@ export class PostgresStore extends SqlStore {
           this.statements.renew();
           continue;
         }
-        if ((code !== SERIALIZATION_FAILURE && code !== DEADLOCK) || tries >= RETRIES) throw error;
+        const again = code === SERIALIZATION_FAILURE || code === DEADLOCK || code === IDLE_IN_TRANSACTION_TIMEOUT;
+        if (!again || tries >= RETRIES) throw error;
+        // Rolled back: what the caches learned in it may be ahead of the database.
+        this.caches.rolledBack();
         await new Promise((resolve) => setTimeout(resolve, Math.random() * 50 * tries));
       }
     }
@@ -241,6 +251,14 @@ export class PostgresStore extends SqlStore {
 
   private async unitNow<T>(work: (sql: Sql) => Promise<T>, pool: pg.Pool): Promise<T> {
     const client = await pool.connect();
+    // A checked-out connection the server ends (idle too long in the transaction, a restart) is an
+    // error on the client, which has no other listener then: it is this unit's failure, never the
+    // process's. Its next statement is refused; the unit fails with the server's reason.
+    let lost: Error | undefined;
+    const onLost = (error: Error) => {
+      lost ??= error;
+    };
+    client.on("error", onLost);
     let broken = false;
     try {
       await client.query("BEGIN ISOLATION LEVEL REPEATABLE READ");
@@ -252,11 +270,14 @@ export class PostgresStore extends SqlStore {
         await client.query("ROLLBACK").catch(() => {
           broken = true;
         });
-        throw error;
+        throw lost ?? error;
       }
+    } catch (error) {
+      throw lost ?? error;
     } finally {
-      // A connection whose rollback failed is not given to the next unit.
-      client.release(broken);
+      client.off("error", onLost);
+      // A connection whose rollback failed, or that the server ended, is not given to the next unit.
+      client.release(broken || lost !== undefined);
     }
   }
 

@@ -91,6 +91,35 @@ describe("store (postgres) - migrations and location", () => {
     }
   });
 
+  it("store - a unit the server ended for idling in its transaction runs again, once committed, and the process lives on", async () => {
+    const url = await server.createDatabase();
+    const store = await PostgresStore.open({ url, connections: 1, idleInUnitMs: 200 });
+    const crashes: unknown[] = [];
+    const crashed = (error: unknown) => crashes.push(error);
+    process.on("uncaughtException", crashed);
+    try {
+      let runs = 0;
+      const counted = await store.transaction(async (tx) => {
+        runs++;
+        const seen = Number((await tx.meta.get("counter")) ?? "0");
+        // The first run stalls (a paused process): the server ends its connection meanwhile.
+        if (runs === 1) await new Promise((resolve) => setTimeout(resolve, 600));
+        await tx.meta.set("counter", String(seen + 1));
+        return seen + 1;
+      });
+      expect(runs).toBe(2);
+      expect(counted).toBe(1);
+      expect(await store.meta.get("counter")).toBe("1");
+      // The pool's one connection was replaced: the next unit runs.
+      await store.transaction((tx) => tx.meta.set("counter", "2"));
+      expect(await store.meta.get("counter")).toBe("2");
+      expect(crashes).toEqual([]);
+    } finally {
+      process.off("uncaughtException", crashed);
+      await store.close();
+    }
+  });
+
   it("store - its location is the URL without the password, whatever the URL carried", async () => {
     const url = (await server.createDatabase()).replace("steward@", "steward:s3cret@");
     const store = await PostgresStore.open({ url });
