@@ -240,7 +240,8 @@ export class PostgresStore extends SqlStore {
           this.statements.renew();
           continue;
         }
-        const again = code === SERIALIZATION_FAILURE || code === DEADLOCK || code === IDLE_IN_TRANSACTION_TIMEOUT;
+        const again =
+          code === SERIALIZATION_FAILURE || code === DEADLOCK || code === IDLE_IN_TRANSACTION_TIMEOUT;
         if (!again || tries >= RETRIES) throw error;
         // Rolled back: what the caches learned in it may be ahead of the database.
         this.caches.rolledBack();
