@@ -52,6 +52,7 @@ import { bucketEntries } from "./bucket.js";
 import { ConditionMirror } from "./conditions.js";
 import { causedBy, connectNats, type NatsTls, untilServerAnswers } from "./connect.js";
 import { type HeartbeatKey, parseHeartbeat, SilenceWatch } from "./heartbeats.js";
+import { HeldMessages } from "./held.js";
 import { type NatsLog, silentLog } from "./log.js";
 import { MailboxPoster, readMailbox } from "./mailbox.js";
 import {
@@ -65,7 +66,7 @@ import {
   TASKS_STREAM,
 } from "./subjects.js";
 import { publishTask, type TaskEvent, type TaskMessage } from "./tasks.js";
-import { ensureTopology, type TopologyOptions } from "./topology.js";
+import { ensureTopology, SHARD_ACK_WAIT_MS, type TopologyOptions } from "./topology.js";
 
 export interface NatsTransportOptions {
   /** Server URL(s); ignored when `connection` is given. */
@@ -209,6 +210,8 @@ class NatsHubTransport implements NatsTransport {
   private events: TransportEvents | undefined;
   /** Events handed to the hub and not yet recorded: `stop` waits for them. */
   private readonly handing = new Set<Promise<unknown>>();
+  /** Agent messages being recorded, kept from redelivery meanwhile (see HeldMessages). */
+  private readonly held = new HeldMessages(SHARD_ACK_WAIT_MS);
   private readonly subscriptions: Subscription[] = [];
   private readonly stoppers: (() => Promise<unknown> | unknown)[] = [];
   private readonly watch: SilenceWatch;
@@ -560,6 +563,7 @@ class NatsHubTransport implements NatsTransport {
       await this.shardsSettled.catch(() => undefined);
       await this.settleShardConsumers();
       while (this.handing.size > 0) await Promise.allSettled([...this.handing]);
+      this.held.clear();
     });
   }
 
@@ -582,6 +586,7 @@ class NatsHubTransport implements NatsTransport {
       this.log.warn({ node, claimed: body.node }, "message names another node than its subject; dropped");
       return terminate(msg);
     }
+    this.held.hold(msg);
     try {
       // Handed over at once, in the stream's order, which the hub keeps (see TransportEvents): a
       // node's results and the report after them are recorded together.
@@ -611,6 +616,8 @@ class NatsHubTransport implements NatsTransport {
         "hub handler failed; the message will be redelivered",
       );
       msg.nak(1_000);
+    } finally {
+      this.held.release(msg);
     }
   }
 

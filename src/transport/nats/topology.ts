@@ -135,6 +135,13 @@ function consumerBase(): Pick<ConsumerConfig, "ack_policy" | "deliver_policy" | 
 export const SHARD_ACK_PENDING = 256;
 
 /**
+ * How long the server waits for the hub's acknowledgement of a report or result before it delivers
+ * it again: short, so a dead replica's messages come back soon; a live one keeps the messages it is
+ * still recording by marking them in progress (src/transport/nats/held.ts).
+ */
+export const SHARD_ACK_WAIT_MS = 5_000;
+
+/**
  * One consumer per shard of reports and results (`hub-shard-N`, filtered to `steward.*.N.*`): each
  * hub replica consumes the shards it holds, so a node's messages are recorded by the replica that
  * owns the node and replicas never write the same node's rows. 64 consumers cost the server little
@@ -151,8 +158,8 @@ function reportsConsumerConfigs(): { stream: string; config: ConsumerConfig }[] 
       max_deliver: 10,
       // The first entry is the ack deadline of a message the hub holds: long enough for a full
       // prefetch to be handled, short enough that a dead replica's messages come back soon.
-      backoff: [5_000, 10_000, 30_000, 60_000, 120_000].map((ms) => nanos(ms)),
-      ack_wait: nanos(5_000),
+      backoff: [SHARD_ACK_WAIT_MS, 10_000, 30_000, 60_000, 120_000].map((ms) => nanos(ms)),
+      ack_wait: nanos(SHARD_ACK_WAIT_MS),
       max_ack_pending: SHARD_ACK_PENDING,
     },
   }));

@@ -112,6 +112,35 @@ describe("nats shards - each hub replica records its own shards' reports and res
     }
   });
 
+  it("nats shards - a message the hub is still recording past its ack deadline is not delivered again meanwhile", async () => {
+    const [node] = twoShards();
+    let handed = 0;
+    const recorded = recordEvents({
+      onReport: async () => {
+        handed++;
+        // Longer than the consumer's 5 s ack deadline: a slow store, a hub behind on a burst.
+        await new Promise((resolve) => setTimeout(resolve, 8_000));
+      },
+    });
+    const hub = createNatsTransport({ connection: nc });
+    await hub.start(recorded.events);
+    try {
+      await jetstream(nc).publish(
+        subjects.report(node),
+        JSON.stringify(report(node, "2026-12-01T00:01:30Z")),
+      );
+      await recorded.until(() => recorded.reports.length === 1, "the slowly recorded report", 20_000);
+      const info = await (await jetstreamManager(nc)).consumers.info(
+        REPORTS_STREAM,
+        hubReportsConsumer(shardOf(node)),
+      );
+      expect(handed).toBe(1);
+      expect([info.num_ack_pending, info.num_redelivered]).toEqual([0, 0]);
+    } finally {
+      await hub.stop();
+    }
+  });
+
   it("nats shards - a message whose subject names another shard than its node's is dropped for good, never handed out again", async () => {
     const [node, other] = twoShards();
     const recorded = recordEvents();
