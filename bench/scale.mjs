@@ -373,7 +373,9 @@ async function measure(store, size) {
   } finally {
     db?.close();
     await pgClient?.end().catch(() => undefined);
-    for (const child of children.reverse()) await stopChild(child).catch(() => undefined);
+    // A hub writes its CPU profile as it exits: give a busy one time to get there.
+    const graceMs = process.env.BENCH_CPU_PROFILE ? 120_000 : undefined;
+    for (const child of children.reverse()) await stopChild(child, graceMs).catch(() => undefined);
     await server.stop?.().catch(() => undefined);
     postgres?.stop();
     if (process.env.BENCH_KEEP) console.error(`# kept ${dir}`);

@@ -359,6 +359,7 @@ export class Hub {
     // A batch of reconciles still running ends (its unit of work commits or rolls back) first.
     while (this.processing) await new Promise((resolve) => setImmediate(resolve));
     this.stopped = true;
+    this.relay.stop();
     await this.bus?.stop();
     this.wakeIdle();
   }

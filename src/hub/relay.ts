@@ -14,6 +14,7 @@ import type { AttemptRecord, IntentRecord, NodeRecord } from "./records.js";
 import { redact } from "./redact.js";
 import { FencedError, type Store, type StoreReads, type Transactional } from "./store/store.js";
 import { DispatchError, type Transport } from "./transport.js";
+import { WarningDigest } from "./warning-digest.js";
 
 export interface RelayOptions {
   store: Store;
@@ -40,7 +41,21 @@ export class Relay {
   /** Nodes whose last hand-over failed (transient): their retries go when they are heard again. */
   private readonly unreachable = new Set<string>();
 
-  constructor(private readonly options: RelayOptions) {}
+  /** Report requests that failed: a bus that times out fails one per node, so they are summarised. */
+  private readonly reportFailures: WarningDigest;
+
+  constructor(private readonly options: RelayOptions) {
+    this.reportFailures = new WarningDigest(
+      options.log,
+      "could not ask node %s for a report",
+      "could not ask %d more nodes for a report in the last %s",
+    );
+  }
+
+  /** Ends the relay's summaries (their last lines are written). */
+  stop(): void {
+    this.reportFailures.flush();
+  }
 
   /**
    * Outbox rows left by the last run: an attempt still queued never left the hub and is handed over
@@ -215,9 +230,7 @@ export class Relay {
         const transport = node ? this.options.transports.get(node.transport) : undefined;
         if (!node || !transport) return;
         await transport.requestReport(node.spec);
-      })().catch((error: unknown) => {
-        this.options.log.warn({ node: name, err: error }, "could not ask node %s for a report", name);
-      }),
+      })().catch((error: unknown) => this.reportFailures.warn(name, error, { node: name })),
     );
   }
 
