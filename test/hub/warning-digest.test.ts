@@ -24,9 +24,11 @@ describe("hub - warning digest", () => {
       digest.warn(`node-${i}`, new Error(i % 3 === 0 ? "TIMEOUT" : "no responders"), { node: `node-${i}` });
     // The first one, in full: its node and its error with the stack.
     expect(lines).toHaveLength(1);
-    expect(lines[0].msg).toBe("could not ask node node-0 for a report");
-    expect(lines[0].node).toBe("node-0");
-    expect((lines[0].err as { stack: string }).stack).toContain("TIMEOUT");
+    expect(lines[0]).toMatchObject({
+      msg: "could not ask node node-0 for a report",
+      node: "node-0",
+      err: { stack: expect.stringContaining("TIMEOUT") },
+    });
 
     vi.advanceTimersByTime(30_000);
     expect(lines).toHaveLength(2);
@@ -43,7 +45,7 @@ describe("hub - warning digest", () => {
     expect(lines).toHaveLength(2);
     digest.warn("node-7", new Error("TIMEOUT"));
     expect(lines).toHaveLength(3);
-    expect(lines[2].msg).toBe("could not ask node node-7 for a report");
+    expect(lines[2]).toMatchObject({ msg: "could not ask node node-7 for a report" });
   });
 
   it("hub - the summary keeps secrets out and caps the reasons it names; flush writes what is counted at once", () => {
@@ -53,7 +55,7 @@ describe("hub - warning digest", () => {
     for (let i = 0; i < 8; i++) digest.warn(`n${i}`, new Error(`reason ${i} token=abc${i}`));
     digest.flush();
     expect(lines).toHaveLength(2);
-    const reasons = lines[1].reasons as Record<string, number>;
+    const reasons = lines[1]?.reasons as Record<string, number>;
     expect(Object.keys(reasons)).toHaveLength(6);
     expect(reasons.other).toBe(3);
     expect(reasons["reason 0 token=[redacted]"]).toBe(1);
