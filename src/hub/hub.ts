@@ -618,14 +618,22 @@ export class Hub {
       report: (report: Report) =>
         owned(report.node, "report", (tx) => this.ingest.report(tx, report, transport)),
       result: (result: AttemptResult) => owned(result.node, "result", (tx) => this.ingest.result(tx, result)),
-      // A beat that changes nothing the store holds (see Liveness.tookBeat) is taken in memory.
-      heartbeat: (node: string, at: Date) =>
-        foreign(node) || (!this.relay.waitsFor(node) && this.liveness.tookBeat(node, at))
-          ? Promise.resolve()
-          : bestEffort(
-              "heartbeat",
-              this.inbox.deliver("heartbeat", transport, (tx) => this.ingest.heartbeat(tx, node, at), node),
-            ),
+      // A beat is heard at once; the store hears of it only when something there changes, and
+      // then by one recording per node at a time, of its latest beat (see Liveness.heartbeat).
+      heartbeat: (node: string, at: Date) => {
+        if (foreign(node) || !this.liveness.heartbeat(node, at, this.relay.waitsFor(node)))
+          return Promise.resolve();
+        const recording = this.inbox.deliver(
+          "heartbeat",
+          transport,
+          (tx) => this.ingest.heartbeat(tx, node, this.liveness.lastHeard(node) ?? at),
+          node,
+        );
+        return bestEffort(
+          "heartbeat",
+          recording.finally(() => this.liveness.recorded(node)),
+        );
+      },
       lost: (attemptId: string, node: string, reason: string) =>
         owned(node, "lost", (tx) => this.ingest.lost(tx, attemptId, node, reason)),
       health: (event: TransportHealth) =>

@@ -56,7 +56,9 @@ export interface InboxOptions {
 
 /** Transport events, recorded in batches (see the module comment). */
 export class Inbox {
-  private readonly waiting: InboxEvent[] = [];
+  /** Events waiting for a unit of work: `waiting` from `head` on (taking a batch moves `head`). */
+  private waiting: InboxEvent[] = [];
+  private head = 0;
   private scheduled = false;
   /** The flush now running: batches are recorded one after another, in the order they came. */
   private flushing: Promise<void> | undefined;
@@ -66,7 +68,7 @@ export class Inbox {
 
   /** Whether events wait for their unit of work, or one is being recorded. */
   get busy(): boolean {
-    return this.waiting.length > 0 || this.scheduled || this.flushing !== undefined;
+    return this.waiting.length > this.head || this.scheduled || this.flushing !== undefined;
   }
 
   /**
@@ -92,8 +94,8 @@ export class Inbox {
   async flush(): Promise<void> {
     this.scheduled = false;
     while (this.flushing) await this.flushing;
-    const batch = this.waiting.splice(0, MAX_BATCH);
-    if (this.waiting.length > 0 && !this.scheduled) {
+    const batch = this.take();
+    if (this.waiting.length > this.head && !this.scheduled) {
       this.scheduled = true;
       setImmediate(() => void this.flush());
     }
@@ -108,6 +110,24 @@ export class Inbox {
       this.flushing = undefined;
       this.options.flushed();
     }
+  }
+
+  /**
+   * The next batch, oldest first. Taking it moves a cursor rather than shifting the rest (a splice
+   * of a long backlog copies all of it for every batch); the array is compacted once half of it is
+   * taken.
+   */
+  private take(): InboxEvent[] {
+    const batch = this.waiting.slice(this.head, this.head + MAX_BATCH);
+    this.head += batch.length;
+    if (this.head >= this.waiting.length) {
+      this.waiting = [];
+      this.head = 0;
+    } else if (this.head * 2 >= this.waiting.length) {
+      this.waiting = this.waiting.slice(this.head);
+      this.head = 0;
+    }
+    return batch;
   }
 
   private async record(batch: readonly InboxEvent[]): Promise<void> {

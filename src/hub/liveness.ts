@@ -4,7 +4,7 @@
  * asked, like an SSH host, is observed this way at the heartbeat cadence), and no answer to that is
  * `NodeSilent` until the node is heard again. Kept in memory; the store gets the last-heard time at
  * most every HEARD_WRITE_MS per node, and a heartbeat that has nothing else to record never reaches
- * the store (`tookBeat`): 10,000 nodes beating every 5 s were 2,000 writes a second, and enough
+ * the store (`heartbeat`): 10,000 nodes beating every 5 s were 2,000 writes a second, and enough
  * garbage that V8 held its young generation at its largest for a hub with nothing to do.
  */
 import type { Logger } from "pino";
@@ -38,6 +38,8 @@ export class Liveness {
   private readonly checks: Deadlines<string>;
   /** Nodes being read before their check is armed (a second call arms nothing). */
   private readonly arming = new Set<string>();
+  /** Nodes with a heartbeat waiting to be recorded (see `heartbeat`). */
+  private readonly recording = new Set<string>();
   /** When each node was last heard, and last written to the store (ms). */
   private readonly heard = new Map<string, number>();
   private readonly written = new Map<string, number>();
@@ -105,15 +107,35 @@ export class Liveness {
   }
 
   /**
-   * Takes a heartbeat from `name` in memory, when that is all it needs: the node is not silent, its
-   * check is armed and its last-heard time was written lately. False: it must be recorded
-   * (`heardFrom`, in a unit of work).
+   * A heartbeat from `name` at `at`, heard at once in memory: a backlog of events waiting for the
+   * store never makes a beating node look silent. True when the store must hear of it too — the
+   * node is silent, its check is not armed, its last-heard time is due to be written, or `record`
+   * says so — and no recording of an earlier beat is waiting: the caller then records one
+   * (`heardFrom` with `lastHeard`, which is the latest beat by then) and calls `recorded` once it
+   * is committed or refused. So at most one beat per node waits for the store, however far behind
+   * it is: 10,000 nodes beating every 5 s are never more than 10,000 waiting events.
    */
-  tookBeat(name: string, at: Date): boolean {
-    if (this.silent.has(name) || !this.checks.has(name)) return false;
-    if (at.getTime() - (this.written.get(name) ?? 0) >= HEARD_WRITE_MS) return false;
+  heartbeat(name: string, at: Date, record = false): boolean {
     this.hear(name, at);
-    return true;
+    if (this.recording.has(name)) return false;
+    const due =
+      record ||
+      this.silent.has(name) ||
+      !this.checks.has(name) ||
+      at.getTime() - (this.written.get(name) ?? 0) >= HEARD_WRITE_MS;
+    if (due) this.recording.add(name);
+    return due;
+  }
+
+  /** The recording `heartbeat` asked for is done (committed, or refused: the next beat asks again). */
+  recorded(name: string): void {
+    this.recording.delete(name);
+  }
+
+  /** When `name` was last heard, as far as this hub knows. */
+  lastHeard(name: string): Date | undefined {
+    const ms = this.heard.get(name);
+    return ms === undefined ? undefined : new Date(ms);
   }
 
   /** Notes `name` heard at `at` (the last-heard time only moves forward); returns `at` in ms. */

@@ -140,6 +140,43 @@ describe("hub - liveness", () => {
     expect(await h.store.conditions.list({ type: "NodeSilent" })).toEqual([]);
   });
 
+  it("hub - heartbeats that come while the store is busy are heard at once, and one per node waits to be recorded: the latest", async () => {
+    const h = await startHarness({
+      files: { ...nodes("n1"), "steward.yaml": fleetYaml({ heartbeat: { interval: "10s", missed: 3 } }) },
+      wrap: (local) => {
+        const faults = new FaultyTransport(local);
+        faults.dropHeartbeats = true;
+        return faults;
+      },
+    });
+    await h.commit();
+    await h.settle();
+    let release!: () => void;
+    const busy = h.store.transaction(() => new Promise<void>((resolve) => (release = resolve)));
+    const events = h.hub.eventsFor("local");
+    // Beats 40 s after the last-heard time the store holds: due to be written again (every 30 s).
+    const start = Date.parse((await h.store.nodes.get("n1"))!.lastHeartbeatAt!) + 40_000;
+    const state = (beat: void | Promise<void>) =>
+      Promise.race([
+        Promise.resolve(beat).then(() => "recorded"),
+        new Promise((resolve) => setTimeout(() => resolve("waiting"), 50)),
+      ]);
+    const first = events.heartbeat("n1", new Date(start + 1_000));
+    const later: (void | Promise<void>)[] = [];
+    for (let i = 2; i <= 200; i++) later.push(events.heartbeat("n1", new Date(start + i * 1_000)));
+    try {
+      // Only the first waits for the store; the rest are heard in memory and settle at once.
+      expect(await state(first)).toBe("waiting");
+      expect(await Promise.all(later.map(state))).toEqual(later.map(() => "recorded"));
+    } finally {
+      release();
+    }
+    await busy;
+    await first;
+    // What was recorded is the latest beat, not the one that asked for the recording.
+    expect((await h.store.nodes.get("n1"))!.lastHeartbeatAt).toBe(new Date(start + 200_000).toISOString());
+  });
+
   it("hub - a node that sends no heartbeats but answers requests for reports is never silent", async () => {
     let faults: FaultyTransport | undefined;
     const h = await startHarness({
