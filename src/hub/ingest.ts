@@ -135,7 +135,7 @@ export class Ingest {
     const lost = attempt && nextAttempt(attempt, { kind: "lost", at: this.now(), reason });
     if (!attempt || !lost) return;
     await store.attempts.save(lost);
-    await store.attempts.deleteOutbox(attemptId);
+    await store.attempts.deleteOutbox([attemptId]);
     this.options.log.warn(
       { attemptId, instance: attempt.instanceKey, node },
       "attempt result lost: %s",

@@ -394,7 +394,7 @@ async function supersedeAttempt(
   const ended = nextAttempt(attempt, { kind: "superseded", at: now, by });
   if (!ended) return;
   await tx.attempts.save(ended);
-  if (attempt.status === "queued") await tx.attempts.deleteOutbox(attempt.id);
+  if (attempt.status === "queued") await tx.attempts.deleteOutbox([attempt.id]);
   ctx.log.info(
     {
       attemptId: attempt.id,

@@ -38,6 +38,9 @@ export class Relay {
   relaying = 0;
   /** Report requests and other transport work in progress. */
   handling = 0;
+  /** Attempts their transports accepted whose outbox rows wait for the inbox (see `accepted`). */
+  private acceptedWaiting: AttemptRecord[] = [];
+  private acceptedDelivery: Promise<void> | undefined;
   /** Nodes whose last hand-over failed (transient): their retries go when they are heard again. */
   private readonly unreachable = new Set<string>();
 
@@ -70,7 +73,7 @@ export class Relay {
         const attempt = await tx.attempts.get(id);
         if (attempt?.status === "queued") queued.push(id);
         else {
-          await tx.attempts.deleteOutbox(id);
+          await tx.attempts.deleteOutbox([id]);
           if (attempt?.status === "dispatched")
             log.warn(
               { attemptId: id, instance: attempt.instanceKey, generation: attempt.generation },
@@ -149,7 +152,7 @@ export class Relay {
   }
 
   private handOver(attempt: AttemptRecord, node: NodeRecord, transport: Transport, bundle: Bundle): void {
-    const { metrics, inbox } = this.options;
+    const { metrics } = this.options;
     const log = this.options.log.child({
       attemptId: attempt.id,
       instance: attempt.instanceKey,
@@ -161,14 +164,7 @@ export class Relay {
       .then(
         () => {
           metrics.dispatchesTotal.inc({ transport: transport.name, result: "accepted" });
-          // Not recorded (a stopping hub): the outbox row stays, and the next start settles it.
-          inbox
-            .deliver("dispatched", transport.name, async (tx) => {
-              await tx.attempts.deleteOutbox(attempt.id);
-              // Look again when the lease ends (the result usually comes first, and is looked at then).
-              this.options.requeue(attempt.instanceKey, Date.parse(attempt.leaseExpiresAt!));
-            })
-            .catch(() => undefined);
+          this.accepted(attempt, transport.name);
           log.info(
             { node: node.name, transport: transport.name },
             "attempt handed to transport %s",
@@ -201,12 +197,40 @@ export class Relay {
       });
   }
 
+  /**
+   * A transport accepted `attempt`: its outbox row goes, with those of every attempt accepted until
+   * the inbox records them, in one statement — a rollout's hand-overs were a unit of work's step and
+   * a round trip each. Not recorded (a stopping hub): the rows stay, and the next start settles them.
+   */
+  private accepted(attempt: AttemptRecord, transport: string): void {
+    this.acceptedWaiting.push(attempt);
+    if (this.acceptedDelivery) return;
+    let taken: AttemptRecord[] | undefined;
+    this.acceptedDelivery = this.options.inbox
+      .deliver("dispatched", transport, async (tx) => {
+        // Taken once: a unit of work run again deletes the same rows.
+        if (!taken) {
+          taken = this.acceptedWaiting;
+          this.acceptedWaiting = [];
+          this.acceptedDelivery = undefined;
+        }
+        await tx.attempts.deleteOutbox(taken.map((each) => each.id));
+        // Look again when the lease ends (the result usually comes first, and is looked at then).
+        for (const each of taken) this.options.requeue(each.instanceKey, Date.parse(each.leaseExpiresAt!));
+      })
+      .catch(() => {
+        if (taken) return;
+        this.acceptedWaiting = [];
+        this.acceptedDelivery = undefined;
+      });
+  }
+
   /** A hand-over that did not happen (or may have): the attempt is failed or ambiguous, never left pending. */
   private async settleDispatch(attemptId: string, failure: DispatchError): Promise<void> {
     const now = this.options.clock.now().toISOString();
     const attempt = await this.options.store.transaction(async (tx) => {
       const attempt = await tx.attempts.get(attemptId);
-      await tx.attempts.deleteOutbox(attemptId);
+      await tx.attempts.deleteOutbox([attemptId]);
       const failed =
         attempt &&
         nextAttempt(attempt, {

@@ -231,7 +231,8 @@ export interface Attempts extends AttemptReads {
    * of the intent would write, without one.
    */
   saveDispatched(attempts: readonly (AttemptRecord & { leaseExpiresAt: string })[]): Promise<void>;
-  deleteOutbox(attemptId: string): Promise<void>;
+  /** Takes the attempts' rows out of the outbox (their transports accepted them, or they never go). */
+  deleteOutbox(attemptIds: readonly string[]): Promise<void>;
 }
 
 /** The latest full report of each node and the observation of each instance (tables `reports`, `observations`). */

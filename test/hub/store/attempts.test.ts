@@ -30,10 +30,11 @@ describe.each(storeKinds())("store ($name) - attempts handed over", (kind) => {
   it("store - a batch's outbox rows come with their attempts, in the order asked, those without a row left out", async () => {
     const store = await kind.fresh();
     await store.transaction(async (tx) => {
-      for (const n of [1, 2, 3]) await tx.attempts.insert(attempt(n), `{"bundle":${n}}`);
-      await tx.attempts.deleteOutbox("A002");
+      for (const n of [1, 2, 3, 4]) await tx.attempts.insert(attempt(n), `{"bundle":${n}}`);
+      await tx.attempts.deleteOutbox(["A002", "A004"]);
+      await tx.attempts.deleteOutbox([]);
     });
-    const rows = await store.attempts.outboxRows(["A003", "A002", "A001", "A999"]);
+    const rows = await store.attempts.outboxRows(["A003", "A002", "A001", "A004", "A999"]);
     expect(rows.map(({ row, attempt }) => [row.attemptId, row.node, row.bundle, attempt.status])).toEqual([
       ["A003", "n3", '{"bundle":3}', "queued"],
       ["A001", "n1", '{"bundle":1}', "queued"],

@@ -152,8 +152,12 @@ export class AttemptsSql implements Attempts {
     return attemptIds.flatMap((id) => found.get(id) ?? []);
   }
 
-  async deleteOutbox(attemptId: string): Promise<void> {
-    await this.sql.run("DELETE FROM outbox WHERE attempt_id = ?", [attemptId]);
+  async deleteOutbox(attemptIds: readonly string[]): Promise<void> {
+    if (attemptIds.length === 0) return;
+    const { dialect } = this.sql;
+    await this.sql.run(`DELETE FROM outbox WHERE ${oneOf(dialect, "attempt_id")}`, [
+      listParam(dialect, attemptIds),
+    ]);
   }
 
   async openOfNode(node: string): Promise<AttemptRecord[]> {
