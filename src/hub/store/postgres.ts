@@ -18,7 +18,7 @@ import { EnvironmentError } from "../../model/errors.js";
 import { withoutPassword } from "./location.js";
 import type { Migration } from "./migrations.js";
 import { POSTGRES_MIGRATIONS } from "./postgres-migrations.js";
-import type { Row, Sql } from "./sql/sql.js";
+import { HeldRows, type Row, type RowWrite, runRows, type Sql } from "./sql/sql.js";
 import { SqlStore } from "./sql/store.js";
 import type { Signals } from "./store.js";
 
@@ -93,18 +93,30 @@ class Statements {
 /** Anything that runs a query: the pool (committed reads) or one unit of work's connection. */
 type Queryable = Pick<pg.Pool, "query"> | pg.PoolClient;
 
-/** A connection (or the pool) as the ports' Sql. */
+/**
+ * Rows a unit of work holds at most before it sends them (Sql.write): a rollout's batch of
+ * reconciles or the inbox's batch of events writes a few thousand.
+ */
+const MAX_HELD_ROWS = 4_096;
+
+/**
+ * A connection (or the pool) as the ports' Sql. In a unit of work, rows written by `write` are held
+ * and sent before the unit's next statement, as multi-row statements of up to 64 rows: a reconcile
+ * or an event writes its intent, attempt or observation rows without a round trip of its own.
+ */
 class PostgresSql implements Sql {
   readonly dialect = "postgres" as const;
+  private readonly held = new HeldRows();
 
   constructor(
     private readonly target: Queryable,
     private readonly statements: Statements,
-    /** Outside a transaction (the pool's committed reads): a query refused for an outdated plan runs again. */
+    /** Outside a transaction (the pool's committed reads): a query refused for an outdated plan runs again, a write is sent at once. */
     private readonly again = false,
   ) {}
 
   private async query(text: string, params: readonly unknown[]): Promise<pg.QueryResult> {
+    if (this.held.size > 0) await this.settle();
     try {
       return await this.target.query(this.statements.config(text, params));
     } catch (error) {
@@ -124,6 +136,25 @@ class PostgresSql implements Sql {
 
   async run(text: string, params: readonly unknown[] = []): Promise<number> {
     return (await this.query(text, params)).rowCount ?? 0;
+  }
+
+  async write(statement: RowWrite, row: readonly unknown[]): Promise<void> {
+    if (this.again) {
+      await this.run(statement.text(1), row);
+      return;
+    }
+    if (!this.held.fits(statement, row)) await this.settle();
+    this.held.hold(statement, row);
+    if (this.held.size >= MAX_HELD_ROWS) await this.settle();
+  }
+
+  async settle(): Promise<void> {
+    // Taken first: the statements that send them do not send them again.
+    for (const [statement, rows] of this.held.take()) await runRows(this, rows, (n) => statement.text(n));
+  }
+
+  discard(): void {
+    this.held.clear();
   }
 }
 
@@ -264,7 +295,9 @@ export class PostgresStore extends SqlStore {
     try {
       await client.query("BEGIN ISOLATION LEVEL REPEATABLE READ");
       try {
-        const result = await work(new PostgresSql(client, this.statements));
+        const sql = new PostgresSql(client, this.statements);
+        const result = await work(sql);
+        await sql.settle();
         await client.query("COMMIT");
         return result;
       } catch (error) {

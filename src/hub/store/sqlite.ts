@@ -9,7 +9,7 @@
  */
 import type Database from "better-sqlite3";
 import { type Db, openConnection, openDatabase } from "./database.js";
-import type { Sql } from "./sql/sql.js";
+import type { RowWrite, Sql } from "./sql/sql.js";
 import { SqlStore } from "./sql/store.js";
 
 /** One better-sqlite3 connection as the ports' Sql: statements prepared once, run at once. */
@@ -39,6 +39,15 @@ class SqliteSql implements Sql {
   async run(text: string, params: readonly unknown[] = []): Promise<number> {
     return this.statement(text).run(...params).changes;
   }
+
+  /** At once: SQLite has no round trip to save. */
+  async write(statement: RowWrite, row: readonly unknown[]): Promise<void> {
+    this.statement(statement.text(1)).run(...row);
+  }
+
+  async settle(): Promise<void> {}
+
+  discard(): void {}
 }
 
 /**
@@ -65,6 +74,14 @@ class CommittedReads implements Sql {
   run(text: string, params?: readonly unknown[]) {
     return (this.unitOpen() ? this.reader : this.writer).run(text, params);
   }
+
+  write(statement: RowWrite, row: readonly unknown[]) {
+    return (this.unitOpen() ? this.reader : this.writer).write(statement, row);
+  }
+
+  async settle(): Promise<void> {}
+
+  discard(): void {}
 }
 
 /** The Store over one SQLite database file (see the module comment). */

@@ -340,6 +340,9 @@ class CountingStore extends SqliteStore {
         get: count(sql.get.bind(sql)),
         all: count(sql.all.bind(sql)),
         run: count(sql.run.bind(sql)),
+        write: count(sql.write.bind(sql)),
+        settle: () => sql.settle(),
+        discard: () => sql.discard(),
       });
     });
   }

@@ -31,10 +31,10 @@ const ATTEMPTS = new RecordMap<AttemptRecord>([
 
 const OUTBOX = new RecordMap<OutboxRow>(["attemptId", "node", "bundle", "createdAt"]);
 
-const INSERT_ATTEMPT = ATTEMPTS.insertSql("attempts");
-const UPSERT_ATTEMPT = ATTEMPTS.upsertSql("attempts", ["id"]);
+const INSERT_ATTEMPT = ATTEMPTS.insertWrite("attempts", ["id"]);
+const UPSERT_ATTEMPT = ATTEMPTS.upsertWrite("attempts", ["id"]);
 const UPSERT_ATTEMPTS = bySize((rows) => ATTEMPTS.upsertSql("attempts", ["id"], rows));
-const INSERT_OUTBOX = OUTBOX.insertSql("outbox");
+const INSERT_OUTBOX = OUTBOX.insertWrite("outbox", ["attempt_id"]);
 
 export class AttemptsSql implements Attempts {
   constructor(
@@ -79,16 +79,16 @@ export class AttemptsSql implements Attempts {
   }
 
   async insert(attempt: AttemptRecord, bundle: string): Promise<void> {
-    await this.sql.run(INSERT_ATTEMPT, ATTEMPTS.to(attempt));
+    await this.sql.write(INSERT_ATTEMPT, ATTEMPTS.to(attempt));
     this.ahead?.attempts.set(attempt.id, ATTEMPTS.copy(attempt));
-    await this.sql.run(
+    await this.sql.write(
       INSERT_OUTBOX,
       OUTBOX.to({ attemptId: attempt.id, node: attempt.node, bundle, createdAt: attempt.createdAt }),
     );
   }
 
   async save(attempt: AttemptRecord): Promise<void> {
-    await this.sql.run(UPSERT_ATTEMPT, ATTEMPTS.to(attempt));
+    await this.sql.write(UPSERT_ATTEMPT, ATTEMPTS.to(attempt));
     this.ahead?.attempts.set(attempt.id, ATTEMPTS.copy(attempt));
   }
 

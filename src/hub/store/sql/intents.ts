@@ -36,7 +36,7 @@ export const INTENTS = new RecordMap<IntentRecord>([
   "updatedAt",
 ]);
 
-const UPSERT_INTENT = INTENTS.upsertSql("intents", ["instance_key", "generation"]);
+const UPSERT_INTENT = INTENTS.upsertWrite("intents", ["instance_key", "generation"]);
 
 /** What `olderLive` leaves out: intents no reconcile looks at again. */
 const ENDED: readonly string[] = ["superseded", "retired"];
@@ -110,7 +110,7 @@ export class IntentsSql implements Intents {
   }
 
   async save(intent: IntentRecord): Promise<void> {
-    await this.sql.run(UPSERT_INTENT, INTENTS.to(intent));
+    await this.sql.write(UPSERT_INTENT, INTENTS.to(intent));
     if (!this.ahead) return;
     this.ahead.intents.get(intent.instanceKey)?.byGeneration.set(intent.generation, INTENTS.copy(intent));
     // What the unit found absent may be there now.

@@ -25,7 +25,7 @@ const OBSERVATIONS = new RecordMap<Observation>([
   ["report", "json", "body"],
 ]);
 
-const UPSERT_OBSERVATION = OBSERVATIONS.upsertSql("observations", ["instance_key"]);
+const UPSERT_OBSERVATION = OBSERVATIONS.upsertWrite("observations", ["instance_key"]);
 
 export class ObservationsSql implements Observations {
   constructor(
@@ -91,7 +91,7 @@ export class ObservationsSql implements Observations {
       if (stored.get(instance.assignment) === digest) continue;
       changed.push(key);
       this.ahead?.observations.delete(key);
-      await this.sql.run(UPSERT_OBSERVATION, [
+      await this.sql.write(UPSERT_OBSERVATION, [
         key,
         report.node,
         instance.assignment,

@@ -18,6 +18,111 @@ export interface Sql {
   all(text: string, params?: readonly unknown[]): Promise<Row[]>;
   /** Resolves with how many rows the statement changed. */
   run(text: string, params?: readonly unknown[]): Promise<number>;
+  /**
+   * Writes one row by `statement`. A unit of work may hold it and send it later, with the other
+   * rows held for the same statement, as one multi-row statement — but always before anything else
+   * it runs (a read, another statement, its commit), so nothing can tell it was held, except that
+   * a row that breaks a constraint fails a later call of the unit (which then fails as a whole).
+   */
+  write(statement: RowWrite, row: readonly unknown[]): Promise<void>;
+  /** Sends whatever rows `write` holds. */
+  settle(): Promise<void>;
+  /** Drops whatever rows `write` holds (the unit, or its step, is rolled back). */
+  discard(): void;
+}
+
+/**
+ * A write of whole rows that nothing reads back from the statement (an insert, or an upsert that
+ * sets every column), as `Sql.write` takes it: the statement for one row or several, and which of a
+ * row's values are its key.
+ */
+export class RowWrite {
+  private readonly texts = new Map<number, string>();
+
+  constructor(
+    readonly table: string,
+    /** The statement for `rows` rows. */
+    private readonly build: (rows: number) => string,
+    /** Positions of the key's values in a row. */
+    private readonly keyAt: readonly number[],
+    /**
+     * An upsert of every column: a later row with the same key, held with it, replaces the earlier
+     * one (the outcome is the same). An insert: the earlier is sent first, and the later fails as it would.
+     */
+    readonly replaces: boolean,
+  ) {}
+
+  /** The statement for `rows` rows (built once per size). */
+  text(rows: number): string {
+    let text = this.texts.get(rows);
+    if (text === undefined) {
+      text = this.build(rows);
+      this.texts.set(rows, text);
+    }
+    return text;
+  }
+
+  /** The row's key, as one string. */
+  key(row: readonly unknown[]): string {
+    return this.keyAt.length === 1
+      ? String(row[this.keyAt[0]!])
+      : this.keyAt.map((at) => String(row[at])).join("\0");
+  }
+}
+
+/**
+ * Rows held by a unit of work for `Sql.write` (PostgreSQL): by statement, in the order each
+ * statement was first written (a child row's statement never comes before its parent's, as an
+ * attempt's outbox row never comes before the attempt), and by each table's keys, so a row a held
+ * one of another statement wrote too sends everything held first.
+ */
+export class HeldRows {
+  private byStatement = new Map<RowWrite, Map<string, readonly unknown[]>>();
+  private byTable = new Map<string, Map<string, RowWrite>>();
+  private count = 0;
+
+  get size(): number {
+    return this.count;
+  }
+
+  /** Whether `row` can be held with what is held now (else everything held must be sent first). */
+  fits(statement: RowWrite, row: readonly unknown[]): boolean {
+    const holder = this.byTable.get(statement.table)?.get(statement.key(row));
+    return holder === undefined || (holder === statement && statement.replaces);
+  }
+
+  hold(statement: RowWrite, row: readonly unknown[]): void {
+    const key = statement.key(row);
+    let rows = this.byStatement.get(statement);
+    if (!rows) {
+      rows = new Map();
+      this.byStatement.set(statement, rows);
+    }
+    if (!rows.has(key)) this.count++;
+    rows.set(key, row);
+    let keys = this.byTable.get(statement.table);
+    if (!keys) {
+      keys = new Map();
+      this.byTable.set(statement.table, keys);
+    }
+    keys.set(key, statement);
+  }
+
+  /** Everything held, by statement, and nothing held any more. */
+  take(): [RowWrite, (readonly unknown[])[]][] {
+    const taken = [...this.byStatement].map(([statement, rows]): [RowWrite, (readonly unknown[])[]] => [
+      statement,
+      [...rows.values()],
+    ]);
+    this.clear();
+    return taken;
+  }
+
+  clear(): void {
+    this.byStatement = new Map();
+    this.byTable = new Map();
+    this.count = 0;
+  }
 }
 
 /** `undefined` as SQL NULL. */
@@ -94,6 +199,24 @@ export class RecordMap<T extends object> {
       );
     }
     return values;
+  }
+
+  /** `insertSql` as a RowWrite; `key`: the table's key columns. */
+  insertWrite(table: string, key: readonly string[]): RowWrite {
+    return new RowWrite(table, (rows) => this.insertSql(table, rows), this.keyAt(key), false);
+  }
+
+  /** `upsertSql` as a RowWrite. */
+  upsertWrite(table: string, key: readonly string[]): RowWrite {
+    return new RowWrite(table, (rows) => this.upsertSql(table, key, rows), this.keyAt(key), true);
+  }
+
+  private keyAt(key: readonly string[]): number[] {
+    return key.map((column) => {
+      const at = this.columns.indexOf(column);
+      if (at < 0) throw new Error(`${column} is not a column of this record`);
+      return at;
+    });
   }
 
   /** An insert of `rows` rows (one by default). */

@@ -115,6 +115,8 @@ class SqlUnitOfWork extends Ports implements UnitOfWork {
       await this.sql.run(`RELEASE SAVEPOINT ${name}`);
       return result;
     } catch (error) {
+      // What the step wrote and the connection still holds goes with it.
+      this.sql.discard();
       await this.sql.run(`ROLLBACK TO SAVEPOINT ${name}`);
       await this.sql.run(`RELEASE SAVEPOINT ${name}`);
       this.caches.rolledBack();
@@ -197,6 +199,12 @@ export abstract class SqlStore extends Ports implements Store {
         // After a failed step, whatever else fails (on PostgreSQL every later statement does) is its doing.
         const done = await work(tx).catch((error: unknown) => {
           throw tx.stepFailed ?? error;
+        });
+        // Rows the connection still holds (Sql.write) are sent now, not with the commit: one that
+        // fails here may be any step's, so the unit runs again with a savepoint per step, each
+        // step's rows sent before it ends, and the step that wrote it fails alone.
+        await sql.settle().catch((error: unknown) => {
+          throw savepoints ? error : (tx.stepFailed ??= new StepsRerun(error));
         });
         // A step failed and its error was caught: what it wrote cannot be told apart, so nothing commits.
         if (tx.stepFailed) throw tx.stepFailed;
