@@ -5,21 +5,13 @@
  */
 import { describe, expect, it } from "vitest";
 import type { AttemptRecord, IntentRecord } from "../../../src/hub/records.js";
-import { intentOf, storeKinds } from "./stores.js";
+import { attemptOf, intentOf, storeKinds } from "./stores.js";
 
 const AT = "2026-12-04T10:00:00.000Z";
 const LEASE = "2026-12-04T10:05:00.000Z";
 
 function attempt(n: number): AttemptRecord {
-  return {
-    id: `A${String(n).padStart(3, "0")}`,
-    instanceKey: `web@n${n}`,
-    generation: 1,
-    assignment: "web",
-    node: `n${n}`,
-    status: "queued",
-    createdAt: AT,
-  };
+  return attemptOf(n, AT);
 }
 
 function intent(n: number, status: IntentRecord["status"], lastAttemptId: string): IntentRecord {

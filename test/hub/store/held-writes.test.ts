@@ -8,21 +8,12 @@
 import { describe, expect, it } from "vitest";
 import type { AttemptRecord, IntentRecord } from "../../../src/hub/records.js";
 import { StepsRerun } from "../../../src/hub/store/store.js";
-import { intentOf, storeKinds } from "./stores.js";
+import { attemptOf, intentOf, storeKinds } from "./stores.js";
 
 const AT = "2026-12-06T10:00:00.000Z";
 
 function attempt(n: number, fields: Partial<AttemptRecord> = {}): AttemptRecord {
-  return {
-    id: `A${String(n).padStart(4, "0")}`,
-    instanceKey: `web@n${n}`,
-    generation: 1,
-    assignment: "web",
-    node: `n${n}`,
-    status: "queued",
-    createdAt: AT,
-    ...fields,
-  };
+  return attemptOf(n, AT, fields, 4);
 }
 
 function intent(n: number, fields: Partial<IntentRecord> = {}): IntentRecord {

@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { afterAll, onTestFinished } from "vitest";
-import type { IntentRecord } from "../../../src/hub/records.js";
+import type { AttemptRecord, IntentRecord } from "../../../src/hub/records.js";
 import { PostgresStore } from "../../../src/hub/store/postgres.js";
 import { SqliteStore } from "../../../src/hub/store/sqlite.js";
 import type { Store } from "../../../src/hub/store/store.js";
@@ -153,6 +153,25 @@ export function intentOf(key: string, fields: Partial<IntentRecord> = {}): Inten
     everConverged: false,
     createdAt: "2026-11-30T10:00:00.000Z",
     updatedAt: "2026-11-30T10:00:00.000Z",
+    ...fields,
+  };
+}
+
+/** Attempt `n` (id `A` and n in `digits` digits) on node `n<n>` of assignment web, queued at `createdAt`, with `fields` over it. */
+export function attemptOf(
+  n: number,
+  createdAt: string,
+  fields: Partial<AttemptRecord> = {},
+  digits = 3,
+): AttemptRecord {
+  return {
+    id: `A${String(n).padStart(digits, "0")}`,
+    instanceKey: `web@n${n}`,
+    generation: 1,
+    assignment: "web",
+    node: `n${n}`,
+    status: "queued",
+    createdAt,
     ...fields,
   };
 }

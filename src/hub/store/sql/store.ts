@@ -204,7 +204,9 @@ export abstract class SqlStore extends Ports implements Store {
         // fails here may be any step's, so the unit runs again with a savepoint per step, each
         // step's rows sent before it ends, and the step that wrote it fails alone.
         await sql.settle().catch((error: unknown) => {
-          throw savepoints ? error : (tx.stepFailed ??= new StepsRerun(error));
+          if (savepoints) throw error;
+          tx.stepFailed ??= new StepsRerun(error);
+          throw tx.stepFailed;
         });
         // A step failed and its error was caught: what it wrote cannot be told apart, so nothing commits.
         if (tx.stepFailed) throw tx.stepFailed;
