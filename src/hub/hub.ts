@@ -21,8 +21,8 @@ import { DEFAULT_TIMING, type Timing } from "./decide.js";
 import type { DeclarationChanges } from "./desired.js";
 import { observeHostIdentity, reviewHostIdentities } from "./enrolment/identities.js";
 import { idFactory } from "./ids.js";
-import { HubStoppedError, Inbox } from "./inbox.js";
-import { Ingest } from "./ingest.js";
+import { type EventReads, HubStoppedError, Inbox } from "./inbox.js";
+import { Ingest, REPORT_WAITERS } from "./ingest.js";
 import { RevisionIntake } from "./intake.js";
 import { Liveness } from "./liveness.js";
 import { HubMetrics, type ReplicaState } from "./metrics.js";
@@ -171,6 +171,7 @@ export class Hub {
       log: this.log,
       flushed: wakeIdle,
       fencedOut: () => this.ownership?.fencedOut(),
+      readAhead: (tx, reads) => tx.readAheadEvents({ ...reads, waiting: REPORT_WAITERS }),
     });
     this.relay = new Relay({
       store: this.store,
@@ -610,24 +611,24 @@ export class Hub {
     // (a shard changing hands) is refused, for the transport to hand to the owner. A heartbeat,
     // which every replica hears, is the owner's to record too.
     const foreign = (node: string) => this.ownership !== undefined && !this.owns(node);
-    const owned = (node: string, event: string, run: (tx: UnitOfWork) => Promise<void>) =>
+    const owned = (node: string, event: string, reads: EventReads, run: (tx: UnitOfWork) => Promise<void>) =>
       foreign(node)
         ? Promise.reject(new NotOwnedError(node))
-        : this.inbox.deliver(event, transport, run, node);
+        : this.inbox.deliver({ event, transport, node, reads }, run);
     return {
       report: (report: Report) =>
-        owned(report.node, "report", (tx) => this.ingest.report(tx, report, transport)),
-      result: (result: AttemptResult) => owned(result.node, "result", (tx) => this.ingest.result(tx, result)),
+        owned(report.node, "report", { reported: report.node }, (tx) =>
+          this.ingest.report(tx, report, transport),
+        ),
+      result: (result: AttemptResult) =>
+        owned(result.node, "result", { attempt: result.attemptId }, (tx) => this.ingest.result(tx, result)),
       // A beat is heard at once; the store hears of it only when something there changes, and
       // then by one recording per node at a time, of its latest beat (see Liveness.heartbeat).
       heartbeat: (node: string, at: Date) => {
         if (foreign(node) || !this.liveness.heartbeat(node, at, this.relay.waitsFor(node)))
           return Promise.resolve();
-        const recording = this.inbox.deliver(
-          "heartbeat",
-          transport,
-          (tx) => this.ingest.heartbeat(tx, node, this.liveness.lastHeard(node) ?? at),
-          node,
+        const recording = this.inbox.deliver({ event: "heartbeat", transport, node }, (tx) =>
+          this.ingest.heartbeat(tx, node, this.liveness.lastHeard(node) ?? at),
         );
         return bestEffort(
           "heartbeat",
@@ -635,14 +636,16 @@ export class Hub {
         );
       },
       lost: (attemptId: string, node: string, reason: string) =>
-        owned(node, "lost", (tx) => this.ingest.lost(tx, attemptId, node, reason)),
+        owned(node, "lost", { attempt: attemptId }, (tx) => this.ingest.lost(tx, attemptId, node, reason)),
       health: (event: TransportHealth) =>
         bestEffort(
           "health",
-          this.inbox.deliver("health", transport, (tx) => this.ingest.health(tx, transport, event)),
+          this.inbox.deliver({ event: "health", transport }, (tx) =>
+            this.ingest.health(tx, transport, event),
+          ),
         ),
       identity: (node: string, identity: { nkey: string; age: string }) =>
-        this.inbox.deliver("identity", transport, (tx) =>
+        this.inbox.deliver({ event: "identity", transport }, (tx) =>
           observeHostIdentity(tx, { node, identity, transport }, this.nowIso(), this.newId),
         ),
     };
@@ -654,7 +657,7 @@ export class Hub {
    * event that does not fit the task (already resolved, claimed by another) is logged and dropped.
    */
   recordTaskEvent(event: TaskEvent): Promise<void> {
-    return this.inbox.deliver("task", "bus", (tx) => this.ingest.taskEvent(tx, event));
+    return this.inbox.deliver({ event: "task", transport: "bus" }, (tx) => this.ingest.taskEvent(tx, event));
   }
 
   /** Hands the current statuses of every changed revision to the status sink now. */

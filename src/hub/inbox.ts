@@ -34,12 +34,25 @@ export class HubStoppedError extends StewardError {
  */
 const MAX_BATCH = 1_024;
 
-/** A transport event waiting for the inbox's next unit of work, with its handler's promise. */
-interface InboxEvent {
+/** What an event is, as the inbox records it. */
+export interface EventAbout {
+  /** Its kind and its transport (for the log). */
   event: string;
   transport: string;
   /** The node it is about, whose lease the batch checks (none: an event about no node's attempts). */
-  node: string | undefined;
+  node?: string;
+  /** What its handler reads first, read ahead for the whole batch (InboxOptions.readAhead). */
+  reads?: EventReads;
+}
+
+/** What an event's handler reads first: the attempt a result or loss is about, the node that reported. */
+export interface EventReads {
+  attempt?: string;
+  reported?: string;
+}
+
+/** A transport event waiting for the inbox's next unit of work, with its handler's promise. */
+interface InboxEvent extends EventAbout {
   run: (tx: UnitOfWork) => Promise<void>;
   recorded: () => void;
   failed: (error: unknown) => void;
@@ -52,6 +65,8 @@ export interface InboxOptions {
   flushed: () => void;
   /** A batch was fenced: the replica lost leases it counted on. */
   fencedOut?: () => void;
+  /** Reads ahead, in the batch's unit of work, what its events read first (their `reads`, gathered). */
+  readAhead?: (tx: UnitOfWork, reads: { attempts: string[]; reported: string[] }) => Promise<void>;
 }
 
 /** Transport events, recorded in batches (see the module comment). */
@@ -75,15 +90,10 @@ export class Inbox {
    * Records `run` with the next batch; resolves once committed. Rejects with HubStoppedError once
    * the inbox is closed.
    */
-  deliver(
-    event: string,
-    transport: string,
-    run: (tx: UnitOfWork) => Promise<void>,
-    node?: string,
-  ): Promise<void> {
-    if (this.closed) return Promise.reject(new HubStoppedError(event));
+  deliver(about: EventAbout, run: (tx: UnitOfWork) => Promise<void>): Promise<void> {
+    if (this.closed) return Promise.reject(new HubStoppedError(about.event));
     return new Promise<void>((recorded, failed) => {
-      this.waiting.push({ event, transport, run, node, recorded, failed });
+      this.waiting.push({ ...about, run, recorded, failed });
       if (this.scheduled) return;
       this.scheduled = true;
       setImmediate(() => void this.flush());
@@ -134,12 +144,18 @@ export class Inbox {
     const { store, log } = this.options;
     const failures = new Map<InboxEvent, unknown>();
     const nodes = new Set<string>();
-    for (const entry of batch) if (entry.node !== undefined) nodes.add(entry.node);
+    const reads = { attempts: [] as string[], reported: [] as string[] };
+    for (const entry of batch) {
+      if (entry.node !== undefined) nodes.add(entry.node);
+      if (entry.reads?.attempt !== undefined) reads.attempts.push(entry.reads.attempt);
+      if (entry.reads?.reported !== undefined) reads.reported.push(entry.reads.reported);
+    }
     try {
       await store.transaction(async (tx) => {
         // Run again from the start if the store retries the unit (PostgreSQL, another replica).
         failures.clear();
         await tx.fence(nodes);
+        await this.options.readAhead?.(tx, reads);
         for (const entry of batch) {
           try {
             await tx.transaction(entry.run);

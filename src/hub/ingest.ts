@@ -22,7 +22,7 @@ import { claimTask, releaseTask, resolveTask, TaskError } from "./tasks.js";
 import type { TransportHealth } from "./transport.js";
 
 /** Intents that a fresh report may settle even when no observation changed. */
-const REPORT_WAITERS: readonly IntentStatus[] = ["ambiguous", "verifying"];
+export const REPORT_WAITERS: readonly IntentStatus[] = ["ambiguous", "verifying"];
 
 export interface IngestOptions {
   clock: Clock;

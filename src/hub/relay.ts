@@ -207,7 +207,7 @@ export class Relay {
     if (this.acceptedDelivery) return;
     let taken: AttemptRecord[] | undefined;
     this.acceptedDelivery = this.options.inbox
-      .deliver("dispatched", transport, async (tx) => {
+      .deliver({ event: "dispatched", transport }, async (tx) => {
         // Taken once: a unit of work run again deletes the same rows.
         if (!taken) {
           taken = this.acceptedWaiting;

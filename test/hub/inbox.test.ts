@@ -45,7 +45,7 @@ describe("hub - inbox", () => {
     const deliveries: Promise<void>[] = [];
     const deliver = (n: number) =>
       deliveries.push(
-        inbox.deliver("report", "test", async (tx) => {
+        inbox.deliver({ event: "report", transport: "test" }, async (tx) => {
           await tx.meta.set("last", String(n));
           recorded.push(n);
           // Events that come while a batch is recorded go after everything that waited before them.
@@ -67,12 +67,12 @@ describe("hub - inbox", () => {
 
   it("hub - an event that fails is refused alone; a closed inbox refuses what comes after", async () => {
     const { store, inbox } = open();
-    const first = inbox.deliver("result", "test", (tx) => tx.meta.set("first", "yes"));
-    const failing = inbox.deliver("result", "test", async (tx) => {
+    const first = inbox.deliver({ event: "result", transport: "test" }, (tx) => tx.meta.set("first", "yes"));
+    const failing = inbox.deliver({ event: "result", transport: "test" }, async (tx) => {
       await tx.meta.set("failing", "yes");
       throw new Error("cannot record this one");
     });
-    const third = inbox.deliver("result", "test", (tx) => tx.meta.set("third", "yes"));
+    const third = inbox.deliver({ event: "result", transport: "test" }, (tx) => tx.meta.set("third", "yes"));
     await expect(first).resolves.toBeUndefined();
     await expect(failing).rejects.toThrow("cannot record this one");
     await expect(third).resolves.toBeUndefined();
@@ -82,8 +82,8 @@ describe("hub - inbox", () => {
       await store.meta.get("third"),
     ]).toEqual(["yes", undefined, "yes"]);
     await inbox.close();
-    await expect(inbox.deliver("result", "test", async () => undefined)).rejects.toBeInstanceOf(
-      HubStoppedError,
-    );
+    await expect(
+      inbox.deliver({ event: "result", transport: "test" }, async () => undefined),
+    ).rejects.toBeInstanceOf(HubStoppedError);
   });
 });

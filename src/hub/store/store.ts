@@ -487,6 +487,16 @@ export interface UnitOfWork extends StoreReads, Transactional {
    * database, and the unit's own writes keep them true.
    */
   readAhead(keys: readonly string[]): Promise<void>;
+  /**
+   * Reads ahead what a batch of transport events reads first: the attempts results and losses name,
+   * and for nodes that reported, which of their intents wait for a report (`waiting`) and which
+   * assignments they have observations of — a query for all of them rather than one per event.
+   */
+  readAheadEvents(events: {
+    attempts: readonly string[];
+    reported: readonly string[];
+    waiting: readonly IntentStatus[];
+  }): Promise<void>;
 }
 
 /** The hub's durable state: committed reads, units of work, and the syncer's port over the same database. */

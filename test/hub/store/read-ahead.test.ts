@@ -180,6 +180,46 @@ describe.each(storeKinds())("store ($name) - reading ahead", (kind) => {
     expect(plain[3]!.desired).toBeUndefined();
   });
 
+  it("store - what a batch of events reads after reading it ahead is what it reads without, and a save keeps it true", async () => {
+    const store = await kind.fresh();
+    await seeded(store);
+    const waiting: IntentRecord["status"][] = ["dispatched", "backoff"];
+    // Each read is rolled back: both start from the same rows.
+    const undone = new Error("rolled back");
+    const read = async (ahead: boolean) => {
+      let seen: unknown;
+      await store
+        .transaction(async (tx) => {
+          seen = await events(tx, ahead);
+          throw undone;
+        })
+        .catch((error: unknown) => {
+          if (error !== undone) throw error;
+        });
+      return seen as Awaited<ReturnType<typeof events>>;
+    };
+    const events = async (tx: Parameters<Parameters<Store["transaction"]>[0]>[0], ahead: boolean) => {
+      if (ahead) await tx.readAheadEvents({ attempts: ["A1", "A2", "A9"], reported: ["a", "b"], waiting });
+      const before = {
+        attempts: [await tx.attempts.get("A1"), await tx.attempts.get("A2"), await tx.attempts.get("A9")],
+        a: await tx.intents.keysOfNode("a", waiting),
+        b: await tx.intents.keysOfNode("b", waiting),
+      };
+      // A result settles web@a's generation 1: node a has one intent fewer waiting.
+      await tx.intents.save({ ...intent("web@a", 1, "dispatched", "A1"), status: "converged" });
+      const changed = await tx.observations.saveReport(report("a", "2026-12-04T11:00:00.000Z", 2), AT);
+      return { before, after: await tx.intents.keysOfNode("a", waiting), changed };
+    };
+    const plain = await read(false);
+    const ahead = await read(true);
+    expect(ahead).toEqual(plain);
+    expect(plain.before.attempts.map((a) => a?.id)).toEqual(["A1", "A2", undefined]);
+    expect(plain.before.a).toEqual(["web@a", "web@a"]);
+    expect(plain.before.b).toEqual([]);
+    expect(plain.after).toEqual(["web@a"]);
+    expect(plain.changed).toEqual(["web@a"]);
+  });
+
   it("store - a unit reads its own writes after reading ahead, and a rolled-back step's no more", async () => {
     const store = await kind.fresh();
     await seeded(store);
@@ -371,5 +411,35 @@ describe("store (sqlite) - reading ahead", () => {
     // read ahead: db@a's superseded generation 1, and the intents of gone@a (no desired instance).
     expect(plain).toBeGreaterThanOrEqual(KEYS.length * 8);
     expect(ahead).toBeLessThanOrEqual(7 + KEYS.length);
+  });
+
+  it("store - a batch of events' reads cost three queries, whatever the number of results and reports", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "steward-read-ahead-"));
+    const store = new CountingStore(join(dir, "hub.db"));
+    onTestFinished(async () => {
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    });
+    await seeded(store);
+    // Another process wrote the observations: this one knows none of them yet.
+    await store.close();
+    const fresh = new CountingStore(join(dir, "hub.db"));
+    onTestFinished(() => fresh.close());
+    const waiting: IntentRecord["status"][] = ["ambiguous", "verifying"];
+    const events = { attempts: ["A1", "A2"], reported: ["a", "b", "c"] };
+    const counted = async (ahead: boolean) => {
+      fresh.statements = 0;
+      await fresh.transaction(async (tx) => {
+        if (ahead) await tx.readAheadEvents({ ...events, waiting });
+        for (const id of events.attempts) await tx.attempts.get(id);
+        for (const node of events.reported) await tx.intents.keysOfNode(node, waiting);
+      });
+      const read = fresh.statements;
+      // What a report's saving reads first: the assignments the node has observations of.
+      fresh.caches.observed.clear();
+      return read;
+    };
+    expect(await counted(false)).toBe(5);
+    expect(await counted(true)).toBe(3);
   });
 });

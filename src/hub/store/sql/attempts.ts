@@ -59,6 +59,21 @@ export class AttemptsSql implements Attempts {
     }
   }
 
+  /** Reads ahead the attempts `ids` (those the unit has not read ahead already). */
+  async readAheadIds(ids: readonly string[]): Promise<void> {
+    if (!this.ahead) return;
+    const ahead = this.ahead.attempts;
+    const wanted = ids.filter((id) => !ahead.has(id));
+    if (wanted.length === 0) return;
+    const { dialect } = this.sql;
+    for (const row of await this.sql.all(`SELECT * FROM attempts WHERE ${oneOf(dialect, "id")}`, [
+      listParam(dialect, wanted),
+    ])) {
+      const attempt = ATTEMPTS.from(row);
+      ahead.set(attempt.id, attempt);
+    }
+  }
+
   async get(id: string): Promise<AttemptRecord | undefined> {
     const ahead = this.ahead?.attempts.get(id);
     if (ahead) return { ...ahead };

@@ -117,6 +117,8 @@ export class IntentsSql implements Intents {
     if (intent.status === "held") this.ahead.noneHeld.delete(rolloutOf(intent.assignment, intent.revision));
     if (intent.status === "blocked" || intent.status === "stuck")
       this.ahead.noneFailed.delete(rolloutOf(intent.assignment, intent.revision));
+    // Which of the node's intents are in which status may have changed.
+    this.ahead.ofNode.delete(intent.node);
     const none = this.ahead.noneOfNode.get(intent.node);
     if (none) for (const [text, statuses] of none) if (statuses.includes(intent.status)) none.delete(text);
   }
@@ -137,8 +139,31 @@ export class IntentsSql implements Intents {
     ).map((r) => INTENTS.from(r));
   }
 
+  /** Reads ahead, for each of `nodes`, the keys of its intents in one of `statuses` (as `keysOfNode` tells them). */
+  async readAheadOfNodes(nodes: readonly string[], statuses: readonly IntentStatus[]): Promise<void> {
+    if (!this.ahead || nodes.length === 0) return;
+    const text = statuses.join(",");
+    const found = new Map<string, string[]>(nodes.map((node) => [node, []]));
+    const { dialect } = this.sql;
+    for (const row of await this.sql.all(
+      `SELECT node, instance_key FROM intents WHERE ${oneOf(dialect, "node")} AND status IN (${marks(statuses.length)}) ORDER BY instance_key`,
+      [listParam(dialect, nodes), ...statuses],
+    ))
+      found.get(row.node as string)?.push(row.instance_key as string);
+    for (const [node, keys] of found) {
+      let lists = this.ahead.ofNode.get(node);
+      if (!lists) {
+        lists = new Map();
+        this.ahead.ofNode.set(node, lists);
+      }
+      lists.set(text, keys);
+    }
+  }
+
   async keysOfNode(node: string, statuses: readonly IntentStatus[]): Promise<string[]> {
     const text = statuses.join(",");
+    const ahead = this.ahead?.ofNode.get(node)?.get(text);
+    if (ahead) return [...ahead];
     if (this.ahead?.noneOfNode.get(node)?.has(text)) return [];
     const keys = (
       await this.sql.all(

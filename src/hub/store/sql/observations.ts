@@ -119,6 +119,20 @@ export class ObservationsSql implements Observations {
     return changed;
   }
 
+  /** Reads the assignments `nodes` have stored observations of, for those whose are not known yet (see observedOf). */
+  async readAheadObserved(nodes: readonly string[]): Promise<void> {
+    const unknown = nodes.filter((node) => !this.caches.observed.has(node));
+    if (unknown.length === 0) return;
+    const observed = new Map(unknown.map((node) => [node, new Map<string, number>()]));
+    const { dialect } = this.sql;
+    for (const row of await this.sql.all(
+      `SELECT node, assignment FROM observations WHERE ${oneOf(dialect, "node")}`,
+      [listParam(dialect, unknown)],
+    ))
+      observed.get(row.node as string)?.set(row.assignment as string, -1);
+    for (const [node, assignments] of observed) this.caches.observed.set(node, assignments);
+  }
+
   /**
    * The assignments `node` has stored observations of, with the digests of their bodies as far as
    * this process wrote them (kept up to date by `saveReport`; -1: not known).

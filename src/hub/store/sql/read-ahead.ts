@@ -54,6 +54,8 @@ export class ReadAhead {
   readonly noneFailed = new Set<string>();
   /** `findOpen` questions about a subject other than an instance that found no open condition. */
   readonly noneOpen = new Set<string>();
+  /** By node: the keys of its intents in a status list (by its text), read ahead for a batch of its reports. */
+  readonly ofNode = new Map<string, Map<string, string[]>>();
   /** By node: the status lists (by their text) of which it has no intent. */
   readonly noneOfNode = new Map<string, Map<string, readonly IntentStatus[]>>();
 

@@ -6,6 +6,7 @@
  * from a pool).
  */
 import type { GenerationStore } from "../../../repo/store.js";
+import type { IntentStatus } from "../../records.js";
 import { FencedError, type Fencing, StepsRerun, type Store, type UnitOfWork } from "../store.js";
 import { AttemptsSql } from "./attempts.js";
 import { StoreCaches } from "./caches.js";
@@ -87,6 +88,17 @@ class SqlUnitOfWork extends Ports implements UnitOfWork {
     await this.nodes.readAhead([...nodes]);
     await this.observations.readAhead(unique, [...nodes]);
     await this.conditions.readAhead(unique);
+  }
+
+  async readAheadEvents(events: {
+    attempts: readonly string[];
+    reported: readonly string[];
+    waiting: readonly IntentStatus[];
+  }): Promise<void> {
+    await this.attempts.readAheadIds([...new Set(events.attempts)]);
+    const reported = [...new Set(events.reported)];
+    await this.intents.readAheadOfNodes(reported, events.waiting);
+    await this.observations.readAheadObserved(reported);
   }
 
   async fence(nodes: Iterable<string>): Promise<void> {
