@@ -388,15 +388,21 @@ class CountingStore extends SqliteStore {
   }
 }
 
+/** A seeded SQLite store that counts statements, in a directory removed when the test finishes. */
+async function seededCountingStore(): Promise<{ dir: string; store: CountingStore }> {
+  const dir = mkdtempSync(join(tmpdir(), "steward-read-ahead-"));
+  const store = new CountingStore(join(dir, "hub.db"));
+  onTestFinished(async () => {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  await seeded(store);
+  return { dir, store };
+}
+
 describe("store (sqlite) - reading ahead", () => {
   it("store - a batch's reads cost a query per table for the whole batch, and none per instance", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "steward-read-ahead-"));
-    const store = new CountingStore(join(dir, "hub.db"));
-    onTestFinished(async () => {
-      await store.close();
-      rmSync(dir, { recursive: true, force: true });
-    });
-    await seeded(store);
+    const { store } = await seededCountingStore();
     const counted = async (ahead: boolean) => {
       store.statements = 0;
       await store.transaction(async (tx) => {
@@ -414,13 +420,7 @@ describe("store (sqlite) - reading ahead", () => {
   });
 
   it("store - a batch of events' reads cost three queries, whatever the number of results and reports", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "steward-read-ahead-"));
-    const store = new CountingStore(join(dir, "hub.db"));
-    onTestFinished(async () => {
-      await store.close();
-      rmSync(dir, { recursive: true, force: true });
-    });
-    await seeded(store);
+    const { dir, store } = await seededCountingStore();
     // Another process wrote the observations: this one knows none of them yet.
     await store.close();
     const fresh = new CountingStore(join(dir, "hub.db"));
