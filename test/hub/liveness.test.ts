@@ -1,4 +1,8 @@
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { SqliteStore } from "../../src/hub/store/sqlite.js";
 import { FaultyTransport } from "./helpers/faults.js";
 import { assignmentYaml, file, fleetYaml, nodes, nodeYaml } from "./helpers/fleet.js";
 import { startHarness } from "./helpers/harness.js";
@@ -137,6 +141,32 @@ describe("hub - liveness", () => {
     expect(written.size).toBeLessThanOrEqual(7);
     const last = Date.parse([...written].sort().at(-1)!);
     expect(h.clock.now().getTime() - last).toBeLessThanOrEqual(35_000);
+    expect(await h.store.conditions.list({ type: "NodeSilent" })).toEqual([]);
+  });
+
+  it("hub - a beating fleet at rest is checked without reading the store", async () => {
+    let reads = 0;
+    const h = await startHarness({
+      files: {
+        ...nodes("n1", "n2"),
+        "steward.yaml": fleetYaml({ heartbeat: { interval: "5s", missed: 3 } }),
+      },
+      store: async () => {
+        const store = new SqliteStore(join(mkdtempSync(join(tmpdir(), "steward-liveness-")), "hub.db"));
+        const get = store.nodes.get.bind(store.nodes);
+        store.nodes.get = (name) => {
+          reads++;
+          return get(name);
+        };
+        return store;
+      },
+    });
+    await h.commit();
+    await h.settle();
+    reads = 0;
+    // Ten minutes of beats every 5 s: each node's check comes due 40 times.
+    for (let i = 0; i < 120; i++) await h.advance(5_000);
+    expect(reads).toBe(0);
     expect(await h.store.conditions.list({ type: "NodeSilent" })).toEqual([]);
   });
 
