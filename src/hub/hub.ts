@@ -291,7 +291,7 @@ export class Hub {
     // Registration: every node this hub reaches reports once at start, so observe-only compares,
     // ambiguous attempts settle and silent nodes are noticed without waiting for a change.
     const nodes = await this.store.nodes.list();
-    for (const node of nodes) await this.checkReach(node);
+    await this.checkReachOf(nodes);
     await this.register(nodes.filter((node) => this.owns(node.name)));
     this.queue.addAll(recovered);
     this.scheduleResync();
@@ -299,12 +299,10 @@ export class Hub {
 
   /** Nodes this hub reaches report once, so ambiguous attempts settle and silent ones are noticed. */
   private async register(nodes: readonly NodeRecord[]): Promise<void> {
-    for (const node of nodes) {
-      if (!this.reaches(node) || node.removedAt) continue;
-      await this.relay.rememberUnreachable(node.name);
-      await this.liveness.watch(node.name);
-      this.relay.askForReport(node.name);
-    }
+    const reached = nodes.filter((node) => this.reaches(node) && !node.removedAt);
+    await this.relay.rememberUnreachable(reached.map((node) => node.name));
+    this.liveness.watchNodes(reached);
+    for (const node of reached) this.relay.askForReport(node.name, node);
   }
 
   /**
@@ -322,20 +320,18 @@ export class Hub {
       const from = takeover.from;
       await this.store.transaction(async (tx) => {
         await tx.fence(names);
-        for (const name of names)
-          for (const attempt of await tx.attempts.openOfNode(name)) {
-            if (attempt.status !== "dispatched") continue;
-            const lost = nextAttempt(attempt, { kind: "owner-lost", at, replica: from });
-            if (lost) await tx.attempts.save(lost);
-          }
+        for (const attempt of await tx.attempts.openOfNodes(names)) {
+          if (attempt.status !== "dispatched") continue;
+          const lost = nextAttempt(attempt, { kind: "owner-lost", at, replica: from });
+          if (lost) await tx.attempts.save(lost);
+        }
       });
     }
     const outbox = (await this.store.attempts.outbox()).filter((row) => wanted.has(row.node));
     await this.relay.recover(outbox.map((row) => row.attemptId));
     const nodes = (await this.store.nodes.list()).filter((node) => wanted.has(node.name));
     await this.register(nodes);
-    const keys: string[] = [];
-    for (const name of names) keys.push(...(await this.store.desired.activeKeysOfNode(name)));
+    const keys = await this.store.desired.activeKeysOfNodes(names);
     this.log.info(
       { nodes: names.length, instances: keys.length, from: takeover.from },
       "took over %d nodes",
@@ -445,25 +441,39 @@ export class Hub {
     if (changes.nodes.length > 0 || changes.assignments.length > 0) await this.liveness.settingsChanged();
     for (const assignment of changes.assignments)
       this.enqueue(await this.store.desired.activeKeysOfAssignment(assignment));
-    for (const name of changes.nodes) {
-      this.enqueue(await this.store.desired.activeKeysOfNode(name));
-      const node = await this.store.nodes.get(name);
-      if (node) await this.checkReach(node);
-      if (!this.started || !node || !this.reaches(node) || node.removedAt) continue;
-      await this.liveness.watch(name);
-      if (!node.lastReportAt) this.relay.askForReport(name);
-    }
+    if (changes.nodes.length === 0) return;
+    // A first sync declares a whole fleet: each step is a query for all its nodes, not one each.
+    this.enqueue(await this.store.desired.activeKeysOfNodes(changes.nodes));
+    const nodes = [...(await this.store.nodes.named(changes.nodes)).values()];
+    await this.checkReachOf(nodes);
+    if (!this.started) return;
+    const reached = nodes.filter((node) => this.reaches(node) && !node.removedAt);
+    this.liveness.watchNodes(reached);
+    for (const node of reached) if (!node.lastReportAt) this.relay.askForReport(node.name, node);
   }
 
   /** Whether this hub reaches `node` (reach.ts); the rollouts that wait for it look again when that changed. */
-  private async checkReach(node: NodeRecord): Promise<void> {
+  /**
+   * Checks whether this hub reaches each of `nodes` (reach.ts): only a node it does not reach, or
+   * one with an open TransportDegraded, has anything to check — the rest cost one query for all.
+   */
+  private async checkReachOf(nodes: readonly NodeRecord[]): Promise<void> {
+    const degraded = new Set(
+      (
+        await this.store.conditions.list({ status: "open", type: "TransportDegraded", subjectKind: "node" })
+      ).map((condition) => condition.subject),
+    );
     const context = {
       newId: this.newId,
       reaches: (n: NodeRecord) => this.reaches(n),
       transportNames: this.transportNames,
     };
-    const changed = await this.store.transaction((tx) => checkReach(context, tx, node, this.nowIso()));
-    if (changed) await this.reviewRolloutsOf(node.name);
+    const now = this.nowIso();
+    for (const node of nodes) {
+      if (!degraded.has(node.name) && (node.removedAt || this.reaches(node))) continue;
+      const changed = await this.store.transaction((tx) => checkReach(context, tx, node, now));
+      if (changed) await this.reviewRolloutsOf(node.name);
+    }
   }
 
   /** Resolves when nothing is queued, being reconciled, relayed or handled (timers may be pending). */

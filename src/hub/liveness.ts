@@ -156,6 +156,13 @@ export class Liveness {
     if (!this.checking.has(name)) await this.arm(name, delay);
   }
 
+  /** `watch` for nodes whose records are in hand (a hub's start, a takeover): no read each. */
+  watchNodes(nodes: readonly NodeRecord[]): void {
+    for (const node of nodes)
+      if (!this.checking.has(node.name) && !this.checks.has(node.name) && !this.arming.has(node.name))
+        this.armFor(node);
+  }
+
   private async arm(name: string, delay?: number): Promise<void> {
     if (this.stopped || this.checks.has(name) || this.arming.has(name)) return;
     this.arming.add(name);
@@ -165,10 +172,14 @@ export class Liveness {
     } finally {
       this.arming.delete(name);
     }
-    if (!node || node.removedAt || !this.options.reaches(node) || this.stopped) return;
+    if (node) this.armFor(node, delay);
+  }
+
+  private armFor(node: NodeRecord, delay?: number): void {
+    if (node.removedAt || !this.options.reaches(node) || this.stopped) return;
     const now = this.options.clock.now().getTime();
-    const last = this.heard.get(name) ?? now;
-    this.checks.set(name, delay === undefined ? Math.max(now, last + this.windowMs()) : now + delay);
+    const last = this.heard.get(node.name) ?? now;
+    this.checks.set(node.name, delay === undefined ? Math.max(now, last + this.windowMs()) : now + delay);
   }
 
   stop(): void {

@@ -16,6 +16,9 @@ import { FencedError, type Store, type StoreReads, type Transactional } from "./
 import { DispatchError, type Transport } from "./transport.js";
 import { WarningDigest } from "./warning-digest.js";
 
+/** Report requests a hub has out at once, at most. */
+const REPORT_REQUESTS_AT_ONCE = 256;
+
 export interface RelayOptions {
   store: Store;
   clock: Clock;
@@ -41,6 +44,9 @@ export class Relay {
   /** Attempts their transports accepted whose outbox rows wait for the inbox (see `accepted`). */
   private acceptedWaiting: AttemptRecord[] = [];
   private acceptedDelivery: Promise<void> | undefined;
+  /** Report requests running, and those waiting for one of them to end (see askForReport). */
+  private requesting = 0;
+  private readonly requestSlots: (() => void)[] = [];
   /** Nodes whose last hand-over failed (transient): their retries go when they are heard again. */
   private readonly unreachable = new Set<string>();
 
@@ -246,16 +252,33 @@ export class Relay {
     if (attempt) this.options.requeue(attempt.instanceKey);
   }
 
-  /** Asks node `name` for a fresh full report, if this hub reaches it (counted in `handling` until done). */
-  askForReport(name: string): void {
+  /**
+   * Asks node `name` (whose record may be given) for a fresh full report, if this hub reaches it;
+   * counted in `handling` until done. A few hundred requests run at once, the others wait their
+   * turn: a hub that starts with 10,000 nodes asks each of them.
+   */
+  askForReport(name: string, record?: NodeRecord): void {
     this.track(
-      (async () => {
-        const node = await this.options.store.nodes.get(name);
+      this.inRequestSlot(async () => {
+        const node = record ?? (await this.options.store.nodes.get(name));
         const transport = node ? this.options.transports.get(node.transport) : undefined;
         if (!node || !transport) return;
         await transport.requestReport(node.spec);
-      })().catch((error: unknown) => this.reportFailures.warn(name, error, { node: name })),
+      }).catch((error: unknown) => this.reportFailures.warn(name, error, { node: name })),
     );
+  }
+
+  /** Runs `request` once fewer than REPORT_REQUESTS_AT_ONCE run. */
+  private async inRequestSlot(request: () => Promise<void>): Promise<void> {
+    while (this.requesting >= REPORT_REQUESTS_AT_ONCE)
+      await new Promise<void>((free) => this.requestSlots.push(free));
+    this.requesting++;
+    try {
+      await request();
+    } finally {
+      this.requesting--;
+      this.requestSlots.shift()?.();
+    }
   }
 
   private track(work: Promise<unknown>): void {
@@ -266,9 +289,14 @@ export class Relay {
     });
   }
 
-  /** At start: a node whose retries wait on the transport is unreachable until it is heard. */
-  async rememberUnreachable(name: string): Promise<void> {
-    if ((await this.waitingForNode(this.options.store, name)).length > 0) this.unreachable.add(name);
+  /** At start (or a takeover): a node of `names` whose retries wait on the transport is unreachable until it is heard. */
+  async rememberUnreachable(names: readonly string[]): Promise<void> {
+    const { store } = this.options;
+    // Most nodes have no intent backing off: those that do are read once, the others not at all.
+    const backingOff = new Set(await store.intents.nodesWith(["backoff", "stuck"]));
+    for (const name of names)
+      if (backingOff.has(name) && (await this.waitingForNode(store, name)).length > 0)
+        this.unreachable.add(name);
   }
 
   /** Whether dispatches wait for `name` to answer (its next word must be recorded). */

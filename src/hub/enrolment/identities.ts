@@ -132,7 +132,14 @@ export function reviewHostIdentities(
 ): Promise<void> {
   if (nodes.length === 0) return Promise.resolve();
   return store.transaction(async (tx) => {
+    // A fleet's nodes at once (a first sync declares them all): only those with an open identity
+    // condition have anything to review, and which they are is one query per type.
+    const withOpen = new Set<string>();
+    for (const type of ["IdentityUndeclared", "IdentityConflict"] as const)
+      for (const condition of await tx.conditions.list({ status: "open", type, subjectKind: "node" }))
+        withOpen.add(condition.subject);
     for (const name of nodes) {
+      if (!withOpen.has(name)) continue;
       const open = [
         await tx.conditions.findOpen("IdentityUndeclared", "node", name),
         await tx.conditions.findOpen("IdentityConflict", "node", name, "HostIdentityDiffers"),

@@ -80,6 +80,8 @@ export interface DesiredStateReads {
   instances(): Promise<InstanceRow[]>;
   /** Keys of the live instances on `node`, sorted. */
   activeKeysOfNode(node: string): Promise<string[]>;
+  /** Keys of the live instances on any of `nodes`, by node, then key: one query for a fleet's nodes. */
+  activeKeysOfNodes(nodes: readonly string[]): Promise<string[]>;
   /** Keys of the live instances of `assignment`, sorted. */
   activeKeysOfAssignment(assignment: string): Promise<string[]>;
   /** Instances whose current generation `sha` produced, and those it retired. */
@@ -151,6 +153,8 @@ export interface IntentReads {
   olderLive(instanceKey: string, generation: number): Promise<IntentRecord[]>;
   /** Instance keys on `node` whose intent has one of `statuses`. */
   keysOfNode(node: string, statuses: readonly IntentStatus[]): Promise<string[]>;
+  /** The nodes with an intent in one of `statuses`, sorted. */
+  nodesWith(statuses: readonly IntentStatus[]): Promise<string[]>;
   countsByStatus(): Promise<Record<string, number>>;
   /** Instances that need a reconcile after a restart: current generation not converged or not yet taken in. */
   recoveryKeys(): Promise<string[]>;
@@ -218,6 +222,8 @@ export interface AttemptReads {
   outboxRows(attemptIds: readonly string[]): Promise<{ row: OutboxRow; attempt: AttemptRecord }[]>;
   /** Attempts of `node` that are queued, dispatched or ambiguous. */
   openOfNode(node: string): Promise<AttemptRecord[]>;
+  /** `openOfNode` for several nodes in one query, by id. */
+  openOfNodes(nodes: readonly string[]): Promise<AttemptRecord[]>;
   countsByStatus(): Promise<Record<string, number>>;
 }
 

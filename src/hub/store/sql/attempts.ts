@@ -184,6 +184,17 @@ export class AttemptsSql implements Attempts {
     ).map((r) => ATTEMPTS.from(r));
   }
 
+  async openOfNodes(nodes: readonly string[]): Promise<AttemptRecord[]> {
+    if (nodes.length === 0) return [];
+    const { dialect } = this.sql;
+    return (
+      await this.sql.all(
+        `SELECT * FROM attempts WHERE ${oneOf(dialect, "node")} AND status IN ('queued', 'dispatched', 'ambiguous') ORDER BY id`,
+        [listParam(dialect, nodes)],
+      )
+    ).map((r) => ATTEMPTS.from(r));
+  }
+
   async countsByStatus(): Promise<Record<string, number>> {
     return countsOf(
       await this.sql.all("SELECT status, count(*) AS n FROM attempts GROUP BY status"),

@@ -107,6 +107,17 @@ export class DesiredStateSql implements DesiredState {
     );
   }
 
+  async activeKeysOfNodes(nodes: readonly string[]): Promise<string[]> {
+    if (nodes.length === 0) return [];
+    const { dialect } = this.sql;
+    return keys(
+      await this.sql.all(
+        `SELECT instance_key FROM instances WHERE ${oneOf(dialect, "node")} AND retired_at IS NULL ORDER BY node, instance_key`,
+        [listParam(dialect, nodes)],
+      ),
+    );
+  }
+
   async activeKeysOfAssignment(assignment: string): Promise<string[]> {
     return keys(
       await this.sql.all(

@@ -179,6 +179,15 @@ export class IntentsSql implements Intents {
     return keys;
   }
 
+  async nodesWith(statuses: readonly IntentStatus[]): Promise<string[]> {
+    return (
+      await this.sql.all(
+        `SELECT DISTINCT node FROM intents WHERE status IN (${marks(statuses.length)}) ORDER BY node`,
+        [...statuses],
+      )
+    ).map((r) => r.node as string);
+  }
+
   async countsByStatus(): Promise<Record<string, number>> {
     return countsOf(
       await this.sql.all("SELECT status, count(*) AS n FROM intents GROUP BY status"),
