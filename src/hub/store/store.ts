@@ -487,8 +487,8 @@ export interface UnitOfWork extends StoreReads, Transactional {
   fence(nodes: Iterable<string>): Promise<void>;
   /**
    * Reads ahead, for these instances, what a reconcile of each reads first — its desired state, its
-   * current and live intents with their last attempts, its node and the node's latest report, its
-   * observation and its open conditions — in a query per table for all of them, rather than a query
+   * current and live intents with their last attempts, its node, the node's latest report and its
+   * instances waiting for another, its observation and its open conditions — in a query per table for all of them, rather than a query
    * per table for each: reads of those rows later in this unit of work are answered without the
    * database, and the unit's own writes keep them true.
    */

@@ -96,6 +96,37 @@ describe.each(storeKinds())("store ($name) - observations", (kind) => {
     expect(await store.nodes.get("n1")).toMatchObject({ lastHeartbeatAt: t(20), lastReportAt: t(19) });
   });
 
+  it("store - the times of many nodes written in one unit: each as if written alone, in order", async () => {
+    const store = await kind.fresh();
+    const t = (second: number) => new Date(Date.UTC(2026, 11, 2, 10, 0, second)).toISOString();
+    const names = Array.from({ length: 70 }, (_, i) => `n${i}`);
+    await store.transaction(async (tx) => {
+      for (const name of names)
+        await tx.nodes.upsert({ name, transport: "local", spec: {} as never, revision: "r1" });
+      await tx.nodes.touch("n0", { heartbeatAt: t(30) });
+    });
+    await store.transaction(async (tx) => {
+      for (const [i, name] of names.entries())
+        await tx.nodes.touch(
+          name,
+          i % 2 ? { heartbeatAt: t(i % 60) } : { heartbeatAt: t(20), reportAt: t(19) },
+        );
+      // The same node again in the unit: a heartbeat that is older changes nothing, a newer one does.
+      await tx.nodes.touch("n3", { heartbeatAt: t(1) });
+      await tx.nodes.touch("n5", { heartbeatAt: t(50) });
+      await tx.nodes.touch("n6", { heartbeatAt: t(40), reportAt: t(39) });
+    });
+    const nodes = await store.nodes.named(names);
+    // n0's stored heartbeat (30) is later than the report's (20); its report time is set.
+    expect(nodes.get("n0")).toMatchObject({ lastHeartbeatAt: t(30), lastReportAt: t(19) });
+    expect(nodes.get("n2")).toMatchObject({ lastHeartbeatAt: t(20), lastReportAt: t(19) });
+    expect(nodes.get("n3")).toMatchObject({ lastHeartbeatAt: t(3) });
+    expect(nodes.get("n3")!.lastReportAt).toBeUndefined();
+    expect(nodes.get("n5")).toMatchObject({ lastHeartbeatAt: t(50) });
+    expect(nodes.get("n6")).toMatchObject({ lastHeartbeatAt: t(40), lastReportAt: t(39) });
+    expect(nodes.get("n69")).toMatchObject({ lastHeartbeatAt: t(9) });
+  });
+
   it("store - a report that rolls back leaves the store's memory of what it holds as the database says", async () => {
     const store = await kind.fresh();
     await store.transaction((tx) => tx.observations.saveReport(report("n1", [instance("web", 1)]), AT));

@@ -6,7 +6,7 @@
 import type { NodeRecord, SkipReason } from "../../records.js";
 import type { Nodes } from "../store.js";
 import type { ReadAhead } from "./read-ahead.js";
-import { listParam, nul, oneOf, RecordMap, type Sql } from "./sql.js";
+import { listParam, nul, oneOf, RecordMap, RowWrite, type Sql } from "./sql.js";
 
 const NODES = new RecordMap<NodeRecord>([
   "name",
@@ -39,6 +39,38 @@ export const SKIPPED_NODES = `SELECT name AS node FROM nodes WHERE draining = 1
   UNION SELECT subject FROM conditions WHERE status = 'open' AND type = 'NodeSilent' AND subject_kind = 'node'
   UNION SELECT subject FROM conditions WHERE status = 'open' AND type = 'TransportDegraded'
           AND reason = 'TransportNotEnabled' AND subject_kind = 'node'`;
+
+/**
+ * Rows of node times, as an UPDATE of every node they name: `(SELECT ? AS name, ...) UNION ALL
+ * (SELECT ?, ...)`, a form SQLite and PostgreSQL both read (one row on SQLite, which writes at once).
+ */
+function touchWrite(columns: readonly string[], set: string, where = ""): RowWrite {
+  const row = (first: boolean) =>
+    `SELECT ${columns.map((column) => (first ? `? AS ${column}` : "?")).join(", ")}`;
+  return new RowWrite(
+    "nodes",
+    (rows) =>
+      `UPDATE nodes SET ${set} FROM (${Array.from({ length: rows }, (_, i) => row(i === 0)).join(" UNION ALL ")}) AS v
+        WHERE nodes.name = v.name${where}`,
+    [0],
+    // Two writes of one node's times in a unit are sent in order: the heartbeat only moves forward.
+    false,
+  );
+}
+
+/** A report's times: the last heartbeat only moves forward; the report's time is the latest report's. */
+const TOUCH_REPORTED = touchWrite(
+  ["name", "heartbeat_at", "report_at"],
+  `last_heartbeat_at = CASE WHEN nodes.last_heartbeat_at IS NULL OR nodes.last_heartbeat_at < v.heartbeat_at
+     THEN v.heartbeat_at ELSE nodes.last_heartbeat_at END, last_report_at = v.report_at`,
+);
+
+/** A heartbeat's time, when later than the one stored. */
+const TOUCH_HEARD = touchWrite(
+  ["name", "heartbeat_at"],
+  "last_heartbeat_at = v.heartbeat_at",
+  " AND (nodes.last_heartbeat_at IS NULL OR nodes.last_heartbeat_at < v.heartbeat_at)",
+);
 
 export class NodesSql implements Nodes {
   constructor(
@@ -126,21 +158,10 @@ export class NodesSql implements Nodes {
   async touch(name: string, at: { heartbeatAt?: string; reportAt?: string }): Promise<void> {
     this.ahead?.nodes.delete(name);
     // The last heartbeat only moves forward; a report's time is the latest report's (saveReport
-    // already refused an older one). One statement for both: every report sets both.
-    const heartbeat =
-      "last_heartbeat_at = CASE WHEN last_heartbeat_at IS NULL OR last_heartbeat_at < ? THEN ? ELSE last_heartbeat_at END";
-    if (at.heartbeatAt && at.reportAt)
-      await this.sql.run(`UPDATE nodes SET ${heartbeat}, last_report_at = ? WHERE name = ?`, [
-        at.heartbeatAt,
-        at.heartbeatAt,
-        at.reportAt,
-        name,
-      ]);
-    else if (at.heartbeatAt)
-      await this.sql.run(
-        "UPDATE nodes SET last_heartbeat_at = ? WHERE name = ? AND (last_heartbeat_at IS NULL OR last_heartbeat_at < ?)",
-        [at.heartbeatAt, name, at.heartbeatAt],
-      );
+    // already refused an older one). Held with the unit's other rows (Sql.write): one statement for
+    // a batch of reports and heartbeats.
+    if (at.heartbeatAt && at.reportAt) await this.sql.write(TOUCH_REPORTED, [name, at.heartbeatAt, at.reportAt]);
+    else if (at.heartbeatAt) await this.sql.write(TOUCH_HEARD, [name, at.heartbeatAt]);
     else if (at.reportAt)
       await this.sql.run("UPDATE nodes SET last_report_at = ? WHERE name = ?", [at.reportAt, name]);
   }

@@ -10,7 +10,7 @@ import type { Observation } from "../../records.js";
 import type { Observations } from "../store.js";
 import { bodyDigest, type StoreCaches } from "./caches.js";
 import type { ReadAhead } from "./read-ahead.js";
-import { defined, listParam, nul, oneOf, RecordMap, type Row, type Sql } from "./sql.js";
+import { defined, listParam, marks, nul, oneOf, RecordMap, type Row, RowWrite, type Sql } from "./sql.js";
 
 const OBSERVATIONS = new RecordMap<Observation>([
   "instanceKey",
@@ -26,6 +26,31 @@ const OBSERVATIONS = new RecordMap<Observation>([
 ]);
 
 const UPSERT_OBSERVATION = OBSERVATIONS.upsertWrite("observations", ["instance_key"]);
+
+/**
+ * A node's latest report: reports can arrive out of order (a supervision report built before an
+ * apply, delivered after it), and an older one is not the latest observation, so the upsert's WHERE
+ * leaves a stored one that is newer (by time, then the agent's sequence) — `newerReport` in SQL.
+ */
+const UPSERT_REPORT = new RowWrite(
+  "reports",
+  (rows) => `INSERT INTO reports (node, taken_at, seq, received_at, agent)
+     VALUES ${Array.from({ length: rows }, () => `(${marks(5)})`).join(", ")}
+     ON CONFLICT (node) DO UPDATE SET taken_at = excluded.taken_at, seq = excluded.seq,
+       received_at = excluded.received_at, agent = excluded.agent
+     WHERE excluded.taken_at > reports.taken_at
+       OR (excluded.taken_at = reports.taken_at
+         AND (excluded.seq IS NULL OR reports.seq IS NULL OR excluded.seq > reports.seq))`,
+  [0],
+  // A later report of the node held with an earlier one is newer than it (saveReport holds only those).
+  true,
+);
+
+/** Whether `report` is newer than the one `stored` says, as UPSERT_REPORT's WHERE decides it. */
+function newerReport(report: Report, stored: { takenAt: string; seq?: number }): boolean {
+  if (report.takenAt !== stored.takenAt) return report.takenAt > stored.takenAt;
+  return report.seq === undefined || stored.seq === undefined || report.seq > stored.seq;
+}
 
 export class ObservationsSql implements Observations {
   constructor(
@@ -65,20 +90,19 @@ export class ObservationsSql implements Observations {
   }
 
   async saveReport(report: Report, receivedAt: string): Promise<string[] | undefined> {
-    // Reports can arrive out of order (a supervision report built before an apply, delivered after
-    // it): an older one is not the latest observation, and the upsert's WHERE leaves the stored one
-    // (no row changed). Same time: the agent's sequence decides. One statement, not a read first.
-    const newer = await this.sql.run(
-      `INSERT INTO reports (node, taken_at, seq, received_at, agent) VALUES (?, ?, ?, ?, ?)
-       ON CONFLICT (node) DO UPDATE SET taken_at = excluded.taken_at, seq = excluded.seq,
-         received_at = excluded.received_at, agent = excluded.agent
-       WHERE excluded.taken_at > reports.taken_at
-         OR (excluded.taken_at = reports.taken_at
-           AND (excluded.seq IS NULL OR reports.seq IS NULL OR excluded.seq > reports.seq))`,
-      [report.node, report.takenAt, nul(report.seq), receivedAt, JSON.stringify(report.agent)],
-    );
-    if (newer === 0) return undefined;
-    this.ahead?.reports.delete(report.node);
+    const row = [report.node, report.takenAt, nul(report.seq), receivedAt, JSON.stringify(report.agent)];
+    const latest = this.ahead?.reports.get(report.node);
+    if (this.ahead && latest !== undefined) {
+      // The stored report was read ahead (a batch of events): whether this one is newer is known
+      // here, and its row goes with the unit's other rows.
+      if (latest !== null && !newerReport(report, latest)) return undefined;
+      await this.sql.write(UPSERT_REPORT, row);
+      this.ahead.reports.set(report.node, reportFrom({ taken_at: report.takenAt, seq: nul(report.seq) }));
+    } else {
+      // One statement, not a read first: no row changed when the stored one is newer.
+      if ((await this.sql.run(UPSERT_REPORT.text(1), row)) === 0) return undefined;
+      this.ahead?.reports.delete(report.node);
+    }
     const { parsedObservations } = this.caches;
     const changed: string[] = [];
     const stored = await this.observedOf(report.node);
@@ -119,8 +143,20 @@ export class ObservationsSql implements Observations {
     return changed;
   }
 
-  /** Reads the assignments `nodes` have stored observations of, for those whose are not known yet (see observedOf). */
-  async readAheadObserved(nodes: readonly string[]): Promise<void> {
+  /**
+   * Reads ahead what saving reports of `nodes` reads: their latest reports' times, and the
+   * assignments they have stored observations of (for those whose are not known yet, see observedOf).
+   */
+  async readAheadReported(nodes: readonly string[]): Promise<void> {
+    if (this.ahead && nodes.length > 0) {
+      const { dialect } = this.sql;
+      for (const node of nodes) this.ahead.reports.set(node, null);
+      for (const row of await this.sql.all(
+        `SELECT node, taken_at, seq FROM reports WHERE ${oneOf(dialect, "node")}`,
+        [listParam(dialect, nodes)],
+      ))
+        this.ahead.reports.set(row.node as string, reportFrom(row));
+    }
     const unknown = nodes.filter((node) => !this.caches.observed.has(node));
     if (unknown.length === 0) return;
     const observed = new Map(unknown.map((node) => [node, new Map<string, number>()]));

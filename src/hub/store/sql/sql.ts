@@ -32,9 +32,9 @@ export interface Sql {
 }
 
 /**
- * A write of whole rows that nothing reads back from the statement (an insert, or an upsert that
- * sets every column), as `Sql.write` takes it: the statement for one row or several, and which of a
- * row's values are its key.
+ * A write of rows by key whose outcome nothing reads back from the statement (an insert, an upsert,
+ * an update of the rows a key names), as `Sql.write` takes it: the statement for one row or several,
+ * and which of a row's values are its key.
  */
 export class RowWrite {
   private readonly texts = new Map<number, string>();
@@ -46,8 +46,9 @@ export class RowWrite {
     /** Positions of the key's values in a row. */
     private readonly keyAt: readonly number[],
     /**
-     * An upsert of every column: a later row with the same key, held with it, replaces the earlier
-     * one (the outcome is the same). An insert: the earlier is sent first, and the later fails as it would.
+     * Whether a later row with the same key, held with an earlier one, replaces it because the
+     * outcome is the same (an upsert of every column). Otherwise the earlier is sent first (an
+     * insert: the later then fails as it would).
      */
     readonly replaces: boolean,
   ) {}

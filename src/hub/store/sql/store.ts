@@ -86,6 +86,8 @@ class SqlUnitOfWork extends Ports implements UnitOfWork {
     const nodes = new Set<string>();
     for (const desired of this.ahead.desired.values()) if (desired) nodes.add(desired.node);
     await this.nodes.readAhead([...nodes]);
+    // An instance that converges releases the instances of its node waiting for it (dependsOn).
+    await this.intents.readAheadOfNodes([...nodes], ["waiting"]);
     await this.observations.readAhead(unique, [...nodes]);
     await this.conditions.readAhead(unique);
   }
@@ -98,7 +100,7 @@ class SqlUnitOfWork extends Ports implements UnitOfWork {
     await this.attempts.readAheadIds([...new Set(events.attempts)]);
     const reported = [...new Set(events.reported)];
     await this.intents.readAheadOfNodes(reported, events.waiting);
-    await this.observations.readAheadObserved(reported);
+    await this.observations.readAheadReported(reported);
   }
 
   async fence(nodes: Iterable<string>): Promise<void> {
