@@ -160,7 +160,8 @@ export class NodesSql implements Nodes {
     // The last heartbeat only moves forward; a report's time is the latest report's (saveReport
     // already refused an older one). Held with the unit's other rows (Sql.write): one statement for
     // a batch of reports and heartbeats.
-    if (at.heartbeatAt && at.reportAt) await this.sql.write(TOUCH_REPORTED, [name, at.heartbeatAt, at.reportAt]);
+    if (at.heartbeatAt && at.reportAt)
+      await this.sql.write(TOUCH_REPORTED, [name, at.heartbeatAt, at.reportAt]);
     else if (at.heartbeatAt) await this.sql.write(TOUCH_HEARD, [name, at.heartbeatAt]);
     else if (at.reportAt)
       await this.sql.run("UPDATE nodes SET last_report_at = ? WHERE name = ?", [at.reportAt, name]);
