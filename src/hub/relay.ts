@@ -74,20 +74,33 @@ export class Relay {
   async recover(attemptIds: readonly string[]): Promise<void> {
     const { store, log } = this.options;
     const queued: string[] = [];
+    const inFlight: AttemptRecord[] = [];
     await store.transaction(async (tx) => {
+      // Run again from the start if the store retries the unit.
+      queued.length = 0;
+      inFlight.length = 0;
+      // A takeover recovers thousands of rows: their attempts in one query, the rows gone in another.
+      await tx.readAheadEvents({ attempts: attemptIds, reported: [], waiting: [] });
+      const settled: string[] = [];
       for (const id of attemptIds) {
         const attempt = await tx.attempts.get(id);
         if (attempt?.status === "queued") queued.push(id);
         else {
-          await tx.attempts.deleteOutbox([id]);
-          if (attempt?.status === "dispatched")
-            log.warn(
-              { attemptId: id, instance: attempt.instanceKey, generation: attempt.generation },
-              "attempt was being handed over when the hub stopped: not sent again; a report after its lease settles it",
-            );
+          settled.push(id);
+          if (attempt?.status === "dispatched") inFlight.push(attempt);
         }
       }
+      await tx.attempts.deleteOutbox(settled);
     });
+    if (inFlight.length > 0)
+      log.warn(
+        {
+          attempts: inFlight.length,
+          examples: inFlight.slice(0, 5).map((a) => ({ attemptId: a.id, instance: a.instanceKey })),
+        },
+        "%d attempts were being handed over when their hub stopped: not sent again; a report after each lease settles it",
+        inFlight.length,
+      );
     await this.relay(queued);
   }
 

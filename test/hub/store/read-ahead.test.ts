@@ -206,14 +206,17 @@ describe.each(storeKinds())("store ($name) - reading ahead", (kind) => {
         a: await tx.intents.keysOfNode("a", waiting),
         b: await tx.intents.keysOfNode("b", waiting),
       };
-      // A result settles web@a's generation 1: node a has one intent fewer waiting.
+      // A result settles web@a's generation 1: node a has one intent fewer waiting; web@b backs
+      // off: node b has one more.
       await tx.intents.save({ ...intent("web@a", 1, "dispatched", "A1"), status: "converged" });
+      await tx.intents.save(intent("web@b", 1, "backoff"));
       const changed = await tx.observations.saveReport(report("a", "2026-12-04T11:00:00.000Z", 2), AT);
       // Built before it, delivered after it: not the latest report.
       const older = await tx.observations.saveReport(report("a", "2026-12-04T10:30:00.000Z", 1), AT);
       return {
         before,
         after: await tx.intents.keysOfNode("a", waiting),
+        afterB: await tx.intents.keysOfNode("b", waiting),
         changed,
         older,
         latest: await tx.observations.reportOf("a"),
@@ -227,6 +230,7 @@ describe.each(storeKinds())("store ($name) - reading ahead", (kind) => {
     expect(plain.before.a).toEqual(["web@a", "web@a"]);
     expect(plain.before.b).toEqual([]);
     expect(plain.after).toEqual(["web@a"]);
+    expect(plain.afterB).toEqual(["web@b"]);
     expect(plain.changed).toEqual(["web@a"]);
     expect(plain.older).toBeUndefined();
     expect(plain.latest).toEqual({ takenAt: "2026-12-04T11:00:00.000Z", seq: 1 });
@@ -241,7 +245,12 @@ describe.each(storeKinds())("store ($name) - reading ahead", (kind) => {
       await tx.intents.save({ ...intent("web@a", 1, "superseded", "A1"), supersededBy: 2 });
       await tx.attempts.save({ ...attempt("A1", "web@a", 1), status: "superseded" });
       await tx.attempts.insert(attempt("A3", "web@a", 2), "{}");
+      const waitingBefore = await tx.intents.keysOfNode("a", ["waiting"]);
+      await tx.intents.save(intent("web@a", 2, "waiting"));
+      await tx.intents.save(intent("db@a", 2, "waiting"));
+      const waitingBoth = await tx.intents.keysOfNode("a", ["waiting"]);
       await tx.intents.save(intent("web@a", 2, "dispatched", "A3"));
+      const waitingAfter = await tx.intents.keysOfNode("a", ["waiting"]);
       const older = await tx.intents.olderLive("web@a", 2);
       const saved = await tx.intents.get("web@a", 2);
       await tx.attempts.saveDispatched([
@@ -255,6 +264,7 @@ describe.each(storeKinds())("store ($name) - reading ahead", (kind) => {
       await tx.conditions.save({ ...condition("C1", "web@a"), status: "resolved", resolvedAt: AT });
       await tx.conditions.insert(condition("C4", "web@b"));
       return {
+        waiting: [waitingBefore, waitingBoth, waitingAfter],
         older,
         saved: saved?.lastAttemptId,
         current: await tx.intents.get("web@a", 2),
@@ -269,6 +279,7 @@ describe.each(storeKinds())("store ($name) - reading ahead", (kind) => {
       };
     });
     expect(seen).toEqual({
+      waiting: [[], ["db@a", "web@a"], ["db@a"]],
       older: [],
       saved: "A3",
       current: expect.objectContaining({

@@ -112,15 +112,50 @@ export class IntentsSql implements Intents {
   async save(intent: IntentRecord): Promise<void> {
     await this.sql.write(UPSERT_INTENT, INTENTS.to(intent));
     if (!this.ahead) return;
+    this.keepOfNode(intent);
     this.ahead.intents.get(intent.instanceKey)?.byGeneration.set(intent.generation, INTENTS.copy(intent));
     // What the unit found absent may be there now.
     if (intent.status === "held") this.ahead.noneHeld.delete(rolloutOf(intent.assignment, intent.revision));
     if (intent.status === "blocked" || intent.status === "stuck")
       this.ahead.noneFailed.delete(rolloutOf(intent.assignment, intent.revision));
-    // Which of the node's intents are in which status may have changed.
-    this.ahead.ofNode.delete(intent.node);
     const none = this.ahead.noneOfNode.get(intent.node);
     if (none) for (const [text, statuses] of none) if (statuses.includes(intent.status)) none.delete(text);
+  }
+
+  /**
+   * Keeps the node's status lists read ahead (`ofNode`) true to `intent`, about to be saved: moved
+   * in or out of each list its old and new status belong to, when its old row is known (read
+   * ahead, or none); otherwise the node's lists go and are read again.
+   */
+  private keepOfNode(intent: IntentRecord): void {
+    const ahead = this.ahead!;
+    const lists = ahead.ofNode.get(intent.node);
+    if (!lists) return;
+    const known = ahead.intents.get(intent.instanceKey);
+    const before = known?.byGeneration.get(intent.generation);
+    if (!known || (before === undefined && known.current !== intent.generation)) {
+      ahead.ofNode.delete(intent.node);
+      return;
+    }
+    const key = intent.instanceKey;
+    for (const [text, keys] of lists) {
+      const statuses = text.split(",");
+      const was = before !== undefined && statuses.includes(before.status);
+      const is = statuses.includes(intent.status);
+      if (was === is) continue;
+      if (was) {
+        const at = keys.indexOf(key);
+        if (at < 0) {
+          ahead.ofNode.delete(intent.node);
+          return;
+        }
+        keys.splice(at, 1);
+      } else {
+        let at = 0;
+        while (at < keys.length && keys[at]! <= key) at++;
+        keys.splice(at, 0, key);
+      }
+    }
   }
 
   async olderLive(key: string, generation: number): Promise<IntentRecord[]> {
