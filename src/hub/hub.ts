@@ -111,6 +111,8 @@ export interface HubActivity {
 }
 
 const SECOND = 1000;
+/** How long a heartbeat that only brings a node's last-heard time waits for others to be recorded with. */
+const BEAT_GATHERING_MS = SECOND;
 
 export class Hub {
   readonly store: Store;
@@ -134,6 +136,9 @@ export class Hub {
   private stopped = false;
   private readonly idleWaiters: (() => void)[] = [];
   private cancelResync: (() => void) | undefined;
+  /** Heartbeats whose recording waits for the others of its second (beatsSoon). */
+  private readonly beatRecordings: (() => Promise<void>)[] = [];
+  private cancelBeats: (() => void) | undefined;
   private readonly listeners = new Set<(outcome: ReconcileOutcome) => void>();
   private readonly liveness: Liveness;
   private readonly statuses: StatusFeed;
@@ -349,6 +354,9 @@ export class Hub {
     this.stopping = true;
     this.queue.clear();
     this.cancelResync?.();
+    // Beats gathered for the store are dropped: the next start hears the nodes again.
+    this.cancelBeats?.();
+    this.beatRecordings.length = 0;
     await this.statuses.stop();
     this.liveness.stop();
     for (const transport of this.transports.values()) await transport.stop();
@@ -632,18 +640,24 @@ export class Hub {
         ),
       result: (result: AttemptResult) =>
         owned(result.node, "result", { attempt: result.attemptId }, (tx) => this.ingest.result(tx, result)),
-      // A beat is heard at once; the store hears of it only when something there changes, and
-      // then by one recording per node at a time, of its latest beat (see Liveness.heartbeat).
+      // A beat is heard at once; the store hears of it by one recording per node at a time, of its
+      // latest beat: at once when something changes with it, else with the others of the second
+      // (see Liveness.heartbeat): 10,000 nodes at rest write their times in one unit a second.
       heartbeat: (node: string, at: Date) => {
-        if (foreign(node) || !this.liveness.heartbeat(node, at, this.relay.waitsFor(node)))
-          return Promise.resolve();
-        const recording = this.inbox.deliver({ event: "heartbeat", transport, node }, (tx) =>
-          this.ingest.heartbeat(tx, node, this.liveness.lastHeard(node) ?? at),
-        );
-        return bestEffort(
-          "heartbeat",
-          recording.finally(() => this.liveness.recorded(node)),
-        );
+        if (foreign(node)) return Promise.resolve();
+        const record = () =>
+          bestEffort(
+            "heartbeat",
+            this.inbox
+              .deliver({ event: "heartbeat", transport, node }, (tx) =>
+                this.ingest.heartbeat(tx, node, this.liveness.lastHeard(node) ?? at),
+              )
+              .finally(() => this.liveness.recorded(node)),
+          );
+        const when = this.liveness.heartbeat(node, at, this.relay.waitsFor(node));
+        if (when === "now") return record();
+        if (when === "soon") this.beatsSoon(record);
+        return Promise.resolve();
       },
       lost: (attemptId: string, node: string, reason: string) =>
         owned(node, "lost", { attempt: attemptId }, (tx) => this.ingest.lost(tx, attemptId, node, reason)),
@@ -659,6 +673,15 @@ export class Hub {
           observeHostIdentity(tx, { node, identity, transport }, this.nowIso(), this.newId),
         ),
     };
+  }
+
+  /** Records `record`ed beats of the next second together (see eventsFor's heartbeat). */
+  private beatsSoon(record: () => Promise<void>): void {
+    this.beatRecordings.push(record);
+    this.cancelBeats ??= this.clock.schedule(BEAT_GATHERING_MS, () => {
+      this.cancelBeats = undefined;
+      for (const each of this.beatRecordings.splice(0)) void each();
+    });
   }
 
   /**

@@ -114,23 +114,21 @@ export class Liveness {
 
   /**
    * A heartbeat from `name` at `at`, heard at once in memory: a backlog of events waiting for the
-   * store never makes a beating node look silent. True when the store must hear of it too — the
-   * node is silent, its check is not armed, its last-heard time is due to be written, or `record`
-   * says so — and no recording of an earlier beat is waiting: the caller then records one
-   * (`heardFrom` with `lastHeard`, which is the latest beat by then) and calls `recorded` once it
-   * is committed or refused. So at most one beat per node waits for the store, however far behind
-   * it is: 10,000 nodes beating every 5 s are never more than 10,000 waiting events.
+   * store never makes a beating node look silent. Says whether the store must hear of it too, when
+   * no recording of an earlier beat is waiting: `now` when something there changes with it (the
+   * node is silent, its check is not armed, or `record` says so), `soon` when only its last-heard
+   * time is due to be written — the caller may gather those, a second's worth in one unit of work
+   * rather than one for each. The caller then records it (`heardFrom` with `lastHeard`, the latest
+   * beat by then) and calls `recorded` once that is committed or refused. So at most one beat per
+   * node waits for the store, however far behind it is.
    */
-  heartbeat(name: string, at: Date, record = false): boolean {
+  heartbeat(name: string, at: Date, record = false): "now" | "soon" | undefined {
     this.hear(name, at);
-    if (this.recording.has(name)) return false;
-    const due =
-      record ||
-      this.silent.has(name) ||
-      (!this.checks.has(name) && !this.checking.has(name)) ||
-      at.getTime() - (this.written.get(name) ?? 0) >= HEARD_WRITE_MS;
-    if (due) this.recording.add(name);
-    return due;
+    if (this.recording.has(name)) return undefined;
+    const now = record || this.silent.has(name) || (!this.checks.has(name) && !this.checking.has(name));
+    if (!now && at.getTime() - (this.written.get(name) ?? 0) < HEARD_WRITE_MS) return undefined;
+    this.recording.add(name);
+    return now ? "now" : "soon";
   }
 
   /** The recording `heartbeat` asked for is done (committed, or refused: the next beat asks again). */
