@@ -20,7 +20,8 @@
 // BENCH_HEAP_SNAPSHOT_AT=rest), BENCH_CPU_PROFILE=DIR a CPU profile of each hub. BENCH_PROGRESS=1
 // prints converged and dispatched every 15 s of a rollout; BENCH_KEEP=1 keeps the hubs' directories
 // (logs, SQLite, PostgreSQL's data) for a look afterwards; BENCH_PG_OPTIONS adds server options
-// (`-c shared_preload_libraries=pg_stat_statements`).
+// (`-c shared_preload_libraries=pg_stat_statements`); BENCH_PG_LOG_ONE_CHANGE=1 has PostgreSQL log
+// every statement of the one change with its duration (in server.log, kept with BENCH_KEEP=1).
 import { execFileSync } from "node:child_process";
 import {
   existsSync,
@@ -330,6 +331,12 @@ async function measure(store, size) {
     );
     if (process.env.BENCH_HEAP_SNAPSHOT && snapshotAtRest)
       await heapSnapshots(hubs, dir, process.env.BENCH_HEAP_SNAPSHOT);
+    // BENCH_PG_LOG_ONE_CHANGE=1: PostgreSQL logs every statement of the one change, with its time.
+    const logOneChange = pgClient && process.env.BENCH_PG_LOG_ONE_CHANGE;
+    if (logOneChange) {
+      await pgClient.query("ALTER SYSTEM SET log_min_duration_statement = 0");
+      await pgClient.query("SELECT pg_reload_conf()");
+    }
     fleet.write("version 3", [soloFile(2)]);
     const changedAt = Date.now();
     // The monotonic clock (the one CPU profiles are stamped with): the window to look at in one.
@@ -350,6 +357,11 @@ async function measure(store, size) {
       2,
     );
     const oneChangeMs = Date.parse(dispatchedAt) - changedAt;
+    if (logOneChange) {
+      await pgClient.query("ALTER SYSTEM RESET log_min_duration_statement");
+      await pgClient.query("SELECT pg_reload_conf()");
+      console.error(`# one change: changed at ${new Date(changedAt).toISOString()}`);
+    }
     if (process.env.BENCH_CPU_PROFILE)
       console.error(
         `# one change in the profiles: monotonic ${windowFrom}..${process.hrtime.bigint() / 1000n} µs`,

@@ -81,11 +81,16 @@ export async function recordDeclaredFleet(
         if (!node.removedAt && !declared.nodes.has(node.name)) changes.nodes.push(node.name);
       await tx.nodes.markRemoved([...declared.nodes.keys()], now);
     }
-    for (const [name, { value }] of declared.assignments) {
-      const rollout = { stage: declared.fleet.mode, ...value.spec.rollout };
-      const budget = effectiveBudget(value.spec.budget, declared.fleet.budget);
-      if (await tx.desired.savePolicy(name, revision, rollout, budget)) changes.assignments.push(name);
-    }
+    changes.assignments.push(
+      ...(await tx.desired.savePolicies(
+        revision,
+        [...declared.assignments].map(([assignment, { value }]) => ({
+          assignment,
+          rollout: { stage: declared.fleet.mode, ...value.spec.rollout },
+          budget: effectiveBudget(value.spec.budget, declared.fleet.budget),
+        })),
+      )),
+    );
     await tx.desired.saveFleetSettings(revision, declared.fleet);
     return changes;
   });

@@ -228,6 +228,13 @@ export class PostgresStore extends SqlStore {
       const pool = new pg.Pool({
         connectionString: options.url,
         max,
+        // Connections stay open while the store is: each holds the statements it prepared and the
+        // plans the server settled on for them, and a fresh one parses and plans every statement
+        // of a unit again (pg-pool closes a connection idle for 10 s by default: at 100,000
+        // instances a change after a quiet spell went out in 141 ms, most of it spent so).
+        idleTimeoutMillis: 0,
+        // …without keeping a process that has nothing else to do from exiting.
+        allowExitOnIdle: true,
         idle_in_transaction_session_timeout: options.idleInUnitMs ?? IDLE_IN_UNIT_MS,
       });
       // An idle connection the server closed (a restart) is an error on the pool: the next query reconnects.

@@ -106,15 +106,20 @@ export interface DesiredStateReads {
   fleetSettings(): Promise<FleetSettings | undefined>;
 }
 
+/** The rollout and budget an assignment declares. */
+export interface AssignmentPolicy {
+  assignment: string;
+  rollout: Rollout;
+  budget: EffectiveBudget;
+}
+
 /** Desired state, with the hub's writes of a revision's declarations. */
 export interface DesiredState extends DesiredStateReads {
-  /** Records the policy an assignment declares now; resolves true when it changed. */
-  savePolicy(
-    assignment: string,
-    revision: string,
-    rollout: Rollout,
-    budget: EffectiveBudget,
-  ): Promise<boolean>;
+  /**
+   * Records the policies the assignments declare now (read in one query, written only where
+   * changed); resolves with the assignments whose policy changed.
+   */
+  savePolicies(revision: string, policies: readonly AssignmentPolicy[]): Promise<string[]>;
   saveFleetSettings(revision: string, settings: FleetSettings): Promise<void>;
 }
 

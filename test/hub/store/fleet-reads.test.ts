@@ -68,4 +68,37 @@ describe.each(storeKinds())("store ($name) - reads for a fleet", (kind) => {
       expect(await reads.attempts.openOfNodes([])).toEqual([]);
     }
   });
+
+  it("store - the policies a revision declares are read in one query and written only where they changed", async () => {
+    const store = await kind.fresh();
+    const budget = { attempts: 3, window: "1h", backoff: { initial: "10s", max: "5m" } } as never;
+    const canary = { stage: "auto", canary: { count: 1 } } as never;
+    const save = (revision: string, policies: [string, unknown][]) =>
+      store.transaction((tx) =>
+        tx.desired.savePolicies(
+          revision,
+          policies.map(([assignment, rollout]) => ({ assignment, rollout: rollout as never, budget })),
+        ),
+      );
+    expect(
+      await save("r1", [
+        ["web", canary],
+        ["db", { stage: "auto" }],
+      ]),
+    ).toEqual(["web", "db"]);
+    expect(
+      await save("r2", [
+        ["web", canary],
+        ["db", { stage: "auto" }],
+      ]),
+    ).toEqual([]);
+    expect(
+      await save("r3", [
+        ["db", { stage: "manual" }],
+        ["web", canary],
+        ["cache", { stage: "auto" }],
+      ]),
+    ).toEqual(["db", "cache"]);
+    expect(await save("r4", [])).toEqual([]);
+  });
 });

@@ -5,11 +5,16 @@
  * generation never changes once written.
  */
 import { canonicalJson } from "../../../model/canonical.js";
-import type { EffectiveBudget, FleetSettings } from "../../../model/fleet.js";
-import type { Rollout } from "../../../model/generated.js";
+import type { FleetSettings } from "../../../model/fleet.js";
 import type { SyncState } from "../../../repo/store.js";
 import type { DesiredInstance, RevisionRecord } from "../../records.js";
-import type { DesiredState, InstanceRow, RevisionMember, SyncEventRecord } from "../store.js";
+import type {
+  AssignmentPolicy,
+  DesiredState,
+  InstanceRow,
+  RevisionMember,
+  SyncEventRecord,
+} from "../store.js";
 import type { StoreCaches } from "./caches.js";
 import { revisionFrom, SYNC_EVENTS, SYNC_STATE } from "./generations.js";
 import type { ReadAhead } from "./read-ahead.js";
@@ -201,26 +206,34 @@ export class DesiredStateSql implements DesiredState {
     return row ? (JSON.parse(row.settings as string) as FleetSettings) : undefined;
   }
 
-  async savePolicy(
-    assignment: string,
-    revision: string,
-    rollout: Rollout,
-    budget: EffectiveBudget,
-  ): Promise<boolean> {
-    const rolloutJson = canonicalJson(rollout);
-    const budgetJson = canonicalJson(budget);
-    const existing = await this.sql.get(
-      "SELECT rollout, budget FROM assignment_policies WHERE assignment = ?",
-      [assignment],
-    );
-    if (existing && existing.rollout === rolloutJson && existing.budget === budgetJson) return false;
-    this.ahead?.desired.clear();
-    await this.sql.run(
-      `INSERT INTO assignment_policies (assignment, revision, rollout, budget) VALUES (?, ?, ?, ?)
-       ON CONFLICT (assignment) DO UPDATE SET revision = excluded.revision, rollout = excluded.rollout, budget = excluded.budget`,
-      [assignment, revision, rolloutJson, budgetJson],
-    );
-    return true;
+  async savePolicies(revision: string, policies: readonly AssignmentPolicy[]): Promise<string[]> {
+    if (policies.length === 0) return [];
+    const stored = new Map<string, Row>();
+    for (const row of await this.sql.all(
+      `SELECT assignment, rollout, budget FROM assignment_policies WHERE ${oneOf(this.sql.dialect, "assignment")}`,
+      [
+        listParam(
+          this.sql.dialect,
+          policies.map((p) => p.assignment),
+        ),
+      ],
+    ))
+      stored.set(row.assignment as string, row);
+    const changed: string[] = [];
+    for (const { assignment, rollout, budget } of policies) {
+      const rolloutJson = canonicalJson(rollout);
+      const budgetJson = canonicalJson(budget);
+      const existing = stored.get(assignment);
+      if (existing && existing.rollout === rolloutJson && existing.budget === budgetJson) continue;
+      this.ahead?.desired.clear();
+      await this.sql.run(
+        `INSERT INTO assignment_policies (assignment, revision, rollout, budget) VALUES (?, ?, ?, ?)
+         ON CONFLICT (assignment) DO UPDATE SET revision = excluded.revision, rollout = excluded.rollout, budget = excluded.budget`,
+        [assignment, revision, rolloutJson, budgetJson],
+      );
+      changed.push(assignment);
+    }
+    return changed;
   }
 
   async saveFleetSettings(revision: string, settings: FleetSettings): Promise<void> {
