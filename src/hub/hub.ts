@@ -460,10 +460,10 @@ export class Hub {
     for (const node of reached) if (!node.lastReportAt) this.relay.askForReport(node.name, node);
   }
 
-  /** Whether this hub reaches `node` (reach.ts); the rollouts that wait for it look again when that changed. */
   /**
    * Checks whether this hub reaches each of `nodes` (reach.ts): only a node it does not reach, or
    * one with an open TransportDegraded, has anything to check — the rest cost one query for all.
+   * The rollouts that wait for a node look again when its reach changed.
    */
   private async checkReachOf(nodes: readonly NodeRecord[]): Promise<void> {
     const degraded = new Set(

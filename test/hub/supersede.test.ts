@@ -74,7 +74,7 @@ describe("hub - superseded attempts", () => {
     // Its lease passing later changes nothing, and nothing of generation 1 is in flight anywhere.
     await h.advance(60_000);
     expect((await h.store.attempts.get(first.id))!.status).toBe("superseded");
-    expect(await h.store.attempts.openOfNode("n1")).toEqual([]);
+    expect(await h.store.attempts.openOfNodes(["n1"])).toEqual([]);
     expect(await h.store.attempts.countsByStatus()).not.toHaveProperty("dispatched");
     expect((await h.intent("app@n1")).status).toBe("converged");
   });

@@ -225,9 +225,7 @@ export interface AttemptReads {
   outbox(): Promise<OutboxRow[]>;
   /** The outbox rows of these attempts, each with its attempt, in the order given (those without a row left out). */
   outboxRows(attemptIds: readonly string[]): Promise<{ row: OutboxRow; attempt: AttemptRecord }[]>;
-  /** Attempts of `node` that are queued, dispatched or ambiguous. */
-  openOfNode(node: string): Promise<AttemptRecord[]>;
-  /** `openOfNode` for several nodes in one query, by id. */
+  /** Attempts of any of `nodes` that are queued, dispatched or ambiguous, by id: one query for them all. */
   openOfNodes(nodes: readonly string[]): Promise<AttemptRecord[]>;
   countsByStatus(): Promise<Record<string, number>>;
 }

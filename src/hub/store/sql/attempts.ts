@@ -175,15 +175,6 @@ export class AttemptsSql implements Attempts {
     ]);
   }
 
-  async openOfNode(node: string): Promise<AttemptRecord[]> {
-    return (
-      await this.sql.all(
-        "SELECT * FROM attempts WHERE node = ? AND status IN ('queued', 'dispatched', 'ambiguous') ORDER BY id",
-        [node],
-      )
-    ).map((r) => ATTEMPTS.from(r));
-  }
-
   async openOfNodes(nodes: readonly string[]): Promise<AttemptRecord[]> {
     if (nodes.length === 0) return [];
     const { dialect } = this.sql;
