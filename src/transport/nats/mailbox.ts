@@ -40,6 +40,14 @@ const WRONG_LAST_SEQUENCE = 10_071;
 /** How often a refused list is read and written again before the dispatch fails (transient). */
 const LIST_TRIES = 5;
 
+/** An attempt posted to an instance's subject, by this process (`seq` its stream sequence) or not (-1). */
+interface Posted {
+  node: string;
+  assignment: string;
+  attemptId: string;
+  seq: number;
+}
+
 interface Known {
   /** The list's assignments: an array, a tenth of a set's memory for the few a node has (10,000 nodes). */
   assignments: readonly string[];
@@ -74,17 +82,22 @@ export class MailboxPoster {
   private readonly waiting = new Map<string, { assignments: Set<string>; written: Promise<void> }>();
   private readonly writing = new Map<string, Promise<void>>();
   /**
-   * Per instance subject, the attempt this process posted there last and its stream sequence: one
-   * entry per instance at most, however many attempts are never answered.
+   * By node and assignment, the attempt this process posted there last and its stream sequence:
+   * one entry per instance at most, however many attempts are never answered. Keyed by node, then
+   * assignment, not by subject: a rollout of 100,000 instances holds 100,000 of these until their
+   * answers are taken out, and a subject string and an entry of its own per instance were 390
+   * bytes each (34 MiB of the hub, `npm run bench:scale`); this way an entry is about a hundred.
    */
-  private readonly posted = new Map<string, { attemptId: string; seq: number }>();
+  private readonly posted = new Map<string, Map<string, Posted>>();
   private readonly requests: InFlight;
   /**
-   * Answered attempts still to take out, by instance subject: the newest answered per instance
-   * (one entry each, however long the queue behind a rollout grows). An older one answered before
-   * it needs nothing more: the newer attempt's post replaced it on the subject.
+   * Answered attempts still to take out, oldest answer first: the entry this process posted (it
+   * knows its sequence), or one posted elsewhere (a replica, or before a restart: `seq` -1, found by
+   * reading the instance's subject). An entry replaced by a newer post before its turn is skipped:
+   * the newer attempt replaced it on the subject already.
    */
-  private readonly answered = new Map<string, string>();
+  private answered: (Posted | undefined)[] = [];
+  private answeredHead = 0;
   private settling = 0;
   private readonly maxSettling: number;
 
@@ -104,7 +117,12 @@ export class MailboxPoster {
         expect: { streamName: MAILBOX_STREAM },
       }),
     );
-    this.posted.set(subjects.attempt(node, assignment), { attemptId, seq: ack.seq });
+    let ofNode = this.posted.get(node);
+    if (!ofNode) {
+      ofNode = new Map();
+      this.posted.set(node, ofNode);
+    }
+    ofNode.set(assignment, { node, assignment, attemptId, seq: ack.seq });
     // After the attempt is stored: a node that reads the list finds the attempt it names.
     await this.list(node, assignment);
     return ack;
@@ -117,20 +135,21 @@ export class MailboxPoster {
    * found by reading the instance's subject.
    */
   settle(node: string, assignment: string, attemptId: string): void {
-    const subject = subjects.attempt(node, assignment);
-    this.answered.delete(subject);
-    this.answered.set(subject, attemptId);
+    const mine = this.posted.get(node)?.get(assignment);
+    this.answered.push(mine?.attemptId === attemptId ? mine : { node, assignment, attemptId, seq: -1 });
     this.settleNext();
   }
 
   /** Starts taking answered attempts out, `settlesInFlight` at a time, oldest answer first. */
   private settleNext(): void {
-    while (this.settling < this.maxSettling && this.answered.size > 0) {
-      const [subject, attemptId] = this.answered.entries().next().value as [string, string];
-      this.answered.delete(subject);
+    while (this.settling < this.maxSettling) {
+      const entry = this.nextAnswered();
+      if (!entry) return;
       this.settling++;
-      void this.takeOut(subject, attemptId)
-        .catch((error: unknown) => this.options.settleFailed?.(subject, attemptId, error))
+      void this.takeOut(entry)
+        .catch((error: unknown) =>
+          this.options.settleFailed?.(subjects.attempt(entry.node, entry.assignment), entry.attemptId, error),
+        )
         .finally(() => {
           this.settling--;
           this.settleNext();
@@ -138,14 +157,37 @@ export class MailboxPoster {
     }
   }
 
-  private async takeOut(subject: string, attemptId: string): Promise<void> {
+  private nextAnswered(): Posted | undefined {
+    const queue = this.answered;
+    if (this.answeredHead >= queue.length) {
+      if (queue.length > 0) this.answered = [];
+      this.answeredHead = 0;
+      return undefined;
+    }
+    const entry = queue[this.answeredHead];
+    queue[this.answeredHead++] = undefined;
+    // A queue that never empties (answers arriving as fast as they are taken out) drops its head.
+    if (this.answeredHead >= 4_096 && this.answeredHead * 2 >= queue.length) {
+      this.answered = queue.slice(this.answeredHead);
+      this.answeredHead = 0;
+    }
+    return entry;
+  }
+
+  private async takeOut(entry: Posted): Promise<void> {
     const { jsm } = this.options;
-    const posted = this.posted.get(subject);
-    let seq = posted?.attemptId === attemptId ? posted.seq : undefined;
-    if (seq !== undefined) this.posted.delete(subject);
-    else {
-      const stored = await jsm.direct.getMessage(MAILBOX_STREAM, { last_by_subj: subject });
-      if (!stored || attemptIdOf(stored.data) !== attemptId) return;
+    let seq = entry.seq;
+    if (seq >= 0) {
+      // Replaced by a newer post (which replaced it on the subject), or taken out already.
+      const ofNode = this.posted.get(entry.node);
+      if (ofNode?.get(entry.assignment) !== entry) return;
+      ofNode.delete(entry.assignment);
+      if (ofNode.size === 0) this.posted.delete(entry.node);
+    } else {
+      const stored = await jsm.direct.getMessage(MAILBOX_STREAM, {
+        last_by_subj: subjects.attempt(entry.node, entry.assignment),
+      });
+      if (!stored || attemptIdOf(stored.data) !== entry.attemptId) return;
       seq = stored.seq;
     }
     try {

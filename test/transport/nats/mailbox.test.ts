@@ -158,4 +158,57 @@ describe("nats mailbox", { timeout: 60_000 }, () => {
       await nc.close();
     }
   });
+  it("nats mailbox - an answer to an attempt another process posted (a replica, or this hub before a restart) is found on its subject and taken out, unless a newer attempt replaced it", async () => {
+    const nc = await connect({ servers: bed.server.url });
+    try {
+      const jsm = await jetstreamManager(nc);
+      const before = new MailboxPoster({ js: jetstream(nc), jsm, timeoutMs: 2_000 });
+      const bundles = Array.from({ length: 3 }, (_, i) => testBundle("elsewhere-1", `app-${i}`, 1));
+      for (const bundle of bundles)
+        await before.post("elsewhere-1", bundle.spec.assignment, bundle.attemptId, JSON.stringify(bundle));
+      // app-2 gets a newer attempt (from the process before) before its first is answered.
+      const newer = testBundle("elsewhere-1", "app-2", 2);
+      await before.post("elsewhere-1", "app-2", newer.attemptId, JSON.stringify(newer));
+      const after = new MailboxPoster({ js: jetstream(nc), jsm, timeoutMs: 2_000 });
+      for (const bundle of bundles) after.settle("elsewhere-1", bundle.spec.assignment, bundle.attemptId);
+      const left = async () =>
+        (await readMailbox(jsm.direct, "elsewhere-1")).map(
+          (e) => JSON.parse(new TextDecoder().decode(e.data)).attemptId,
+        );
+      await bed.recorded.until(async () => (await left()).length === 1, "app-0 and app-1 taken out");
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(await left()).toEqual([newer.attemptId]);
+    } finally {
+      await nc.close();
+    }
+  });
+
+  it("nats mailbox - thousands of answers queued at once (the tail of a rollout) are all taken out", async () => {
+    const nc = await connect({ servers: bed.server.url });
+    try {
+      const jsm = await jetstreamManager(nc);
+      const poster = new MailboxPoster({ js: jetstream(nc), jsm, timeoutMs: 5_000 });
+      const nodes = Array.from({ length: 450 }, (_, n) => `bulk-${n}`);
+      const bundles = nodes.flatMap((node) =>
+        Array.from({ length: 10 }, (_, i) => testBundle(node, `app-${i}`, 1)),
+      );
+      for (let i = 0; i < bundles.length; i += 500)
+        await Promise.all(
+          bundles
+            .slice(i, i + 500)
+            .map((b) => poster.post(b.spec.node, b.spec.assignment, b.attemptId, JSON.stringify(b))),
+        );
+      const stored = async () => (await jsm.streams.info(MAILBOX_STREAM)).state.messages;
+      const posted = await stored();
+      for (const b of bundles) poster.settle(b.spec.node, b.spec.assignment, b.attemptId);
+      // Only the lists stay: one per node.
+      await bed.recorded.until(
+        async () => (await stored()) === posted - bundles.length,
+        "every answer taken out",
+      );
+      expect(await readMailbox(jsm.direct, "bulk-449")).toEqual([]);
+    } finally {
+      await nc.close();
+    }
+  });
 });
