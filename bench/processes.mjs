@@ -103,6 +103,21 @@ export async function startNatsFleet(dir, nodes) {
 }
 
 /**
+ * The environment `bin/steward.js` gives itself when run as a program (its `#!/usr/bin/env -S
+ * NAME=VALUE node` line: malloc's tunables), for a hub started here as `node bin/steward.js` to
+ * run as an installed one does.
+ */
+export function launcherEnv() {
+  const shebang = readFileSync(join(root, "bin", "steward.js"), "utf8").split("\n", 1)[0];
+  return Object.fromEntries(
+    shebang
+      .split(/\s+/)
+      .filter((word) => /^[A-Z_]+=/.test(word))
+      .map((word) => [word.slice(0, word.indexOf("=")), word.slice(word.indexOf("=") + 1)]),
+  );
+}
+
+/**
  * `steward hub` on the fleet repository in `repo`, over NATS, logging warnings into `dir/name.log`;
  * `args` adds flags (`--store`, `--listen`, ...), `node` options for Node itself.
  */
@@ -128,7 +143,7 @@ export function startHub({ dir, name, repo, natsUrl, credsDir, args = [], node =
     ],
     {
       cwd: dir,
-      env: { ...process.env, STEWARD_LOG_LEVEL: process.env.BENCH_HUB_LOG ?? "warn" },
+      env: { ...process.env, ...launcherEnv(), STEWARD_LOG_LEVEL: process.env.BENCH_HUB_LOG ?? "warn" },
       stdio: ["ignore", log, log],
     },
   );
