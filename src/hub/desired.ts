@@ -8,6 +8,7 @@
 import { canonicalJson } from "../model/canonical.js";
 import { effectiveBudget, type FleetSettings } from "../model/fleet.js";
 import type { Assignment, Node } from "../model/generated.js";
+import { SortedMap } from "../model/sorted.js";
 import type { StoreReads, Transactional } from "./store/store.js";
 
 /** The parts of a rendered DesiredState the hub needs (load.ts's `desired`). */
@@ -46,7 +47,7 @@ export function declaredRevision(store: StoreReads): Promise<string | undefined>
  */
 export interface RecordedNodes {
   revision?: string;
-  nodes: Map<string, Node>;
+  nodes: DeclaredFleet["nodes"];
 }
 
 /**
@@ -68,15 +69,19 @@ export async function recordDeclaredFleet(
         : undefined;
     await tx.meta.set(DECLARED_REVISION, revision);
     const changes: DeclarationChanges = { nodes: [], assignments: [] };
-    for (const [name, { value }] of declared.nodes) {
-      if (known?.get(name) === value) continue;
+    // Only the nodes whose parsed value is not the one recorded last: between two maps the loader
+    // made one from the other, the parts of the map a commit did not touch are not looked at.
+    const since = known
+      ? SortedMap.changesSince(declared.nodes, known, (a, b) => a.value === b.value)
+      : undefined;
+    for (const [name, { value }] of since?.changed ?? declared.nodes) {
       const existing = await tx.nodes.get(name);
       if (existing && !existing.removedAt && canonicalJson(existing.spec) === canonicalJson(value)) continue;
       await tx.nodes.upsert({ name, transport: value.spec.transport, spec: value, revision });
       changes.nodes.push(name);
     }
     // Every node recorded before is still declared: none was removed.
-    if (!known || [...known.keys()].some((name) => !declared.nodes.has(name))) {
+    if (!since || since.removed.length > 0) {
       for (const node of await tx.nodes.list())
         if (!node.removedAt && !declared.nodes.has(node.name)) changes.nodes.push(node.name);
       await tx.nodes.markRemoved([...declared.nodes.keys()], now);
@@ -96,7 +101,7 @@ export async function recordDeclaredFleet(
   });
   if (recorded) {
     recorded.revision = revision;
-    recorded.nodes = new Map([...declared.nodes].map(([name, { value }]) => [name, value]));
+    recorded.nodes = declared.nodes;
   }
   return changes;
 }

@@ -66,4 +66,37 @@ describe("sorted - SortedMap", () => {
     expect(map.with(new Map())).toBe(map);
     expect(emptySorted<number>().get("a")).toBeUndefined();
   });
+  it("sorted - changesSince gives what changed, was added or removed since an earlier map, whether the two share chunks or not", () => {
+    const random = randomNumbers(11);
+    const key = () => `k${Math.floor(random() * 2000)}`;
+    let map = SortedMap.from(Array.from({ length: 1500 }, (_, i) => [`k${i}`, i] as const));
+    for (let step = 0; step < 100; step++) {
+      const changes = new Map<string, number | undefined>();
+      const count = random() < 0.1 ? 600 : 1 + Math.floor(random() * 5);
+      for (let i = 0; i < count; i++)
+        changes.set(key(), random() < 0.3 ? undefined : random() < 0.5 ? step : (map.get(key()) ?? step));
+      const next = map.with(changes);
+      const expected = {
+        changed: [...next].filter(([k, v]) => map.get(k) !== v),
+        removed: [...map.keys()].filter((k) => !next.has(k)),
+      };
+      const sort = (c: { changed: [string, number][]; removed: string[] }) => ({
+        changed: [...c.changed].sort(([a], [b]) => (a < b ? -1 : 1)),
+        removed: [...c.removed].sort(),
+      });
+      expect(sort(SortedMap.changesSince(next, map)), `step ${step}`).toEqual(sort(expected));
+      // Maps that share no chunk, and native maps, are compared entry by entry, to the same answer.
+      expect(sort(SortedMap.changesSince(SortedMap.from([...next]), map))).toEqual(sort(expected));
+      expect(sort(SortedMap.changesSince(new Map(next), new Map(map)))).toEqual(sort(expected));
+      map = next;
+    }
+    // A value alike by `same` is no change; by identity, every one is.
+    const doubled = SortedMap.from([...map].map(([k, v]) => [k, v * 2] as const));
+    expect(SortedMap.changesSince(doubled, map, (later, earlier) => later === earlier * 2).changed).toEqual(
+      [],
+    );
+    expect(SortedMap.changesSince(doubled, map).changed.length).toBe(
+      [...map].filter(([, v]) => v !== 0).length,
+    );
+  });
 });
