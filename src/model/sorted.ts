@@ -78,10 +78,10 @@ export class SortedMap<V> implements ReadonlyMap<string, V> {
 
   /**
    * The entries of `next` that `previous` lacks or holds another value for (`same(later, earlier)`
-   * says whether two values are alike; identity by default), and the keys of `previous` that `next` lacks. Between
-   * two SortedMaps that share chunks (one made from the other by `with`), only the chunks they do
-   * not share are looked at: a one-file change of a fleet of 10,000 nodes compares a chunk, not the
-   * fleet. Other maps are compared entry by entry.
+   * says whether two values are alike; identity by default), and the keys of `previous` that `next`
+   * lacks. Between two SortedMaps that share chunks (one made from the other by `with`), only the
+   * chunks they do not share are looked at: a one-file change of a fleet of 10,000 nodes compares a
+   * chunk, not the fleet. Other maps are compared entry by entry.
    */
   static changesSince<V>(
     next: ReadonlyMap<string, V>,

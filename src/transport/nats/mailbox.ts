@@ -92,12 +92,11 @@ export class MailboxPoster {
   private readonly requests: InFlight;
   /**
    * Answered attempts still to take out, oldest answer first: the entry this process posted (it
-   * knows its sequence), or one posted elsewhere (a replica, or before a restart: `seq` -1, found by
-   * reading the instance's subject). An entry replaced by a newer post before its turn is skipped:
-   * the newer attempt replaced it on the subject already.
+   * knows its sequence; answered twice, it is here once), or one posted elsewhere (a replica, or
+   * before a restart: `seq` -1, found by reading the instance's subject). An entry replaced by a
+   * newer post before its turn is skipped: the newer attempt replaced it on the subject already.
    */
-  private answered: (Posted | undefined)[] = [];
-  private answeredHead = 0;
+  private readonly answered = new Set<Posted>();
   private settling = 0;
   private readonly maxSettling: number;
 
@@ -136,15 +135,15 @@ export class MailboxPoster {
    */
   settle(node: string, assignment: string, attemptId: string): void {
     const mine = this.posted.get(node)?.get(assignment);
-    this.answered.push(mine?.attemptId === attemptId ? mine : { node, assignment, attemptId, seq: -1 });
+    this.answered.add(mine?.attemptId === attemptId ? mine : { node, assignment, attemptId, seq: -1 });
     this.settleNext();
   }
 
   /** Starts taking answered attempts out, `settlesInFlight` at a time, oldest answer first. */
   private settleNext(): void {
-    while (this.settling < this.maxSettling) {
-      const entry = this.nextAnswered();
-      if (!entry) return;
+    while (this.settling < this.maxSettling && this.answered.size > 0) {
+      const entry = this.answered.values().next().value as Posted;
+      this.answered.delete(entry);
       this.settling++;
       void this.takeOut(entry)
         .catch((error: unknown) =>
@@ -155,23 +154,6 @@ export class MailboxPoster {
           this.settleNext();
         });
     }
-  }
-
-  private nextAnswered(): Posted | undefined {
-    const queue = this.answered;
-    if (this.answeredHead >= queue.length) {
-      if (queue.length > 0) this.answered = [];
-      this.answeredHead = 0;
-      return undefined;
-    }
-    const entry = queue[this.answeredHead];
-    queue[this.answeredHead++] = undefined;
-    // A queue that never empties (answers arriving as fast as they are taken out) drops its head.
-    if (this.answeredHead >= 4_096 && this.answeredHead * 2 >= queue.length) {
-      this.answered = queue.slice(this.answeredHead);
-      this.answeredHead = 0;
-    }
-    return entry;
   }
 
   private async takeOut(entry: Posted): Promise<void> {

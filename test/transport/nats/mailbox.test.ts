@@ -1,10 +1,17 @@
-import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MailboxPoster, readMailbox } from "../../../src/transport/nats/mailbox.js";
 import { MAILBOX_STREAM, subjects } from "../../../src/transport/nats/subjects.js";
 import { natsNode, testBundle } from "../../helpers/marker-agent.js";
 import { type NatsTestBed, startNatsTestBed } from "../../helpers/nats-testbed.js";
+
+/** The attempt ids `node`'s mailbox holds, in the order they were stored. */
+async function attemptIdsIn(jsm: JetStreamManager, node: string): Promise<string[]> {
+  return (await readMailbox(jsm.direct, node)).map(
+    (e) => (JSON.parse(new TextDecoder().decode(e.data)) as { attemptId: string }).attemptId,
+  );
+}
 
 describe("nats mailbox", { timeout: 60_000 }, () => {
   let bed: NatsTestBed;
@@ -138,10 +145,7 @@ describe("nats mailbox", { timeout: 60_000 }, () => {
       for (const [i, bundle] of second.entries())
         await poster.post("n8", `app-${i}`, bundle.attemptId, JSON.stringify(bundle));
       for (const [i, bundle] of first.entries()) poster.settle("n8", `app-${i}`, bundle.attemptId);
-      const left = async () =>
-        (await readMailbox(jsm.direct, "n8")).map(
-          (e) => JSON.parse(new TextDecoder().decode(e.data)).attemptId,
-        );
+      const left = () => attemptIdsIn(jsm, "n8");
       await bed.recorded.until(async () => (await left()).length === 5, "the five answered taken out");
       expect((await left()).sort()).toEqual(second.map((b) => b.attemptId).sort());
       // app-0 and app-1 answered, each twice (a result delivered again).
@@ -171,10 +175,7 @@ describe("nats mailbox", { timeout: 60_000 }, () => {
       await before.post("elsewhere-1", "app-2", newer.attemptId, JSON.stringify(newer));
       const after = new MailboxPoster({ js: jetstream(nc), jsm, timeoutMs: 2_000 });
       for (const bundle of bundles) after.settle("elsewhere-1", bundle.spec.assignment, bundle.attemptId);
-      const left = async () =>
-        (await readMailbox(jsm.direct, "elsewhere-1")).map(
-          (e) => JSON.parse(new TextDecoder().decode(e.data)).attemptId,
-        );
+      const left = () => attemptIdsIn(jsm, "elsewhere-1");
       await bed.recorded.until(async () => (await left()).length === 1, "app-0 and app-1 taken out");
       await new Promise((resolve) => setTimeout(resolve, 300));
       expect(await left()).toEqual([newer.attemptId]);
